@@ -1,0 +1,175 @@
+//! Types that cross the kernel/user boundary.
+//!
+//! Everything here is `#[repr(C)]` with explicit padding so that the eBPF program and the
+//! userspace reader agree byte for byte. Enums cross as integers and are decoded on the user side
+//! with `TryFrom`.
+#![no_std]
+
+/// How many functions one loaded object can trace (built-in ones plus later user-named ones).
+pub const MAX_FUNCS: u32 = 16;
+
+/// Maximum number of concurrently open calls (entered, not yet exited) across all tasks.
+pub const MAX_IN_FLIGHT: u32 = 16384;
+
+/// Default ring buffer size in bytes (power of two, multiple of the page size).
+pub const DEFAULT_RING_BYTES: u32 = 4 << 20;
+
+/// Name of the ring buffer map in the eBPF object.
+pub const MAP_EVENTS: &str = "EVENTS";
+/// Name of the per-CPU counter array.
+pub const MAP_COUNTERS: &str = "COUNTERS";
+/// Name of the entry-stamp hash map.
+pub const MAP_STAMPS: &str = "STAMPS";
+
+/// The built-in traced functions. The discriminant is the function id carried in every record.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FunctionId {
+    DamonHotScore = 0,
+    DamosVaMigrateDestsAdd = 1,
+    DamonMigratePages = 2,
+    LockTimerBase = 3,
+}
+
+impl FunctionId {
+    pub const ALL: [FunctionId; 4] = [
+        FunctionId::DamonHotScore,
+        FunctionId::DamosVaMigrateDestsAdd,
+        FunctionId::DamonMigratePages,
+        FunctionId::LockTimerBase,
+    ];
+
+    /// The kernel symbol traced.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            FunctionId::DamonHotScore => "damon_hot_score",
+            FunctionId::DamosVaMigrateDestsAdd => "damos_va_migrate_dests_add",
+            FunctionId::DamonMigratePages => "damon_migrate_pages",
+            FunctionId::LockTimerBase => "lock_timer_base",
+        }
+    }
+
+    /// Whether the function's return value is a number worth keeping (and not a kernel pointer
+    /// or `void`): the hotness score of `damon_hot_score`, the pages moved by
+    /// `damon_migrate_pages`.
+    pub const fn has_value(self) -> bool {
+        matches!(
+            self,
+            FunctionId::DamonHotScore | FunctionId::DamonMigratePages
+        )
+    }
+
+    /// Whether the function belongs to DAMON (as opposed to the timer subsystem).
+    pub const fn is_damon(self) -> bool {
+        !matches!(self, FunctionId::LockTimerBase)
+    }
+
+    pub fn from_symbol(name: &str) -> Option<FunctionId> {
+        Self::ALL.into_iter().find(|f| f.symbol() == name)
+    }
+}
+
+impl TryFrom<u32> for FunctionId {
+    type Error = u32;
+    fn try_from(v: u32) -> Result<Self, u32> {
+        Self::ALL.get(v as usize).copied().ok_or(v)
+    }
+}
+
+/// One completed call, as written by the exit program into the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallRecord {
+    /// `bpf_ktime_get_ns()` at entry (CLOCK_MONOTONIC, ns).
+    pub entry_ns: u64,
+    /// Exit stamp minus entry stamp, ns; includes the probe's own cost (see calibration).
+    pub duration_ns: u64,
+    /// Return value for functions where [`FunctionId::has_value`]; 0 otherwise.
+    pub value: i64,
+    /// Thread group id (userspace "pid").
+    pub pid: u32,
+    /// Thread id; 0 for a CPU's idle task.
+    pub tid: u32,
+    pub cpu: u32,
+    /// [`FunctionId`] as an integer.
+    pub func: u32,
+}
+
+/// Size of a [`CallRecord`] on the wire.
+pub const CALL_RECORD_SIZE: usize = core::mem::size_of::<CallRecord>();
+const _: () = assert!(CALL_RECORD_SIZE == 40);
+
+/// Per-CPU, per-function counters, at index `func * NR_COUNTERS + counter`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// Entry probes that ran.
+    Calls = 0,
+    /// Records written to the ring buffer.
+    Emitted = 1,
+    /// Completed calls whose record did not fit in the ring buffer.
+    RingFull = 2,
+    /// Entries whose stamp could not be stored (stamp map full).
+    StampFull = 3,
+    /// Entries nested deeper than [`STAMP_DEPTH`] on one task (recursion, or interrupts nesting
+    /// in interrupts): counted, not timed.
+    TooDeep = 4,
+    /// Exits without a matching entry (call started before the entry probe was attached).
+    OrphanExits = 5,
+}
+
+pub const NR_COUNTERS: u32 = 6;
+
+impl Counter {
+    pub const ALL: [Counter; NR_COUNTERS as usize] = [
+        Counter::Calls,
+        Counter::Emitted,
+        Counter::RingFull,
+        Counter::StampFull,
+        Counter::TooDeep,
+        Counter::OrphanExits,
+    ];
+
+    pub const fn index(self, func: u32) -> u32 {
+        func * NR_COUNTERS + self as u32
+    }
+}
+
+/// How many nested open calls of one function one task can time. A task's calls nest strictly
+/// (an interrupt that calls the function while the task is inside it returns before the task
+/// goes on), so a small stack per (task, function) times them all: task, softirq, hardirq, NMI.
+pub const STAMP_DEPTH: usize = 4;
+
+/// Entry stamps of the open calls of one function on one task, innermost last.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StampStack {
+    /// Open calls, including those deeper than [`STAMP_DEPTH`] (which have no stamp).
+    pub depth: u32,
+    pub _pad: u32,
+    pub stamps: [u64; STAMP_DEPTH],
+}
+
+/// Key of an entry stamp stack: one per (task, function). The idle tasks of all CPUs share
+/// tid 0, so for them the CPU number stands in for the tid, with the top bit set.
+pub const fn stamp_key(tid: u32, cpu: u32, func: u32) -> u64 {
+    let task = if tid == 0 {
+        (1u64 << 62) | cpu as u64
+    } else {
+        tid as u64
+    };
+    (task << 8) | (func as u64 & 0xff)
+}
+
+/// Function id encoded in a stamp key (userspace uses it to count calls still in flight).
+pub const fn stamp_key_func(key: u64) -> u32 {
+    (key & 0xff) as u32
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: CallRecord is repr(C), made only of integers, with no padding (40 bytes = 3*8+4*4).
+    unsafe impl aya::Pod for super::CallRecord {}
+    // SAFETY: StampStack is repr(C), integers only, padding made explicit by `_pad`.
+    unsafe impl aya::Pod for super::StampStack {}
+}

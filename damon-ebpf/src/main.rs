@@ -1,0 +1,185 @@
+//! Kernel side of damon-trace: per-call latency of the traced functions.
+//!
+//! Each function has two program pairs, fentry/fexit and kprobe/kretprobe; the loader attaches
+//! one pair. Entry pushes a timestamp on a small per-(task, function) stack; exit pops it and
+//! writes one [`CallRecord`] into the ring buffer. Every outcome that is not a record bumps a
+//! per-CPU counter, so userspace can account for every call.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    macros::{fentry, fexit, kprobe, kretprobe, map},
+    maps::{HashMap, PerCpuArray, RingBuf},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+};
+use damon_common::{
+    CallRecord, Counter, DEFAULT_RING_BYTES, FunctionId, MAX_FUNCS, MAX_IN_FLIGHT, NR_COUNTERS,
+    STAMP_DEPTH, StampStack, stamp_key,
+};
+
+#[map(name = "EVENTS")]
+static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
+
+#[map(name = "COUNTERS")]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * NR_COUNTERS, 0);
+
+#[map(name = "STAMPS")]
+static STAMPS: HashMap<u64, StampStack> = HashMap::with_max_entries(MAX_IN_FLIGHT, 0);
+
+#[inline(always)]
+fn bump(func: u32, counter: Counter) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(counter.index(func)) {
+        // SAFETY: per-CPU slot; programs on one CPU do not run concurrently with each other
+        // for the same slot except through nesting, which can at worst lose one increment.
+        unsafe { *slot += 1 };
+    }
+}
+
+#[inline(always)]
+fn current() -> (u32, u32, u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: helper without preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    ((pid_tgid >> 32) as u32, pid_tgid as u32, cpu)
+}
+
+#[inline(always)]
+fn on_entry(func: FunctionId) {
+    let func = func as u32;
+    bump(func, Counter::Calls);
+    let (_, tid, cpu) = current();
+    let key = stamp_key(tid, cpu, func);
+    if let Some(stack) = STAMPS.get_ptr_mut(key) {
+        // SAFETY: only this task (or code nested in it on this CPU) uses this key.
+        let stack = unsafe { &mut *stack };
+        let depth = stack.depth as usize;
+        stack.depth += 1;
+        if depth < STAMP_DEPTH {
+            // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
+            stack.stamps[depth] = unsafe { bpf_ktime_get_ns() };
+        } else {
+            bump(func, Counter::TooDeep);
+        }
+        return;
+    }
+    let mut stack = StampStack {
+        depth: 1,
+        ..StampStack::default()
+    };
+    // SAFETY: helper without preconditions.
+    stack.stamps[0] = unsafe { bpf_ktime_get_ns() };
+    if STAMPS.insert(key, stack, BPF_NOEXIST as u64).is_err() {
+        bump(func, Counter::StampFull);
+    }
+}
+
+#[inline(always)]
+fn on_exit(func: FunctionId, value: i64) {
+    // SAFETY: helper without preconditions; read first so the duration excludes our own work.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let func = func as u32;
+    let (pid, tid, cpu) = current();
+    let key = stamp_key(tid, cpu, func);
+    let Some(stack) = STAMPS.get_ptr_mut(key) else {
+        bump(func, Counter::OrphanExits);
+        return;
+    };
+    // SAFETY: see on_entry.
+    let stack = unsafe { &mut *stack };
+    if stack.depth == 0 {
+        bump(func, Counter::OrphanExits);
+        return;
+    }
+    stack.depth -= 1;
+    let depth = stack.depth as usize;
+    if depth >= STAMP_DEPTH {
+        // Entry was counted as TooDeep and never stamped.
+        return;
+    }
+    let entry_ns = stack.stamps[depth];
+    if depth == 0 {
+        let _ = STAMPS.remove(key);
+    }
+    match EVENTS.reserve::<CallRecord>(0) {
+        Some(mut slot) => {
+            slot.write(CallRecord {
+                entry_ns,
+                duration_ns: now.wrapping_sub(entry_ns),
+                value,
+                pid,
+                tid,
+                cpu,
+                func,
+            });
+            slot.submit(0);
+            bump(func, Counter::Emitted);
+        }
+        None => bump(func, Counter::RingFull),
+    }
+}
+
+/// Defines the four programs of one traced function. `$ret` turns the raw return value into the
+/// record's `value`.
+macro_rules! traced {
+    ($id:expr, $sym:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident,
+     |$raw:ident : $ty:ty| $value:expr) => {
+        #[fentry(function = $sym)]
+        pub fn $fentry(_ctx: FEntryContext) -> u32 {
+            on_entry($id);
+            0
+        }
+
+        #[fexit(function = $sym)]
+        pub fn $fexit(ctx: FExitContext) -> u32 {
+            let $raw: $ty = ctx.ret().unwrap_or_default();
+            on_exit($id, $value);
+            0
+        }
+
+        #[kprobe]
+        pub fn $kprobe(_ctx: ProbeContext) -> u32 {
+            on_entry($id);
+            0
+        }
+
+        #[kretprobe]
+        pub fn $kretprobe(ctx: RetProbeContext) -> u32 {
+            let $raw: $ty = ctx.ret();
+            on_exit($id, $value);
+            0
+        }
+    };
+}
+
+// int damon_hot_score(struct damon_ctx *, struct damon_region *, struct damos *)
+traced!(FunctionId::DamonHotScore, "damon_hot_score",
+    fentry_damon_hot_score, fexit_damon_hot_score,
+    kprobe_damon_hot_score, kretprobe_damon_hot_score,
+    |r: i32| r as i64);
+// void damos_va_migrate_dests_add(struct folio *, struct vm_area_struct *, unsigned long, ...)
+traced!(FunctionId::DamosVaMigrateDestsAdd, "damos_va_migrate_dests_add",
+    fentry_damos_va_migrate_dests_add, fexit_damos_va_migrate_dests_add,
+    kprobe_damos_va_migrate_dests_add, kretprobe_damos_va_migrate_dests_add,
+    |_r: u64| 0);
+// unsigned long damon_migrate_pages(struct list_head *folio_list, int target_nid)
+traced!(FunctionId::DamonMigratePages, "damon_migrate_pages",
+    fentry_damon_migrate_pages, fexit_damon_migrate_pages,
+    kprobe_damon_migrate_pages, kretprobe_damon_migrate_pages,
+    |r: u64| r as i64);
+// struct timer_base *lock_timer_base(struct timer_list *, unsigned long *): the pointer is not kept.
+traced!(FunctionId::LockTimerBase, "lock_timer_base",
+    fentry_lock_timer_base, fexit_lock_timer_base,
+    kprobe_lock_timer_base, kretprobe_lock_timer_base,
+    |_r: u64| 0);
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

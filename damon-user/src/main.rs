@@ -1,0 +1,36 @@
+//! `damon-trace`: per-call latency of DAMON and timer kernel functions.
+mod capture;
+mod cli;
+mod damon;
+mod doctor;
+mod probe;
+mod record;
+mod report;
+mod stats;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+use crate::cli::{Cli, Command};
+
+/// Exit status for bad usage or input (clap also uses 2).
+pub const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Doctor(args) => doctor::run(&args),
+        Command::Record(args) => record::run(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Scenario(cmd) => damon::run_scenario(&cmd),
+        Command::Workload(args) => damon::run_workload(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("damon-trace: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
