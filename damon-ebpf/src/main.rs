@@ -154,25 +154,45 @@ macro_rules! traced {
 }
 
 // int damon_hot_score(struct damon_ctx *, struct damon_region *, struct damos *)
-traced!(FunctionId::DamonHotScore, "damon_hot_score",
-    fentry_damon_hot_score, fexit_damon_hot_score,
-    kprobe_damon_hot_score, kretprobe_damon_hot_score,
-    |r: i32| r as i64);
+traced!(
+    FunctionId::DamonHotScore,
+    "damon_hot_score",
+    fentry_damon_hot_score,
+    fexit_damon_hot_score,
+    kprobe_damon_hot_score,
+    kretprobe_damon_hot_score,
+    |r: i32| r as i64
+);
 // void damos_va_migrate_dests_add(struct folio *, struct vm_area_struct *, unsigned long, ...)
-traced!(FunctionId::DamosVaMigrateDestsAdd, "damos_va_migrate_dests_add",
-    fentry_damos_va_migrate_dests_add, fexit_damos_va_migrate_dests_add,
-    kprobe_damos_va_migrate_dests_add, kretprobe_damos_va_migrate_dests_add,
-    |_r: u64| 0);
+traced!(
+    FunctionId::DamosVaMigrateDestsAdd,
+    "damos_va_migrate_dests_add",
+    fentry_damos_va_migrate_dests_add,
+    fexit_damos_va_migrate_dests_add,
+    kprobe_damos_va_migrate_dests_add,
+    kretprobe_damos_va_migrate_dests_add,
+    |_r: u64| 0
+);
 // unsigned long damon_migrate_pages(struct list_head *folio_list, int target_nid)
-traced!(FunctionId::DamonMigratePages, "damon_migrate_pages",
-    fentry_damon_migrate_pages, fexit_damon_migrate_pages,
-    kprobe_damon_migrate_pages, kretprobe_damon_migrate_pages,
-    |r: u64| r as i64);
+traced!(
+    FunctionId::DamonMigratePages,
+    "damon_migrate_pages",
+    fentry_damon_migrate_pages,
+    fexit_damon_migrate_pages,
+    kprobe_damon_migrate_pages,
+    kretprobe_damon_migrate_pages,
+    |r: u64| r as i64
+);
 // struct timer_base *lock_timer_base(struct timer_list *, unsigned long *): the pointer is not kept.
-traced!(FunctionId::LockTimerBase, "lock_timer_base",
-    fentry_lock_timer_base, fexit_lock_timer_base,
-    kprobe_lock_timer_base, kretprobe_lock_timer_base,
-    |_r: u64| 0);
+traced!(
+    FunctionId::LockTimerBase,
+    "lock_timer_base",
+    fentry_lock_timer_base,
+    fexit_lock_timer_base,
+    kprobe_lock_timer_base,
+    kretprobe_lock_timer_base,
+    |_r: u64| 0
+);
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -124,7 +124,9 @@ pub struct WorkloadArgs {
 /// Parses `1500ms`, `30s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let value: f64 = num
         .parse()
@@ -134,10 +136,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        _ => return Err(format!("unknown unit `{unit}` in `{s}` (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{s}` (use ms, s, m or h)"
+            ));
+        }
     };
     if !secs.is_finite() || secs <= 0.0 || secs > 7.0 * 86400.0 {
-        return Err(format!("duration `{s}` must be positive and at most a week"));
+        return Err(format!(
+            "duration `{s}` must be positive and at most a week"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -149,7 +157,9 @@ pub fn parse_ring_size(s: &str) -> Result<u32, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a size in bytes"))?;
     if v < 4096 || !v.is_power_of_two() {
-        return Err(format!("ring size {v} must be a power of two and at least 4096"));
+        return Err(format!(
+            "ring size {v} must be a power of two and at least 4096"
+        ));
     }
     Ok(v)
 }

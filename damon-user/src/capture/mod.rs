@@ -1,0 +1,121 @@
+//! Captures: what `record` writes and `report` reads.
+//!
+//! A capture holds the metadata of a tracing session, every call record, and the kernel's
+//! counters at the end, so that every call the kernel saw is accounted for. The on-disk layout
+//! is in [`format`].
+pub mod format;
+
+use std::collections::BTreeMap;
+
+use damon_common::CallRecord;
+use serde::{Deserialize, Serialize};
+
+use crate::probe::kernel::KernelIdentity;
+
+/// How a function was traced, or why it was not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachState {
+    Fentry,
+    Kprobe,
+    /// The kernel does not have the function.
+    Missing,
+    /// Only compiler clones of the function exist.
+    Inlined,
+    /// It exists but neither attach method worked.
+    Failed,
+}
+
+impl AttachState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttachState::Fentry => "fentry",
+            AttachState::Kprobe => "kprobe",
+            AttachState::Missing => "missing",
+            AttachState::Inlined => "inlined",
+            AttachState::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionStatus {
+    pub name: String,
+    /// Function id used in the records.
+    pub id: u32,
+    pub attach: AttachState,
+    /// Why the function is not traced, or why the fallback was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Written once at the start of a capture.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub tool_version: String,
+    pub kernel: KernelIdentity,
+    #[serde(default)]
+    pub hostname: String,
+    /// Wall-clock start, Unix ns.
+    pub start_unix_ns: u64,
+    /// CLOCK_MONOTONIC at start, ns: the time base of the records' `entry_ns`.
+    pub start_monotonic_ns: u64,
+    pub command_line: Vec<String>,
+    /// "stream": one record per call.
+    pub mode: String,
+    pub ring_size: u32,
+    pub functions: Vec<FunctionStatus>,
+    /// DAMON configuration found in sysfs at start, if DAMON was present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damon: Option<serde_json::Value>,
+}
+
+/// The kernel's counters for one function at the end of a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCounters {
+    /// Entries the kernel saw.
+    pub calls: u64,
+    /// Records written into the ring buffer.
+    pub emitted: u64,
+    /// Completed calls lost because the ring buffer was full.
+    pub ring_full: u64,
+    /// Entries not timed because the stamp map was full.
+    pub stamp_full: u64,
+    /// Entries not timed because they nested too deep on one task.
+    pub too_deep: u64,
+    /// Exits whose entry happened before the probes were attached (not part of `calls`).
+    pub orphan_exits: u64,
+    /// Entered, not exited when tracing stopped.
+    pub in_flight: u64,
+}
+
+impl FunctionCounters {
+    /// Calls the kernel saw but that have no record.
+    pub fn dropped(&self) -> u64 {
+        self.ring_full + self.stamp_full + self.too_deep
+    }
+}
+
+/// Written once at the end of a capture.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub duration_ns: u64,
+    /// Why the session ended: "duration", "interrupted" (SIGINT), "terminated" (SIGTERM/SIGHUP).
+    pub end_reason: String,
+    /// Keyed by function id.
+    pub counters: BTreeMap<u32, FunctionCounters>,
+    /// Ring items of unexpected size (never expected; kept so nothing vanishes unseen).
+    #[serde(default)]
+    pub malformed_items: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damon_end: Option<serde_json::Value>,
+}
+
+/// A whole capture in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capture {
+    pub meta: Meta,
+    pub records: Vec<CallRecord>,
+    /// `None` when the session was killed before it could write its summary.
+    pub summary: Option<Summary>,
+}

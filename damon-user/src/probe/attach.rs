@@ -1,0 +1,404 @@
+//! Loads the eBPF object and attaches each selected function with fentry/fexit, falling back to
+//! kprobe/kretprobe; detaches in the order that keeps the call accounting exact.
+use std::{collections::BTreeMap, time::Duration};
+
+use anyhow::Context as _;
+use aya::{
+    Btf, Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    programs::{FEntry, FExit, KProbe, ProgramError},
+};
+use damon_common::{
+    Counter, FunctionId, MAP_COUNTERS, MAP_EVENTS, MAP_STAMPS, StampStack, stamp_key_func,
+};
+
+use crate::{
+    capture::{AttachState, FunctionCounters, FunctionStatus},
+    cli::AttachChoice,
+    probe::kernel::{Kallsyms, SymbolPresence, btf_has_function, kprobes_supported},
+};
+
+/// The compiled eBPF object, embedded so the binary is self-contained (also inside the VM).
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/damon"));
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Fentry,
+    Kprobe,
+}
+
+/// Program names in the eBPF object for one function and mode: (entry, exit).
+fn program_names(func: FunctionId, mode: Mode) -> (String, String) {
+    let sym = func.symbol();
+    match mode {
+        Mode::Fentry => (format!("fentry_{sym}"), format!("fexit_{sym}")),
+        Mode::Kprobe => (format!("kprobe_{sym}"), format!("kretprobe_{sym}")),
+    }
+}
+
+/// Loaded, attached probes. Dropping it detaches and unloads everything.
+pub struct Tracer {
+    bpf: Ebpf,
+    attached: Vec<(FunctionId, Mode)>,
+    statuses: Vec<FunctionStatus>,
+}
+
+pub struct LoadOptions {
+    pub functions: Vec<FunctionId>,
+    pub attach: AttachChoice,
+    pub ring_size: u32,
+}
+
+/// Explains a program load/attach error with its errno and the likely reason.
+pub fn describe_error(err: &ProgramError) -> String {
+    let io = match err {
+        ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => {
+            let log = verifier_log.to_string();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(3)..];
+            if !tail.is_empty() && io_error.raw_os_error() != Some(libc::EPERM) {
+                return format!(
+                    "verifier rejected the program ({io_error}): {}",
+                    tail.join(" | ")
+                );
+            }
+            io_error
+        }
+        ProgramError::SyscallError(e) => &e.io_error,
+        other => {
+            // Keep the whole chain: aya's top-level message alone can be just a path.
+            let mut msg = other.to_string();
+            let mut source = std::error::Error::source(other);
+            while let Some(s) = source {
+                msg.push_str(": ");
+                msg.push_str(&s.to_string());
+                source = s.source();
+            }
+            return msg;
+        }
+    };
+    let hint = match io.raw_os_error() {
+        Some(libc::EPERM) => {
+            " — the kernel refused: lockdown, or missing CAP_BPF/CAP_PERFMON (see `damon-trace doctor`)"
+        }
+        Some(libc::ENOENT) => " — the kernel has no such attach point",
+        Some(libc::ESRCH) => " — function not found in the kernel's BTF",
+        Some(libc::EINVAL) => " — the kernel rejected the attach type or target",
+        Some(libc::EBUSY) => " — the function is already attached by too many programs",
+        Some(ENOTSUPP) => " — not supported by this kernel",
+        _ => "",
+    };
+    format!("{io}{hint}")
+}
+
+/// Kernel-internal ENOTSUPP, which leaks to userspace from some BPF paths.
+const ENOTSUPP: i32 = 524;
+
+impl Tracer {
+    /// Loads the object and attaches what it can. Functions that cannot be traced are reported
+    /// in the statuses, not as errors; an error means nothing could be set up at all.
+    pub fn load(opts: &LoadOptions) -> anyhow::Result<Tracer> {
+        let kallsyms = Kallsyms::read().context("reading /proc/kallsyms")?;
+        let btf = Btf::from_sys_fs().ok();
+        let mut bpf = EbpfLoader::new()
+            .btf(btf.as_ref())
+            .map_max_entries(MAP_EVENTS, opts.ring_size)
+            .load(EBPF_OBJECT)
+            .context(
+                "creating the BPF maps (ring buffer, counters, stamps); run `damon-trace doctor`",
+            )?;
+        let mut attached = Vec::new();
+        let mut statuses = Vec::new();
+        for &func in &opts.functions {
+            let (state, detail) = match kallsyms.presence(func.symbol()) {
+                SymbolPresence::Absent => (
+                    AttachState::Missing,
+                    Some(
+                        "not in /proc/kallsyms: this kernel does not have the function".to_owned(),
+                    ),
+                ),
+                SymbolPresence::ClonesOnly(c) => (
+                    AttachState::Inlined,
+                    Some(format!(
+                        "only compiler clones exist ({}); the plain function was inlined",
+                        c.join(", ")
+                    )),
+                ),
+                SymbolPresence::Present => attach_one(&mut bpf, func, opts.attach, btf.as_ref()),
+            };
+            match state {
+                AttachState::Fentry => attached.push((func, Mode::Fentry)),
+                AttachState::Kprobe => attached.push((func, Mode::Kprobe)),
+                _ => {}
+            }
+            statuses.push(FunctionStatus {
+                name: func.symbol().to_owned(),
+                id: func as u32,
+                attach: state,
+                detail,
+            });
+        }
+        Ok(Tracer {
+            bpf,
+            attached,
+            statuses,
+        })
+    }
+
+    pub fn statuses(&self) -> &[FunctionStatus] {
+        &self.statuses
+    }
+
+    pub fn any_attached(&self) -> bool {
+        !self.attached.is_empty()
+    }
+
+    /// Takes the ring buffer out of the object for the reader.
+    pub fn take_ring(&mut self) -> anyhow::Result<RingBuf<MapData>> {
+        let map = self
+            .bpf
+            .take_map(MAP_EVENTS)
+            .context("ring buffer map missing from the eBPF object")?;
+        RingBuf::try_from(map).context("EVENTS is not a ring buffer")
+    }
+
+    /// Detaches entry probes first, lets calls already inside the functions finish, then detaches
+    /// exit probes: every call that entered is then either recorded, counted as dropped, or still
+    /// holds a stamp (in flight).
+    pub fn detach(&mut self) {
+        for (func, mode) in &self.attached {
+            let (entry, _) = program_names(*func, *mode);
+            unload(&mut self.bpf, &entry, *mode);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        for (func, mode) in &self.attached {
+            let (_, exit) = program_names(*func, *mode);
+            unload(&mut self.bpf, &exit, *mode);
+        }
+    }
+
+    /// Sums the per-CPU counters and counts the calls still holding an entry stamp.
+    pub fn counters(&self) -> anyhow::Result<BTreeMap<u32, FunctionCounters>> {
+        let counters: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.bpf.map(MAP_COUNTERS).context("counter map missing")?)?;
+        let mut out = BTreeMap::new();
+        for (func, _) in &self.attached {
+            let id = *func as u32;
+            let sum = |c: Counter| -> anyhow::Result<u64> {
+                Ok(counters.get(&c.index(id), 0)?.iter().sum())
+            };
+            out.insert(
+                id,
+                FunctionCounters {
+                    calls: sum(Counter::Calls)?,
+                    emitted: sum(Counter::Emitted)?,
+                    ring_full: sum(Counter::RingFull)?,
+                    stamp_full: sum(Counter::StampFull)?,
+                    too_deep: sum(Counter::TooDeep)?,
+                    orphan_exits: sum(Counter::OrphanExits)?,
+                    in_flight: 0,
+                },
+            );
+        }
+        let stamps: BpfHashMap<_, u64, StampStack> =
+            BpfHashMap::try_from(self.bpf.map(MAP_STAMPS).context("stamp map missing")?)?;
+        for entry in stamps.iter() {
+            let (key, stack) = entry?;
+            if let Some(c) = out.get_mut(&stamp_key_func(key)) {
+                c.in_flight += u64::from(stack.depth);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn unload(bpf: &mut Ebpf, name: &str, mode: Mode) {
+    let Some(prog) = bpf.program_mut(name) else {
+        return;
+    };
+    // Unloading detaches the program's links; errors here leave nothing we could retry.
+    let _ = match mode {
+        Mode::Fentry => match <&mut FEntry>::try_from(&mut *prog) {
+            Ok(p) => p.unload(),
+            Err(_) => <&mut FExit>::try_from(prog).and_then(FExit::unload),
+        },
+        Mode::Kprobe => <&mut KProbe>::try_from(prog).and_then(KProbe::unload),
+    };
+}
+
+/// Attaches one function according to the user's choice; returns the state and, for a fallback
+/// or failure, why.
+fn attach_one(
+    bpf: &mut Ebpf,
+    func: FunctionId,
+    choice: AttachChoice,
+    btf: Option<&Btf>,
+) -> (AttachState, Option<String>) {
+    let mut fentry_err = None;
+    if choice != AttachChoice::Kprobe {
+        let result = match btf {
+            None => Err("no kernel BTF at /sys/kernel/btf/vmlinux".to_owned()),
+            Some(btf) if !btf_has_function(btf, func.symbol()) => {
+                Err("function not in the kernel's BTF".to_owned())
+            }
+            Some(btf) => attach_fentry(bpf, func, btf).map_err(|e| describe_error(&e)),
+        };
+        match result {
+            Ok(()) => return (AttachState::Fentry, None),
+            Err(e) if choice == AttachChoice::Fentry => {
+                return (AttachState::Failed, Some(format!("fentry/fexit: {e}")));
+            }
+            Err(e) => fentry_err = Some(e),
+        }
+    }
+    match attach_kprobe(bpf, func) {
+        Ok(()) => (
+            AttachState::Kprobe,
+            fentry_err.map(|e| format!("fentry/fexit failed ({e}); fell back to kprobe")),
+        ),
+        Err(e) => {
+            let kprobe = describe_error(&e);
+            let detail = match fentry_err {
+                Some(f) => format!("fentry/fexit: {f}; kprobe/kretprobe: {kprobe}"),
+                None => format!("kprobe/kretprobe: {kprobe}"),
+            };
+            (AttachState::Failed, Some(detail))
+        }
+    }
+}
+
+fn program<'a, T>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, ProgramError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
+{
+    let prog = bpf
+        .program_mut(name)
+        .ok_or_else(|| ProgramError::InvalidName {
+            name: name.to_owned(),
+        })?;
+    prog.try_into()
+}
+
+/// Exit first, then entry: a call that starts while the slow attach runs then either has both
+/// probes or only the exit (counted as an orphan), never an entry without its exit.
+fn attach_fentry(bpf: &mut Ebpf, func: FunctionId, btf: &Btf) -> Result<(), ProgramError> {
+    let (entry, exit) = program_names(func, Mode::Fentry);
+    let attached = (|| {
+        let fexit: &mut FExit = program(bpf, &exit)?;
+        fexit.load(func.symbol(), btf)?;
+        fexit.attach()?;
+        let fentry: &mut FEntry = program(bpf, &entry)?;
+        fentry.load(func.symbol(), btf)?;
+        fentry.attach().map(|_| ())
+    })();
+    if attached.is_err() {
+        unload_pair(bpf, func, Mode::Fentry);
+    }
+    attached
+}
+
+/// Same order as [`attach_fentry`].
+fn attach_kprobe(bpf: &mut Ebpf, func: FunctionId) -> Result<(), ProgramError> {
+    let (entry, exit) = program_names(func, Mode::Kprobe);
+    let attached = (|| {
+        let kret: &mut KProbe = program(bpf, &exit)?;
+        kret.load()?;
+        kret.attach(func.symbol(), 0)?;
+        let kprobe: &mut KProbe = program(bpf, &entry)?;
+        kprobe.load()?;
+        kprobe.attach(func.symbol(), 0).map(|_| ())
+    })();
+    if attached.is_err() {
+        unload_pair(bpf, func, Mode::Kprobe);
+    }
+    attached
+}
+
+/// What really attaching one function's probe pairs gave (for `doctor`).
+#[derive(Debug, Clone)]
+pub struct ProbeTrial {
+    pub func: FunctionId,
+    pub in_btf: bool,
+    /// "ok" or the error.
+    pub fentry: String,
+    pub kprobe: String,
+}
+
+/// Attaches and immediately detaches each function's fentry and kprobe pairs, so the diagnosis
+/// reports what the kernel really allows rather than a guess.
+pub fn try_each(functions: &[FunctionId]) -> Vec<ProbeTrial> {
+    let btf = Btf::from_sys_fs().ok();
+    let mut loaded = EbpfLoader::new()
+        .btf(btf.as_ref())
+        .map_max_entries(MAP_EVENTS, 4096)
+        .load(EBPF_OBJECT)
+        .map_err(|e| format!("creating BPF maps failed: {e}"));
+    let kallsyms = Kallsyms::read().unwrap_or_default();
+    let mut trials = Vec::new();
+    for &func in functions {
+        let in_btf = btf
+            .as_ref()
+            .is_some_and(|b| btf_has_function(b, func.symbol()));
+        let present = kallsyms.presence(func.symbol()) == SymbolPresence::Present;
+        let outcome = |r: Result<(), ProgramError>| {
+            r.map_or_else(|e| describe_error(&e), |()| "ok".to_owned())
+        };
+        let (fentry, kprobe) = match (&mut loaded, present) {
+            (Err(e), _) => (e.clone(), e.clone()),
+            (Ok(_), false) => {
+                let why = "function not in /proc/kallsyms".to_owned();
+                (why.clone(), why)
+            }
+            (Ok(bpf), true) => {
+                let fentry = match &btf {
+                    None => "no kernel BTF".to_owned(),
+                    Some(_) if !in_btf => "function not in the kernel's BTF".to_owned(),
+                    Some(b) => outcome(attach_fentry(bpf, func, b)),
+                };
+                unload_pair(bpf, func, Mode::Fentry);
+                let kprobe = if kprobes_supported(&kallsyms) {
+                    let k = outcome(attach_kprobe(bpf, func));
+                    unload_pair(bpf, func, Mode::Kprobe);
+                    k
+                } else {
+                    "kernel has no kprobes (CONFIG_KPROBES off)".to_owned()
+                };
+                (fentry, kprobe)
+            }
+        };
+        trials.push(ProbeTrial {
+            func,
+            in_btf,
+            fentry,
+            kprobe,
+        });
+    }
+    trials
+}
+
+fn unload_pair(bpf: &mut Ebpf, func: FunctionId, mode: Mode) {
+    let (entry, exit) = program_names(func, mode);
+    unload(bpf, &entry, mode);
+    unload(bpf, &exit, mode);
+}
+
+/// Names of loaded BPF programs that look like ours (the kernel keeps 15 characters of a name).
+pub fn our_loaded_programs() -> Vec<String> {
+    let ours: Vec<String> = FunctionId::ALL
+        .iter()
+        .flat_map(|f| {
+            let (a, b) = program_names(*f, Mode::Fentry);
+            let (c, d) = program_names(*f, Mode::Kprobe);
+            [a, b, c, d]
+        })
+        .map(|n| n.chars().take(15).collect())
+        .collect();
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter_map(|p| p.name_as_str().map(str::to_owned))
+        .filter(|n| ours.contains(n))
+        .collect()
+}

@@ -1,0 +1,265 @@
+//! Facts about the running kernel that decide whether and how a function can be traced.
+//!
+//! Parsing is separated from reading so it is unit-tested on real text from /proc and /sys.
+use std::{collections::HashMap, fs, path::Path};
+
+use serde::Serialize;
+
+/// Kernel lockdown mode, from `/sys/kernel/security/lockdown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lockdown {
+    None,
+    Integrity,
+    Confidentiality,
+}
+
+/// Parses the lockdown file, whose active mode is the bracketed word: `none [integrity] confidentiality`.
+pub fn parse_lockdown(text: &str) -> Option<Lockdown> {
+    let start = text.find('[')?;
+    let end = text[start..].find(']')? + start;
+    match &text[start + 1..end] {
+        "none" => Some(Lockdown::None),
+        "integrity" => Some(Lockdown::Integrity),
+        "confidentiality" => Some(Lockdown::Confidentiality),
+        _ => None,
+    }
+}
+
+/// Reads the lockdown mode, mounting securityfs first if needed. `None` when the kernel has no
+/// lockdown LSM (or securityfs cannot be mounted).
+pub fn read_lockdown() -> Option<Lockdown> {
+    const FILE: &str = "/sys/kernel/security/lockdown";
+    if !Path::new(FILE).exists() {
+        mount_if_missing("securityfs", "/sys/kernel/security");
+    }
+    parse_lockdown(&fs::read_to_string(FILE).ok()?)
+}
+
+/// Mounts a pseudo filesystem at its usual place when it is not mounted yet. Failure is not an
+/// error: callers look for the files they need and report what is absent.
+pub fn mount_if_missing(fstype: &str, target: &str) {
+    let Ok(mounts) = fs::read_to_string("/proc/self/mounts") else {
+        return;
+    };
+    if mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(target))
+    {
+        return;
+    }
+    let (Ok(src), Ok(ty), Ok(dst)) = (
+        std::ffi::CString::new(fstype),
+        std::ffi::CString::new(fstype),
+        std::ffi::CString::new(target),
+    ) else {
+        return;
+    };
+    // SAFETY: all pointers are valid NUL-terminated strings for the duration of the call; a null
+    // data pointer is allowed for these filesystems.
+    unsafe {
+        libc::mount(src.as_ptr(), dst.as_ptr(), ty.as_ptr(), 0, std::ptr::null());
+    }
+}
+
+/// How a function appears in `/proc/kallsyms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SymbolPresence {
+    /// The exact symbol exists: fentry and kprobe can target it.
+    Present,
+    /// Only compiler clones exist (`name.isra.0`, `name.constprop.0`, `name.part.0`): the
+    /// function was inlined or specialised and its plain name cannot be traced.
+    ClonesOnly(Vec<String>),
+    Absent,
+}
+
+/// Symbol names of kallsyms, with compiler clones grouped under their base name.
+#[derive(Debug, Default)]
+pub struct Kallsyms {
+    exact: std::collections::HashSet<String>,
+    clones: HashMap<String, Vec<String>>,
+}
+
+impl Kallsyms {
+    pub fn parse(text: &str) -> Kallsyms {
+        let mut k = Kallsyms::default();
+        for line in text.lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(_addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            // Only text symbols can be traced.
+            if !matches!(kind, "t" | "T" | "w" | "W") {
+                continue;
+            }
+            // Module symbols carry a trailing "[module]" column; the name is still the third.
+            match name.split_once('.') {
+                Some((base, _)) => k
+                    .clones
+                    .entry(base.to_owned())
+                    .or_default()
+                    .push(name.to_owned()),
+                None => {
+                    k.exact.insert(name.to_owned());
+                }
+            }
+        }
+        k
+    }
+
+    pub fn read() -> std::io::Result<Kallsyms> {
+        Ok(Kallsyms::parse(&fs::read_to_string("/proc/kallsyms")?))
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.exact.contains(name)
+    }
+
+    pub fn presence(&self, name: &str) -> SymbolPresence {
+        if self.exact.contains(name) {
+            SymbolPresence::Present
+        } else if let Some(c) = self.clones.get(name) {
+            SymbolPresence::ClonesOnly(c.clone())
+        } else {
+            SymbolPresence::Absent
+        }
+    }
+}
+
+/// Whether the kernel was built with kprobes (CONFIG_KPROBES): the kprobe core's symbols exist.
+pub fn kprobes_supported(kallsyms: &Kallsyms) -> bool {
+    kallsyms.contains("register_kprobe")
+}
+
+/// Functions ftrace can attach to (`available_filter_functions`); fentry needs the target there.
+/// The error says why the list could not be read.
+pub fn ftrace_functions() -> Result<std::collections::HashSet<String>, String> {
+    const FILE: &str = "/sys/kernel/tracing/available_filter_functions";
+    if !Path::new(FILE).exists() {
+        mount_if_missing("tracefs", "/sys/kernel/tracing");
+    }
+    let text = fs::read_to_string(FILE).map_err(|e| format!("cannot read {FILE}: {e}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Release, version string and boot id of the running kernel.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq, Default)]
+pub struct KernelIdentity {
+    pub release: String,
+    pub version: String,
+    pub boot_id: String,
+}
+
+impl KernelIdentity {
+    pub fn read() -> KernelIdentity {
+        let read = |p: &str| fs::read_to_string(p).unwrap_or_default().trim().to_owned();
+        KernelIdentity {
+            release: read("/proc/sys/kernel/osrelease"),
+            version: read("/proc/sys/kernel/version"),
+            boot_id: read("/proc/sys/kernel/random/boot_id"),
+        }
+    }
+}
+
+/// Capabilities that matter for tracing.
+pub const CAP_SYS_ADMIN: u32 = 21;
+pub const CAP_PERFMON: u32 = 38;
+pub const CAP_BPF: u32 = 39;
+
+/// Parses `CapEff:` from /proc/self/status.
+pub fn parse_cap_eff(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+}
+
+pub fn effective_caps() -> Option<u64> {
+    parse_cap_eff(&fs::read_to_string("/proc/self/status").ok()?)
+}
+
+pub fn has_cap(caps: u64, cap: u32) -> bool {
+    caps & (1u64 << cap) != 0
+}
+
+/// Whether a function is in the kernel's BTF (fentry needs its prototype).
+pub fn btf_has_function(btf: &aya::Btf, name: &str) -> bool {
+    btf.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lockdown_modes() {
+        assert_eq!(
+            parse_lockdown("none [integrity] confidentiality\n"),
+            Some(Lockdown::Integrity)
+        );
+        assert_eq!(
+            parse_lockdown("[none] integrity confidentiality"),
+            Some(Lockdown::None)
+        );
+        assert_eq!(
+            parse_lockdown("none integrity [confidentiality]"),
+            Some(Lockdown::Confidentiality)
+        );
+        assert_eq!(parse_lockdown("none integrity confidentiality"), None);
+        assert_eq!(parse_lockdown(""), None);
+    }
+
+    // Lines as they appear in /proc/kallsyms of Debian 6.12/7.2 kernels (addresses zeroed for
+    // unprivileged readers), including a module symbol and compiler clones.
+    const KALLSYMS: &str = "\
+0000000000000000 T damon_hot_score
+0000000000000000 t lock_timer_base
+0000000000000000 t damon_pa_migrate_folio_list.isra.0
+0000000000000000 t damon_pa_migrate_folio_list.constprop.0
+0000000000000000 D damon_data_symbol
+0000000000000000 T register_kprobe
+0000000000000000 t ext4_fill_super\t[ext4]
+";
+
+    #[test]
+    fn kallsyms_presence() {
+        let k = Kallsyms::parse(KALLSYMS);
+        assert_eq!(k.presence("damon_hot_score"), SymbolPresence::Present);
+        assert_eq!(k.presence("lock_timer_base"), SymbolPresence::Present);
+        assert_eq!(k.presence("damon_migrate_pages"), SymbolPresence::Absent);
+        assert_eq!(
+            k.presence("damon_pa_migrate_folio_list"),
+            SymbolPresence::ClonesOnly(vec![
+                "damon_pa_migrate_folio_list.isra.0".into(),
+                "damon_pa_migrate_folio_list.constprop.0".into()
+            ])
+        );
+        // Data symbols are not traceable functions.
+        assert_eq!(k.presence("damon_data_symbol"), SymbolPresence::Absent);
+        assert!(k.contains("ext4_fill_super"));
+        assert!(kprobes_supported(&k));
+        assert!(!kprobes_supported(&Kallsyms::parse("0 T foo\n")));
+    }
+
+    #[test]
+    fn capabilities() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001fffeffffff\n";
+        let caps = parse_cap_eff(status).expect("CapEff");
+        assert!(has_cap(caps, CAP_BPF));
+        assert!(has_cap(caps, CAP_PERFMON));
+        assert!(!has_cap(caps, 24));
+        assert_eq!(parse_cap_eff("CapEff:\tzz\n"), None);
+    }
+
+    #[test]
+    fn reads_this_hosts_kallsyms() {
+        // Real data: every Linux kernel exports at least `schedule` as a text symbol.
+        let k = Kallsyms::read().expect("/proc/kallsyms");
+        assert!(k.contains("schedule"));
+    }
+}

@@ -1,0 +1,4 @@
+//! Everything that touches the kernel: facts about it, attaching probes, reading the ring.
+pub mod attach;
+pub mod kernel;
+pub mod ring;
