@@ -251,7 +251,7 @@ pub fn parse(bytes: &[u8]) -> Result<Capture, CaptureError> {
                 )
             }
             KIND_RECORDS => {
-                if payload.len() % CALL_RECORD_SIZE != 0 {
+                if !payload.len().is_multiple_of(CALL_RECORD_SIZE) {
                     return Err(malformed(format!(
                         "record section of {} bytes is not a multiple of {CALL_RECORD_SIZE}",
                         payload.len()
