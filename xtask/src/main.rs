@@ -1,1 +1,138 @@
-fn main() {}
+//! `cargo xtask <command>`: see `cargo xtask --help`.
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+use xtask::{
+    bootstrap, build,
+    kernel::{self, Kernel},
+    testing::{self, TestOptions},
+    vm::{self, VmOptions},
+};
+
+#[derive(Parser)]
+#[command(about = "damon-trace developer tasks", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what builds need (nightly + rust-src, musl target, bpf-linker); idempotent.
+    Bootstrap,
+    /// Build the static (musl) damon-trace and print its path.
+    BuildStatic,
+    /// Download (or find cached) a guest kernel and print its path and release.
+    Kernel {
+        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        #[arg(long, default_value = "7.2")]
+        kernel: Kernel,
+    },
+    /// Run CMD as root in a fresh QEMU guest with damon-trace on PATH; exits with CMD's status.
+    Vm {
+        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        #[arg(long, default_value = "7.2")]
+        kernel: Kernel,
+        /// Receives what CMD writes under /out (cleared first). Default: target/vm-out.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seconds before the guest is killed, boot (~10 s) included.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+        /// Environment for CMD, repeatable: --env RUST_LOG=debug.
+        #[arg(long = "env", value_name = "K=V", value_parser = parse_kv)]
+        env: Vec<(String, String)>,
+        /// Copy a host file into the guest, repeatable: --file ./capture.dtcap:/data/c.dtcap.
+        #[arg(long = "file", value_name = "HOST:GUEST", value_parser = parse_file)]
+        files: Vec<(PathBuf, String)>,
+        /// Use this static damon-trace instead of building one.
+        #[arg(long = "bin")]
+        binary: Option<PathBuf>,
+        /// Extra kernel command-line parameter, repeatable: --append lockdown=confidentiality.
+        #[arg(long = "append", value_name = "PARAM")]
+        kernel_args: Vec<String>,
+        /// The shell command (joined with spaces, run with `sh -c`).
+        #[arg(last = true, required = true, num_args = 1..)]
+        cmd: Vec<String>,
+    },
+    /// Run every check: fmt, clippy, host tests, then the VM tests.
+    Test {
+        /// Skip the VM tests (local iteration only; CI runs them).
+        #[arg(long)]
+        skip_vm: bool,
+    },
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not K=V"))?;
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
+    let (h, g) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{s}` is not HOST:GUEST"))?;
+    if !g.starts_with('/') {
+        return Err(format!("guest path `{g}` must be absolute"));
+    }
+    Ok((PathBuf::from(h), g.to_owned()))
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Bootstrap => {
+            bootstrap::ensure()?;
+        }
+        Cmd::BuildStatic => {
+            let tc = bootstrap::ensure()?;
+            println!("{}", build::build_static(&tc)?.display());
+        }
+        Cmd::Kernel { kernel } => {
+            bootstrap::ensure()?;
+            let k = kernel::fetch(&kernel)?;
+            println!("{} {}", k.release, k.vmlinuz.display());
+        }
+        Cmd::Vm {
+            kernel,
+            out,
+            timeout,
+            env,
+            files,
+            binary,
+            kernel_args,
+            cmd,
+        } => {
+            if binary.is_none() {
+                bootstrap::ensure()?;
+            }
+            let mut opts = VmOptions::new(kernel, cmd.join(" "));
+            if let Some(out) = out {
+                opts.out_dir = out;
+            }
+            opts.timeout = Duration::from_secs(timeout);
+            opts.env = env;
+            opts.files = files;
+            opts.binary = binary;
+            opts.kernel_args = kernel_args;
+            let outcome = vm::run(&opts)?;
+            let code = u8::try_from(outcome.status).context("exit status out of range")?;
+            return Ok(ExitCode::from(code));
+        }
+        Cmd::Test { skip_vm } => testing::run_all(&TestOptions { skip_vm })?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

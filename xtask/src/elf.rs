@@ -1,0 +1,177 @@
+//! Just enough ELF and bzImage parsing to check binaries without binutils (which a fresh
+//! machine may lack): static linking, the libraries a binary needs, a kernel's release string.
+use std::{fs, path::Path};
+
+use anyhow::{Context as _, Result, bail, ensure};
+
+const PT_INTERP: u32 = 3;
+const SHT_DYNAMIC: u32 = 6;
+const DT_NEEDED: u64 = 1;
+
+fn u16_at(b: &[u8], off: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(off..off + 2)?.try_into().ok()?))
+}
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(off..off + 8)?.try_into().ok()?))
+}
+fn usize_at(b: &[u8], off: usize) -> Option<usize> {
+    usize::try_from(u64_at(b, off)?).ok()
+}
+
+fn cstr_at(b: &[u8], off: usize) -> Option<&str> {
+    let tail = b.get(off..)?;
+    let end = tail.iter().position(|&c| c == 0)?;
+    std::str::from_utf8(&tail[..end]).ok()
+}
+
+/// A parsed 64-bit little-endian ELF file (the only kind x86_64 tools produce).
+pub struct Elf {
+    bytes: Vec<u8>,
+}
+
+impl Elf {
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        ensure!(
+            bytes.len() > 64 && bytes[..4] == *b"\x7fELF" && bytes[4] == 2 && bytes[5] == 1,
+            "{} is not a 64-bit little-endian ELF file",
+            path.display()
+        );
+        Ok(Self { bytes })
+    }
+
+    /// True when the kernel must hand the binary to a dynamic loader (PT_INTERP present).
+    pub fn has_interpreter(&self) -> bool {
+        let b = &self.bytes;
+        let (Some(off), Some(size), Some(num)) =
+            (usize_at(b, 0x20), u16_at(b, 0x36), u16_at(b, 0x38))
+        else {
+            return false;
+        };
+        (0..usize::from(num)).any(|i| u32_at(b, off + i * usize::from(size)) == Some(PT_INTERP))
+    }
+
+    /// The DT_NEEDED entries: the shared libraries the binary loads at startup.
+    pub fn needed(&self) -> Result<Vec<String>> {
+        let b = &self.bytes;
+        let bad = || anyhow::anyhow!("truncated or malformed ELF section headers");
+        let shoff = usize_at(b, 0x28).ok_or_else(bad)?;
+        let shentsize = usize::from(u16_at(b, 0x3A).ok_or_else(bad)?);
+        let shnum = usize::from(u16_at(b, 0x3C).ok_or_else(bad)?);
+        let mut libs = Vec::new();
+        for i in 0..shnum {
+            let sh = shoff + i * shentsize;
+            if u32_at(b, sh + 4) != Some(SHT_DYNAMIC) {
+                continue;
+            }
+            let (off, size) = (
+                usize_at(b, sh + 24).ok_or_else(bad)?,
+                usize_at(b, sh + 32).ok_or_else(bad)?,
+            );
+            let link = usize::try_from(u32_at(b, sh + 40).ok_or_else(bad)?)?;
+            let strtab = usize_at(b, shoff + link * shentsize + 24).ok_or_else(bad)?;
+            for entry in (off..off + size).step_by(16) {
+                if u64_at(b, entry) == Some(DT_NEEDED) {
+                    let name = usize_at(b, entry + 8).ok_or_else(bad)?;
+                    libs.push(cstr_at(b, strtab + name).ok_or_else(bad)?.to_owned());
+                }
+            }
+        }
+        Ok(libs)
+    }
+
+    /// Statically linked: runs in an initramfs that has no libc and no loader.
+    pub fn is_static(&self) -> Result<bool> {
+        Ok(!self.has_interpreter() && self.needed()?.is_empty())
+    }
+}
+
+/// Fails unless `path` is a statically linked ELF executable.
+pub fn ensure_static(path: &Path) -> Result<()> {
+    let elf = Elf::read(path)?;
+    if !elf.is_static()? {
+        bail!(
+            "{} is dynamically linked (needs {:?}); the VM's initramfs has no libc: build it for \
+             x86_64-unknown-linux-musl",
+            path.display(),
+            elf.needed()?
+        );
+    }
+    Ok(())
+}
+
+/// The release string (what `uname -r` prints) from an x86 bzImage's setup header.
+pub fn kernel_release(vmlinuz: &Path) -> Result<String> {
+    let b = fs::read(vmlinuz).with_context(|| format!("reading {}", vmlinuz.display()))?;
+    kernel_release_of(&b).with_context(|| {
+        format!(
+            "{} is not a usable kernel image; pass a vmlinuz/bzImage",
+            vmlinuz.display()
+        )
+    })
+}
+
+/// [`kernel_release`] of an image already in memory.
+pub fn kernel_release_of(b: &[u8]) -> Result<String> {
+    // Boot protocol: "HdrS" at 0x202; at 0x20E a pointer (relative to 0x200) to a
+    // NUL-terminated "<release> (<builder>) #<n> ..." string.
+    ensure!(
+        b.get(0x202..0x206) == Some(b"HdrS"),
+        "no x86 bzImage setup header (HdrS)"
+    );
+    let ptr = usize::from(u16_at(b, 0x20E).context("truncated bzImage header")?);
+    let text = cstr_at(b, 0x200 + ptr).context("bzImage kernel_version string is missing")?;
+    let release = text.split_whitespace().next().unwrap_or_default();
+    ensure!(!release.is_empty(), "empty kernel version string");
+    Ok(release.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cargo_itself_is_dynamic_and_needs_libc() {
+        let cargo = crate::util::which("cargo").expect("cargo on PATH");
+        let cargo = fs::canonicalize(cargo).unwrap();
+        let elf = Elf::read(&cargo).unwrap();
+        if elf.has_interpreter() {
+            assert!(
+                elf.needed()
+                    .unwrap()
+                    .iter()
+                    .any(|l| l.starts_with("libc.so"))
+            );
+            assert!(!elf.is_static().unwrap());
+        }
+    }
+
+    #[test]
+    fn non_elf_is_rejected() {
+        let dir = std::env::temp_dir().join(format!("xtask-elf-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("not-elf");
+        fs::write(&f, vec![b'x'; 200]).unwrap();
+        assert!(Elf::read(&f).is_err());
+        assert!(kernel_release(&f).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bzimage_release_is_parsed() {
+        let mut img = vec![0u8; 0x600];
+        img[0x202..0x206].copy_from_slice(b"HdrS");
+        img[0x20E..0x210].copy_from_slice(&0x100u16.to_le_bytes());
+        let s = b"7.2.13+deb14-amd64 (debian-kernel@lists.debian.org) #1 SMP\0";
+        img[0x300..0x300 + s.len()].copy_from_slice(s);
+        let dir = std::env::temp_dir().join(format!("xtask-bz-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("vmlinuz");
+        fs::write(&f, img).unwrap();
+        assert_eq!(kernel_release(&f).unwrap(), "7.2.13+deb14-amd64");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

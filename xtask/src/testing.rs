@@ -1,0 +1,239 @@
+//! `cargo xtask test`: every check the project has, in the order that fails fastest.
+use std::{
+    io::{BufRead as _, BufReader},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{
+    bootstrap::{self, Toolchain},
+    build,
+    util::{self, run},
+};
+
+/// Options of `cargo xtask test`.
+#[derive(Debug, Clone, Default)]
+pub struct TestOptions {
+    /// Skip the VM stage (for quick local iterations; CI never sets it).
+    pub skip_vm: bool,
+}
+
+/// Totals parsed from cargo test's `test result:` lines.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub passed: u64,
+    pub failed: u64,
+    pub ignored: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: Counts) {
+        self.passed += o.passed;
+        self.failed += o.failed;
+        self.ignored += o.ignored;
+    }
+}
+
+/// Parses `test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; ...`.
+pub fn parse_result_line(line: &str) -> Option<Counts> {
+    let rest = line.trim().strip_prefix("test result:")?;
+    let mut c = Counts::default();
+    for part in rest.split(';') {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let (Some(n), Some(kind)) = (words.iter().rev().nth(1), words.last()) else {
+            continue;
+        };
+        let Ok(n) = n.parse::<u64>() else { continue };
+        match *kind {
+            "passed" => c.passed = n,
+            "failed" => c.failed = n,
+            "ignored" => c.ignored = n,
+            _ => {}
+        }
+    }
+    Some(c)
+}
+
+fn cargo(tc: &Toolchain) -> Result<Command> {
+    let mut c = Command::new("cargo");
+    // damon-user's build script (run by clippy and test too) needs bpf-linker on PATH.
+    c.current_dir(util::workspace_root())
+        .env("PATH", util::path_with(&tc.bpf_linker_dir)?);
+    Ok(c)
+}
+
+/// Runs a cargo test command, echoing its output and summing its results.
+fn cargo_test(mut cmd: Command) -> Result<Counts> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting cargo test")?;
+    let stdout = child.stdout.take().context("cargo test stdout")?;
+    let mut total = Counts::default();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.context("reading cargo test output")?;
+        println!("{line}");
+        if let Some(c) = parse_result_line(&line) {
+            total.add(c);
+        }
+    }
+    let st = child.wait().context("waiting for cargo test")?;
+    if !st.success() {
+        bail!(
+            "cargo test failed ({st}); {} passed, {} failed",
+            total.passed,
+            total.failed
+        );
+    }
+    Ok(total)
+}
+
+struct Stage {
+    name: &'static str,
+    took: Duration,
+    counts: Option<Counts>,
+}
+
+/// Runs every stage; the first failure stops the run and names its stage.
+pub fn run_all(opts: &TestOptions) -> Result<()> {
+    let mut done: Vec<Stage> = Vec::new();
+    let result = stages(opts, &mut done);
+    println!("\n==== xtask test summary ====");
+    let mut total = Counts::default();
+    for s in &done {
+        let counts = s
+            .counts
+            .map(|c| format!(" ({} passed, {} failed)", c.passed, c.failed))
+            .unwrap_or_default();
+        println!(
+            "  ok    {:<12} {:>6.1} s{counts}",
+            s.name,
+            s.took.as_secs_f64()
+        );
+        if let Some(c) = s.counts {
+            total.add(c);
+        }
+    }
+    if let Err(e) = &result {
+        println!("  FAIL  {e:#}");
+    }
+    // The VM tests are #[ignore]d during the host stage and run in the VM stage, so host
+    // "ignored" counts are not skips; the closing line states only what ran.
+    println!("tests: {} passed, {} failed", total.passed, total.failed);
+    result
+}
+
+fn stage<T>(
+    done: &mut Vec<Stage>,
+    name: &'static str,
+    f: impl FnOnce() -> Result<T>,
+    counts: impl Fn(&T) -> Option<Counts>,
+) -> Result<T> {
+    println!("\n==== xtask test: {name} ====");
+    let start = Instant::now();
+    let value = f().with_context(|| format!("stage `{name}` failed"))?;
+    done.push(Stage {
+        name,
+        took: start.elapsed(),
+        counts: counts(&value),
+    });
+    Ok(value)
+}
+
+fn no_counts<T>(_: &T) -> Option<Counts> {
+    None
+}
+
+fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
+    let tc = stage(done, "bootstrap", bootstrap::ensure, no_counts)?;
+    stage(
+        done,
+        "fmt",
+        || {
+            run(Command::new("cargo")
+                .current_dir(util::workspace_root())
+                .args(["fmt", "--all", "--", "--check"]))
+            .context("run `cargo fmt --all` to fix")
+        },
+        no_counts,
+    )?;
+    stage(
+        done,
+        "clippy",
+        || {
+            run(cargo(&tc)?.args([
+                "clippy",
+                "--workspace",
+                "--exclude",
+                "damon-ebpf",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]))
+        },
+        no_counts,
+    )?;
+    stage(
+        done,
+        "host tests",
+        || {
+            let mut c = cargo(&tc)?;
+            c.args(["test", "--workspace", "--exclude", "damon-ebpf"]);
+            cargo_test(c)
+        },
+        |c| Some(*c),
+    )?;
+    if opts.skip_vm {
+        println!("\n==== xtask test: VM tests skipped (--skip-vm) ====");
+        return Ok(());
+    }
+    let bin = stage(done, "build-static", || build::build_static(&tc), no_counts)?;
+    stage(
+        done,
+        "VM tests",
+        || {
+            let mut c = cargo(&tc)?;
+            // One guest at a time: TCG guests on 2 cores slow each other into timeouts.
+            c.args([
+                "test",
+                "-p",
+                "xtask",
+                "--test",
+                "vm",
+                "--",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env("DAMON_TRACE_BIN", &bin);
+            let counts = cargo_test(c)?;
+            if counts.passed == 0 {
+                bail!("no VM test ran (xtask/tests/vm.rs should hold #[ignore]d `vm_` tests)");
+            }
+            Ok(counts)
+        },
+        |c| Some(*c),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_are_summed() {
+        let l = "test result: ok. 12 passed; 1 failed; 3 ignored; 0 measured; 0 filtered out; finished in 0.01s";
+        assert_eq!(
+            parse_result_line(l),
+            Some(Counts {
+                passed: 12,
+                failed: 1,
+                ignored: 3
+            })
+        );
+        assert_eq!(parse_result_line("running 3 tests"), None);
+    }
+}

@@ -1,0 +1,425 @@
+//! Runs a shell command as root inside a fresh QEMU (TCG) guest booting a stock Debian kernel.
+//!
+//! The guest has `damon-trace` (static musl build) and busybox on PATH, proc/sys/dev, debugfs,
+//! tracefs, securityfs and bpffs mounted, two NUMA nodes (cpu 0 on node 0, cpu 1 on node 1,
+//! 512 MiB each), and an empty tmpfs at `/out`. Whatever the command writes under `/out` is
+//! copied back into [`VmOptions::out_dir`] (cleared first). The console (kernel messages at
+//! loglevel 1, the command's stdout and stderr) is echoed live and returned.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use xtask::{kernel::Kernel, vm::{self, VmOptions}};
+//! let out = tempfile::tempdir()?;
+//! let mut opts = VmOptions::new(Kernel::Debian72, "damon-trace --version > /out/v.txt; exit 3");
+//! opts.out_dir = out.path().to_path_buf();
+//! opts.timeout = Duration::from_secs(120);
+//! let outcome = vm::run(&opts)?;
+//! assert_eq!(outcome.status, 3);
+//! assert!(out.path().join("v.txt").is_file());
+//! # anyhow::Ok(())
+//! ```
+//!
+//! Errors (not a non-zero status) report a guest that panicked, hung past the timeout, or died
+//! before printing its exit marker; each names the cause and the console's last lines.
+use std::{
+    fs,
+    io::{BufRead as _, BufReader, Read},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Mutex, mpsc},
+    thread,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{
+    bootstrap, build, host,
+    initramfs::{self, InitSpec, OUT_PORT},
+    kernel::{self, Kernel},
+    util::{self, status},
+};
+
+/// Marks a directory as written by [`run`], so that a later run may clear it.
+const OUT_STAMP: &str = ".damon-vm-out";
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    pub kernel: Kernel,
+    /// Run with `sh -c` as root in `/`, stdin from /dev/null; its exit status is the outcome's.
+    pub cmd: String,
+    /// Receives the guest's `/out` (cleared first). Default: `target/vm-out`.
+    pub out_dir: PathBuf,
+    /// Wall-clock limit for the whole guest run, boot included (boot takes ~10 s under TCG).
+    pub timeout: Duration,
+    /// Exported in the guest before the command runs.
+    pub env: Vec<(String, String)>,
+    /// Extra host files copied into the guest: (host path, absolute guest path).
+    pub files: Vec<(PathBuf, String)>,
+    /// The `damon-trace` to put in the guest. None: `$DAMON_TRACE_BIN` if set, else a fresh
+    /// `build-static` (once per process).
+    pub binary: Option<PathBuf>,
+    /// Extra kernel command-line parameters, e.g. `lockdown=confidentiality`.
+    pub kernel_args: Vec<String>,
+    /// Echo the console to stdout as it arrives (captured by the test harness as usual).
+    pub echo: bool,
+}
+
+impl VmOptions {
+    pub fn new(kernel: Kernel, cmd: impl Into<String>) -> Self {
+        Self {
+            kernel,
+            cmd: cmd.into(),
+            out_dir: util::target_dir().join("vm-out"),
+            timeout: Duration::from_secs(300),
+            env: Vec::new(),
+            files: Vec::new(),
+            binary: None,
+            kernel_args: Vec::new(),
+            echo: true,
+        }
+    }
+}
+
+/// How the guest run ended.
+#[derive(Debug, Clone)]
+pub struct VmOutcome {
+    /// The command's exit status.
+    pub status: i32,
+    /// The console with `\r` and the harness's marker lines removed.
+    pub console: String,
+    /// `uname -r` of the guest kernel.
+    pub kernel_release: String,
+    /// Where `/out` was copied.
+    pub out_dir: PathBuf,
+    /// From starting QEMU until the command started.
+    pub boot_time: Duration,
+    /// From starting QEMU until it exited.
+    pub total_time: Duration,
+}
+
+static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// The static `damon-trace` to put into the guest (built at most once per process).
+pub fn guest_binary(opts: &VmOptions) -> Result<PathBuf> {
+    if let Some(b) = &opts.binary {
+        return Ok(b.clone());
+    }
+    if let Some(b) = std::env::var_os("DAMON_TRACE_BIN").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(b));
+    }
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = built.as_ref() {
+        return Ok(b.clone());
+    }
+    let tc = bootstrap::ensure()?;
+    let bin = build::build_static(&tc)?;
+    *built = Some(bin.clone());
+    Ok(bin)
+}
+
+/// Boots a guest, runs `opts.cmd`, copies `/out` back and returns the command's status.
+pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
+    let binary = guest_binary(opts)?;
+    crate::elf::ensure_static(&binary)?;
+    let tools = host::ensure()?;
+    let kernel = kernel::fetch(&opts.kernel)?;
+    let work = tempfile::Builder::new()
+        .prefix("damon-vm-")
+        .tempdir()
+        .context("creating a temp dir")?;
+    let nonce = format!(
+        "{:x}{:x}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    );
+    let initrd = work.path().join("initramfs.cpio");
+    let spec = InitSpec {
+        busybox: &tools.busybox,
+        damon_trace: &binary,
+        cmd: &opts.cmd,
+        env: &opts.env,
+        files: &opts.files,
+        nonce: &nonce,
+    };
+    initramfs::write(&initrd, &spec)?;
+    let out_tar = work.path().join("out.tar");
+    let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1");
+    for a in &opts.kernel_args {
+        append.push(' ');
+        append.push_str(a);
+    }
+    let mut qemu = Command::new(&tools.qemu);
+    // Never KVM: /dev/kvm exists on the CI machines but fails with "emulation failure".
+    qemu.args([
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+        "-m",
+        "1024",
+        "-smp",
+        "2",
+    ])
+    .args(["-object", "memory-backend-ram,id=m0,size=512M"])
+    .args(["-object", "memory-backend-ram,id=m1,size=512M"])
+    .args([
+        "-numa",
+        "node,memdev=m0,cpus=0,nodeid=0",
+        "-numa",
+        "node,memdev=m1,cpus=1,nodeid=1",
+    ])
+    .args([
+        "-nographic",
+        "-no-reboot",
+        "-no-user-config",
+        "-nic",
+        "none",
+    ])
+    .args(["-device", "virtio-serial-pci"])
+    .arg("-chardev")
+    .arg(format!("file,id=out,path={}", out_tar.display()))
+    .args([
+        "-device",
+        &format!("virtserialport,chardev=out,name={OUT_PORT}"),
+    ])
+    .arg("-kernel")
+    .arg(&kernel.vmlinuz)
+    .arg("-initrd")
+    .arg(&initrd)
+    .args(["-append", &append])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    status(
+        "vm",
+        format!(
+            "booting {} ({}), timeout {} s: {}",
+            kernel.release,
+            opts.kernel,
+            opts.timeout.as_secs(),
+            opts.cmd
+        ),
+    );
+    let start = Instant::now();
+    let mut child = qemu.spawn().context("starting qemu-system-x86_64")?;
+    // Drained concurrently: a full stderr pipe would stall QEMU.
+    let stderr = child
+        .stderr
+        .take()
+        .map(|e| thread::spawn(move || read_all(e)));
+    let watched = watch(&mut child, opts, &nonce, start);
+    let console = match watched {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    let qemu_status = wait_with_grace(&mut child, Duration::from_secs(15))?;
+    let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    let total_time = start.elapsed();
+    let tail = tail(&console.text, 25);
+    let Some(exit_status) = console.exit else {
+        if let Some(line) = console.text.lines().find(|l| l.contains("Kernel panic")) {
+            bail!("the guest kernel panicked: {line}\n--- console tail ---\n{tail}");
+        }
+        bail!(
+            "the guest stopped without printing its exit marker (qemu {qemu_status}; /init died or \
+             the guest ran out of memory)\n--- qemu stderr ---\n{}\n--- console tail ---\n{tail}",
+            stderr.trim()
+        );
+    };
+    let bytes = console
+        .out_bytes
+        .with_context(|| format!("the guest could not ship /out\n{tail}"))?;
+    receive_out(&out_tar, bytes, &opts.out_dir)?;
+    status(
+        "vm",
+        format!(
+            "exit status {exit_status}; boot {:.1} s, total {:.1} s; /out in {}",
+            console.boot.as_secs_f64(),
+            total_time.as_secs_f64(),
+            opts.out_dir.display()
+        ),
+    );
+    Ok(VmOutcome {
+        status: exit_status,
+        console: console.text,
+        kernel_release: kernel.release,
+        out_dir: opts.out_dir.clone(),
+        boot_time: console.boot,
+        total_time,
+    })
+}
+
+/// What the console told us.
+struct Console {
+    text: String,
+    exit: Option<i32>,
+    out_bytes: Option<u64>,
+    boot: Duration,
+}
+
+/// Streams the console until QEMU closes it or the timeout passes.
+fn watch(child: &mut Child, opts: &VmOptions, nonce: &str, start: Instant) -> Result<Console> {
+    let stdout = child.stdout.take().context("qemu stdout")?;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let text = String::from_utf8_lossy(&line).replace('\r', "");
+            if tx.send(text.trim_end_matches('\n').to_owned()).is_err() {
+                break;
+            }
+            line.clear();
+        }
+    });
+    let deadline = start + opts.timeout;
+    let id = format!(" id={nonce}");
+    let ready = initramfs::ready_marker(nonce);
+    let mut c = Console {
+        text: String::new(),
+        exit: None,
+        out_bytes: None,
+        boot: Duration::ZERO,
+    };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let marker = line.strip_suffix(&id);
+                if line == ready {
+                    c.boot = start.elapsed();
+                } else if let Some(v) =
+                    marker.and_then(|m| m.strip_prefix(initramfs::exit_marker_prefix()))
+                {
+                    c.exit = Some(
+                        v.trim()
+                            .parse()
+                            .with_context(|| format!("bad exit marker `{line}`"))?,
+                    );
+                } else if let Some(v) =
+                    marker.and_then(|m| m.strip_prefix(initramfs::out_marker_prefix()))
+                {
+                    c.out_bytes = Some(
+                        v.trim()
+                            .parse()
+                            .with_context(|| format!("bad out marker `{line}`"))?,
+                    );
+                } else {
+                    if opts.echo {
+                        println!("{line}");
+                    }
+                    c.text.push_str(&line);
+                    c.text.push('\n');
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(c),
+            Err(mpsc::RecvTimeoutError::Timeout) => bail!(
+                "the guest did not finish within {} s (boot alone takes ~10 s under TCG); raise \
+                 --timeout if the command is slow\n--- console tail ---\n{}",
+                opts.timeout.as_secs(),
+                tail(&c.text, 25)
+            ),
+        }
+    }
+}
+
+fn read_all(mut r: impl Read) -> String {
+    let mut s = String::new();
+    let _ = r.read_to_string(&mut s);
+    s
+}
+
+/// Waits for QEMU to exit after `poweroff -f`, killing it if it lingers.
+fn wait_with_grace(child: &mut Child, grace: Duration) -> Result<std::process::ExitStatus> {
+    let until = Instant::now() + grace;
+    loop {
+        if let Some(st) = child.try_wait().context("waiting for qemu")? {
+            return Ok(st);
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            return child.wait().context("waiting for qemu after kill");
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Replaces `out_dir`'s contents with the guest's /out tarball (checked against its size).
+fn receive_out(tar: &Path, expected: u64, out_dir: &Path) -> Result<()> {
+    let got = fs::metadata(tar).map(|m| m.len()).unwrap_or(0);
+    if got != expected {
+        bail!("the /out tarball arrived truncated ({got} of {expected} bytes)");
+    }
+    clear_out_dir(out_dir)?;
+    util::run(
+        Command::new("tar")
+            .args(["-x", "--no-same-owner", "-f"])
+            .arg(tar)
+            .arg("-C")
+            .arg(out_dir),
+    )
+    .context("unpacking the guest's /out")?;
+    fs::write(
+        out_dir.join(OUT_STAMP),
+        b"written by `cargo xtask vm`; cleared on the next run\n",
+    )
+    .with_context(|| format!("writing {}", out_dir.join(OUT_STAMP).display()))
+}
+
+/// Empties `dir` only if a previous run wrote it (or it is empty): a mistyped `--out` must not
+/// wipe unrelated files.
+fn clear_out_dir(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        let empty = fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .next()
+            .is_none();
+        if !empty && !dir.join(OUT_STAMP).exists() {
+            bail!(
+                "refusing to clear {}: it is not empty and was not written by `cargo xtask vm`; \
+                 pass an empty or new --out directory",
+                dir.display()
+            );
+        }
+        fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_out_dirs_are_not_cleared() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("mine");
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("precious"), b"x").unwrap();
+        assert!(clear_out_dir(&d).is_err());
+        assert!(d.join("precious").exists());
+        fs::write(d.join(OUT_STAMP), b"").unwrap();
+        clear_out_dir(&d).unwrap();
+        assert_eq!(fs::read_dir(&d).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        assert_eq!(tail("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(tail("", 3), "");
+    }
+}
