@@ -30,7 +30,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("damon-trace: error: {err:#}");
-            ExitCode::FAILURE
+            // Bad input (names, capture files) is the caller's to fix: same status as clap's.
+            let input = err.downcast_ref::<record::UsageError>().is_some()
+                || err
+                    .downcast_ref::<capture::format::CaptureError>()
+                    .is_some_and(|e| e.is_input());
+            if input {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

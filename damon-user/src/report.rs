@@ -1,7 +1,6 @@
 //! `damon-trace report`: per-function accounting and latency percentiles of a capture.
 use std::{collections::BTreeMap, fmt::Write as _, process::ExitCode};
 
-use anyhow::Context as _;
 use damon_common::FunctionId;
 use serde::Serialize;
 
@@ -272,8 +271,7 @@ pub fn render_table(r: &Report) -> String {
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let capture = read_file(&args.file)
-        .with_context(|| format!("reading capture {}", args.file.display()))?;
+    let capture = read_file(&args.file)?;
     let report = build(&capture);
     match args.format {
         ReportFormat::Table => print!("{}", render_table(&report)),

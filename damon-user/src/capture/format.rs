@@ -32,11 +32,13 @@ const RECORDS_PER_SECTION: usize = 16 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {err}")]
     Io {
         path: String,
-        source: std::io::Error,
+        err: std::io::Error,
     },
+    #[error("cannot read capture {path}: {err}")]
+    Unreadable { path: String, err: std::io::Error },
     #[error("not a damon-trace capture (bad magic)")]
     BadMagic,
     #[error(
@@ -53,10 +55,17 @@ pub enum CaptureError {
     NoMeta,
 }
 
+impl CaptureError {
+    /// Whether the error is about the input file itself (as opposed to writing one).
+    pub fn is_input(&self) -> bool {
+        !matches!(self, CaptureError::Io { .. })
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaptureError + '_ {
-    move |source| CaptureError::Io {
+    move |err| CaptureError::Unreadable {
         path: path.display().to_string(),
-        source,
+        err,
     }
 }
 
@@ -111,7 +120,7 @@ impl CaptureWriter {
             };
             CaptureError::Io {
                 path: format!("{}{hint}", path.display()),
-                source: e,
+                err: e,
             }
         })?;
         let mut w = CaptureWriter {
@@ -138,7 +147,7 @@ impl CaptureWriter {
         let path = self.path.clone();
         self.out
             .write_all(bytes)
-            .map_err(|source| CaptureError::Io { path, source })
+            .map_err(|err| CaptureError::Io { path, err })
     }
 
     fn write_section(&mut self, kind: u32, payload: &[u8]) -> Result<(), CaptureError> {
@@ -173,7 +182,7 @@ impl CaptureWriter {
         let path = self.path.clone();
         self.out
             .flush()
-            .map_err(|source| CaptureError::Io { path, source })
+            .map_err(|err| CaptureError::Io { path, err })
     }
 
     /// Writes the summary and syncs the file.
@@ -187,10 +196,10 @@ impl CaptureWriter {
         let path = self.path.clone();
         let file = self.out.into_inner().map_err(|e| CaptureError::Io {
             path: path.clone(),
-            source: e.into_error(),
+            err: e.into_error(),
         })?;
         file.sync_all()
-            .map_err(|source| CaptureError::Io { path, source })?;
+            .map_err(|err| CaptureError::Io { path, err })?;
         Ok(self.records_written)
     }
 }
@@ -199,9 +208,9 @@ impl CaptureWriter {
 pub fn read_file(path: &Path) -> Result<Capture, CaptureError> {
     let mut file = File::open(path).map_err(io_err(path))?;
     if file.metadata().map_err(io_err(path))?.is_dir() {
-        return Err(CaptureError::Io {
+        return Err(CaptureError::Unreadable {
             path: path.display().to_string(),
-            source: std::io::Error::other("is a directory, not a capture file"),
+            err: std::io::Error::other("is a directory, not a capture file"),
         });
     }
     let mut bytes = Vec::new();
