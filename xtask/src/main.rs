@@ -116,9 +116,10 @@ fn real_main() -> Result<ExitCode> {
             kernel_args,
             cmd,
         } => {
-            if binary.is_none() {
-                bootstrap::ensure()?;
-            }
+            let binary = match binary {
+                Some(b) => b,
+                None => build::build_static(&bootstrap::ensure()?)?,
+            };
             let mut opts = VmOptions::new(kernel, cmd.join(" "));
             if let Some(out) = out {
                 opts.out_dir = out;
@@ -126,7 +127,7 @@ fn real_main() -> Result<ExitCode> {
             opts.timeout = Duration::from_secs(timeout);
             opts.env = env;
             opts.files = files;
-            opts.binary = binary;
+            opts.binary = Some(binary);
             opts.kernel_args = kernel_args;
             let outcome = vm::run(&opts)?;
             let code = u8::try_from(outcome.status).context("exit status out of range")?;

@@ -21,12 +21,13 @@
 //!
 //! Errors (not a non-zero status) report a guest that panicked, hung past the timeout, or died
 //! before printing its exit marker; each names the cause and the console's last lines.
+mod console;
+mod outdir;
+
 use std::{
-    fs,
-    io::{BufRead as _, BufReader, Read},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command, Stdio},
-    sync::{Mutex, mpsc},
+    sync::Mutex,
     thread,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
@@ -39,9 +40,6 @@ use crate::{
     kernel::{self, Kernel},
     util::{self, status},
 };
-
-/// Marks a directory as written by [`run`], so that a later run may clear it.
-const OUT_STAMP: &str = ".damon-vm-out";
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -99,6 +97,21 @@ pub struct VmOutcome {
     pub total_time: Duration,
 }
 
+/// The guest machine. Never KVM: /dev/kvm exists on the CI machines but fails with "emulation
+/// failure". Not -nographic: that also puts SeaBIOS on the serial line (banner, terminal
+/// resets). qemu 7.2 rejects `-numa node,mem=`, hence the memory backends.
+#[rustfmt::skip]
+const QEMU_MACHINE: &[&str] = &[
+    "-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024", "-smp", "2",
+    "-object", "memory-backend-ram,id=m0,size=512M",
+    "-object", "memory-backend-ram,id=m1,size=512M",
+    "-numa", "node,memdev=m0,cpus=0,nodeid=0",
+    "-numa", "node,memdev=m1,cpus=1,nodeid=1",
+    "-display", "none", "-serial", "stdio", "-monitor", "none",
+    "-no-reboot", "-no-user-config", "-nic", "none",
+    "-device", "virtio-serial-pci",
+];
+
 static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// The static `damon-trace` to put into the guest (built at most once per process).
@@ -154,47 +167,19 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         append.push_str(a);
     }
     let mut qemu = Command::new(&tools.qemu);
-    // Never KVM: /dev/kvm exists on the CI machines but fails with "emulation failure".
-    qemu.args([
-        "-accel",
-        "tcg,thread=multi",
-        "-cpu",
-        "max",
-        "-m",
-        "1024",
-        "-smp",
-        "2",
-    ])
-    .args(["-object", "memory-backend-ram,id=m0,size=512M"])
-    .args(["-object", "memory-backend-ram,id=m1,size=512M"])
-    .args([
-        "-numa",
-        "node,memdev=m0,cpus=0,nodeid=0",
-        "-numa",
-        "node,memdev=m1,cpus=1,nodeid=1",
-    ])
-    .args([
-        "-nographic",
-        "-no-reboot",
-        "-no-user-config",
-        "-nic",
-        "none",
-    ])
-    .args(["-device", "virtio-serial-pci"])
-    .arg("-chardev")
-    .arg(format!("file,id=out,path={}", out_tar.display()))
-    .args([
-        "-device",
-        &format!("virtserialport,chardev=out,name={OUT_PORT}"),
-    ])
-    .arg("-kernel")
-    .arg(&kernel.vmlinuz)
-    .arg("-initrd")
-    .arg(&initrd)
-    .args(["-append", &append])
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    qemu.args(QEMU_MACHINE)
+        .arg("-chardev")
+        .arg(format!("file,id=out,path={}", out_tar.display()))
+        .arg("-device")
+        .arg(format!("virtserialport,chardev=out,name={OUT_PORT}"))
+        .arg("-kernel")
+        .arg(&kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(&initrd)
+        .args(["-append", &append])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     status(
         "vm",
         format!(
@@ -211,8 +196,9 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
     let stderr = child
         .stderr
         .take()
-        .map(|e| thread::spawn(move || read_all(e)));
-    let watched = watch(&mut child, opts, &nonce, start);
+        .map(|e| thread::spawn(move || console::read_all(e)));
+    let stdout = child.stdout.take().context("qemu stdout")?;
+    let watched = console::watch(stdout, opts.echo, &nonce, start, opts.timeout);
     let console = match watched {
         Ok(c) => c,
         Err(e) => {
@@ -224,7 +210,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
     let qemu_status = wait_with_grace(&mut child, Duration::from_secs(15))?;
     let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
     let total_time = start.elapsed();
-    let tail = tail(&console.text, 25);
+    let tail = console::tail(&console.text, 25);
     let Some(exit_status) = console.exit else {
         if let Some(line) = console.text.lines().find(|l| l.contains("Kernel panic")) {
             bail!("the guest kernel panicked: {line}\n--- console tail ---\n{tail}");
@@ -238,7 +224,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
     let bytes = console
         .out_bytes
         .with_context(|| format!("the guest could not ship /out\n{tail}"))?;
-    receive_out(&out_tar, bytes, &opts.out_dir)?;
+    outdir::receive_out(&out_tar, bytes, &opts.out_dir)?;
     status(
         "vm",
         format!(
@@ -258,86 +244,6 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
     })
 }
 
-/// What the console told us.
-struct Console {
-    text: String,
-    exit: Option<i32>,
-    out_bytes: Option<u64>,
-    boot: Duration,
-}
-
-/// Streams the console until QEMU closes it or the timeout passes.
-fn watch(child: &mut Child, opts: &VmOptions, nonce: &str, start: Instant) -> Result<Console> {
-    let stdout = child.stdout.take().context("qemu stdout")?;
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = Vec::new();
-        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-            let text = String::from_utf8_lossy(&line).replace('\r', "");
-            if tx.send(text.trim_end_matches('\n').to_owned()).is_err() {
-                break;
-            }
-            line.clear();
-        }
-    });
-    let deadline = start + opts.timeout;
-    let id = format!(" id={nonce}");
-    let ready = initramfs::ready_marker(nonce);
-    let mut c = Console {
-        text: String::new(),
-        exit: None,
-        out_bytes: None,
-        boot: Duration::ZERO,
-    };
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                let marker = line.strip_suffix(&id);
-                if line == ready {
-                    c.boot = start.elapsed();
-                } else if let Some(v) =
-                    marker.and_then(|m| m.strip_prefix(initramfs::exit_marker_prefix()))
-                {
-                    c.exit = Some(
-                        v.trim()
-                            .parse()
-                            .with_context(|| format!("bad exit marker `{line}`"))?,
-                    );
-                } else if let Some(v) =
-                    marker.and_then(|m| m.strip_prefix(initramfs::out_marker_prefix()))
-                {
-                    c.out_bytes = Some(
-                        v.trim()
-                            .parse()
-                            .with_context(|| format!("bad out marker `{line}`"))?,
-                    );
-                } else {
-                    if opts.echo {
-                        println!("{line}");
-                    }
-                    c.text.push_str(&line);
-                    c.text.push('\n');
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(c),
-            Err(mpsc::RecvTimeoutError::Timeout) => bail!(
-                "the guest did not finish within {} s (boot alone takes ~10 s under TCG); raise \
-                 --timeout if the command is slow\n--- console tail ---\n{}",
-                opts.timeout.as_secs(),
-                tail(&c.text, 25)
-            ),
-        }
-    }
-}
-
-fn read_all(mut r: impl Read) -> String {
-    let mut s = String::new();
-    let _ = r.read_to_string(&mut s);
-    s
-}
-
 /// Waits for QEMU to exit after `poweroff -f`, killing it if it lingers.
 fn wait_with_grace(child: &mut Child, grace: Duration) -> Result<std::process::ExitStatus> {
     let until = Instant::now() + grace;
@@ -350,76 +256,5 @@ fn wait_with_grace(child: &mut Child, grace: Duration) -> Result<std::process::E
             return child.wait().context("waiting for qemu after kill");
         }
         thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// Replaces `out_dir`'s contents with the guest's /out tarball (checked against its size).
-fn receive_out(tar: &Path, expected: u64, out_dir: &Path) -> Result<()> {
-    let got = fs::metadata(tar).map(|m| m.len()).unwrap_or(0);
-    if got != expected {
-        bail!("the /out tarball arrived truncated ({got} of {expected} bytes)");
-    }
-    clear_out_dir(out_dir)?;
-    util::run(
-        Command::new("tar")
-            .args(["-x", "--no-same-owner", "-f"])
-            .arg(tar)
-            .arg("-C")
-            .arg(out_dir),
-    )
-    .context("unpacking the guest's /out")?;
-    fs::write(
-        out_dir.join(OUT_STAMP),
-        b"written by `cargo xtask vm`; cleared on the next run\n",
-    )
-    .with_context(|| format!("writing {}", out_dir.join(OUT_STAMP).display()))
-}
-
-/// Empties `dir` only if a previous run wrote it (or it is empty): a mistyped `--out` must not
-/// wipe unrelated files.
-fn clear_out_dir(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        let empty = fs::read_dir(dir)
-            .with_context(|| format!("reading {}", dir.display()))?
-            .next()
-            .is_none();
-        if !empty && !dir.join(OUT_STAMP).exists() {
-            bail!(
-                "refusing to clear {}: it is not empty and was not written by `cargo xtask vm`; \
-                 pass an empty or new --out directory",
-                dir.display()
-            );
-        }
-        fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
-    }
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn foreign_out_dirs_are_not_cleared() {
-        let t = tempfile::tempdir().unwrap();
-        let d = t.path().join("mine");
-        fs::create_dir_all(&d).unwrap();
-        fs::write(d.join("precious"), b"x").unwrap();
-        assert!(clear_out_dir(&d).is_err());
-        assert!(d.join("precious").exists());
-        fs::write(d.join(OUT_STAMP), b"").unwrap();
-        clear_out_dir(&d).unwrap();
-        assert_eq!(fs::read_dir(&d).unwrap().count(), 0);
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail("a\nb\nc\n", 2), "b\nc");
-        assert_eq!(tail("", 3), "");
     }
 }
