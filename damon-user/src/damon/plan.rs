@@ -1,0 +1,410 @@
+//! The `migrate-hot` DAMON configuration as a pure list of sysfs writes, chosen from the
+//! features the running kernel exposes (never from its version string).
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+use super::sysfs::write_attr;
+
+/// DAMON intervals (µs): sample often enough that a hot page is seen within an aggregation.
+pub const SAMPLE_US: u64 = 5_000;
+pub const AGGR_US: u64 = 100_000;
+pub const UPDATE_US: u64 = 1_000_000;
+/// Quota: without one the kernel never calls `damon_hot_score`.
+pub const QUOTA_MS: u64 = 100;
+pub const QUOTA_BYTES: u64 = 32 << 20;
+pub const QUOTA_RESET_MS: u64 = 1_000;
+/// Prioritisation weights: sysfs defaults them to 0, which makes every score 0 (nothing applies).
+pub const WEIGHT_SZ: u32 = 0;
+pub const WEIGHT_NR_ACCESSES: u32 = 700;
+pub const WEIGHT_AGE: u32 = 300;
+/// Upper bound for `nr_accesses`: above the AGGR_US/SAMPLE_US = 20 samples an aggregation can hold.
+pub const NR_ACCESSES_MAX: u32 = 200;
+
+/// What the kernel offers, as seen in sysfs and kallsyms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Features {
+    /// Contents of `contexts/0/avail_operations`.
+    pub avail_operations: Vec<String>,
+    /// `schemes/<N>/dests/` exists: vaddr migration with destination lists (the kernels whose
+    /// vaddr ops implement migrate_hot at all).
+    pub has_dests: bool,
+    /// `schemes/<N>/target_nid` exists (migrate_hot/migrate_cold are supported at all).
+    pub has_target_nid: bool,
+    /// `damos_va_migrate_dests_add` is in kallsyms.
+    pub va_migrate_symbol: bool,
+    /// `/sys/devices/system/node/node1` exists.
+    pub has_node1: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpsKind {
+    Vaddr,
+    Paddr,
+}
+
+impl OpsKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpsKind::Vaddr => "vaddr",
+            OpsKind::Paddr => "paddr",
+        }
+    }
+}
+
+/// The operations set to use and the sentence that justifies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpsDecision {
+    pub kind: OpsKind,
+    pub why: String,
+}
+
+pub fn choose_ops(f: &Features) -> Result<OpsDecision> {
+    let has = |ops: &str| f.avail_operations.iter().any(|o| o == ops);
+    if !f.has_target_nid {
+        bail!(
+            "this kernel's DAMON has no migrate_hot action (schemes/<N>/target_nid is missing; \
+             it appeared in Linux 6.11): use a newer kernel, e.g. `cargo xtask vm --kernel 7.2`"
+        );
+    }
+    let va_migrates = f.has_dests || f.va_migrate_symbol;
+    if has("vaddr") && va_migrates {
+        let evidence = match (f.has_dests, f.va_migrate_symbol) {
+            (true, true) => "schemes/<N>/dests/ and damos_va_migrate_dests_add exist",
+            (true, false) => "schemes/<N>/dests/ exists",
+            _ => "damos_va_migrate_dests_add is in kallsyms",
+        };
+        return Ok(OpsDecision {
+            kind: OpsKind::Vaddr,
+            why: format!(
+                "vaddr monitors the workload only; {evidence}, so vaddr migrate_hot works"
+            ),
+        });
+    }
+    if has("paddr") {
+        let why = if has("vaddr") {
+            "this kernel's vaddr ops cannot migrate (no schemes/<N>/dests/, no \
+             damos_va_migrate_dests_add), so migrate_hot runs on the physical address space \
+             (largest System RAM range)"
+        } else {
+            "vaddr ops are not built in; migrate_hot runs on the physical address space \
+             (largest System RAM range)"
+        };
+        return Ok(OpsDecision {
+            kind: OpsKind::Paddr,
+            why: why.to_string(),
+        });
+    }
+    bail!(
+        "no DAMON operations set here can migrate (avail_operations: {:?}); \
+         the kernel needs CONFIG_DAMON_PADDR or a vaddr with migration (Linux 6.16+)",
+        f.avail_operations
+    )
+}
+
+/// Migrate towards node 1 when it exists (the workload's pages start on node 0).
+pub fn target_node(f: &Features) -> (u32, &'static str) {
+    if f.has_node1 {
+        (1, "hot pages move from node 0 to node 1")
+    } else {
+        (
+            0,
+            "only one NUMA node: target node 0, where the pages already are, so little \
+             or nothing will move (boot with two nodes to see migrations)",
+        )
+    }
+}
+
+/// What DAMON watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Monitor {
+    Vaddr {
+        pid: u32,
+    },
+    /// Physical range, `end` exclusive.
+    Paddr {
+        start: u64,
+        end: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrateHotConfig {
+    pub monitor: Monitor,
+    pub target_nid: u32,
+    /// Also write `dests/` (kernels that have it; otherwise only `target_nid`).
+    pub use_dests: bool,
+}
+
+/// One write, relative to the `kdamonds` directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysfsWrite {
+    pub rel: PathBuf,
+    pub value: String,
+}
+
+fn w(rel: &str, value: impl ToString) -> SysfsWrite {
+    SysfsWrite {
+        rel: PathBuf::from(rel),
+        value: value.to_string(),
+    }
+}
+
+/// One kdamond with one context and one scheme: enough to probe the scheme directory's layout.
+/// Writing `nr_kdamonds` replaces every kdamond directory, so the scenario always uses index 0.
+pub fn skeleton() -> Vec<SysfsWrite> {
+    vec![
+        w("nr_kdamonds", 1),
+        w("0/contexts/nr_contexts", 1),
+        w("0/contexts/0/schemes/nr_schemes", 1),
+    ]
+}
+
+/// The complete configuration, in an order the kernel accepts (`nr_*` before the directories
+/// they create). Starts with the skeleton so it is valid on a fresh tree too.
+pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
+    const CTX: &str = "0/contexts/0";
+    const S: &str = "0/contexts/0/schemes/0";
+    let mut out = skeleton();
+    let ops = match cfg.monitor {
+        Monitor::Vaddr { .. } => OpsKind::Vaddr,
+        Monitor::Paddr { .. } => OpsKind::Paddr,
+    };
+    out.push(w(&format!("{CTX}/operations"), ops.name()));
+    let iv = format!("{CTX}/monitoring_attrs/intervals");
+    out.push(w(&format!("{iv}/sample_us"), SAMPLE_US));
+    out.push(w(&format!("{iv}/aggr_us"), AGGR_US));
+    out.push(w(&format!("{iv}/update_us"), UPDATE_US));
+    out.push(w(&format!("{CTX}/targets/nr_targets"), 1));
+    match cfg.monitor {
+        Monitor::Vaddr { pid } => out.push(w(&format!("{CTX}/targets/0/pid_target"), pid)),
+        Monitor::Paddr { start, end } => {
+            let r = format!("{CTX}/targets/0/regions");
+            out.push(w(&format!("{r}/nr_regions"), 1));
+            out.push(w(&format!("{r}/0/start"), start));
+            out.push(w(&format!("{r}/0/end"), end));
+        }
+    }
+    out.push(w(&format!("{S}/action"), "migrate_hot"));
+    out.push(w(&format!("{S}/target_nid"), cfg.target_nid));
+    if cfg.use_dests {
+        out.push(w(&format!("{S}/dests/nr_dests"), 1));
+        out.push(w(&format!("{S}/dests/0/id"), cfg.target_nid));
+        out.push(w(&format!("{S}/dests/0/weight"), 1));
+    }
+    let ap = format!("{S}/access_pattern");
+    out.push(w(&format!("{ap}/sz/min"), 4096));
+    out.push(w(&format!("{ap}/sz/max"), u64::MAX));
+    out.push(w(&format!("{ap}/nr_accesses/min"), 0));
+    out.push(w(&format!("{ap}/nr_accesses/max"), NR_ACCESSES_MAX));
+    out.push(w(&format!("{ap}/age/min"), 0));
+    out.push(w(&format!("{ap}/age/max"), u32::MAX));
+    let q = format!("{S}/quotas");
+    out.push(w(&format!("{q}/ms"), QUOTA_MS));
+    out.push(w(&format!("{q}/bytes"), QUOTA_BYTES));
+    out.push(w(&format!("{q}/reset_interval_ms"), QUOTA_RESET_MS));
+    out.push(w(&format!("{q}/weights/sz_permil"), WEIGHT_SZ));
+    out.push(w(
+        &format!("{q}/weights/nr_accesses_permil"),
+        WEIGHT_NR_ACCESSES,
+    ));
+    out.push(w(&format!("{q}/weights/age_permil"), WEIGHT_AGE));
+    out
+}
+
+/// Performs the writes in order; the first failure stops with the file and value named.
+pub fn apply(kdamonds: &Path, writes: &[SysfsWrite]) -> Result<()> {
+    for wr in writes {
+        write_attr(&kdamonds.join(&wr.rel), &wr.value)?;
+    }
+    Ok(())
+}
+
+/// The largest "System RAM" range in `/proc/iomem`, as `[start, end)`. `None` if there is
+/// none, or if every address reads as 0 (what non-root readers are shown).
+pub fn largest_system_ram(iomem: &str) -> Option<(u64, u64)> {
+    iomem
+        .lines()
+        .filter_map(|line| {
+            let (range, name) = line.split_once(" : ")?;
+            if name.trim() != "System RAM" {
+                return None;
+            }
+            let (start, end) = range.trim().split_once('-')?;
+            let start = u64::from_str_radix(start, 16).ok()?;
+            let end = u64::from_str_radix(end, 16).ok()?.checked_add(1)?;
+            (end > start + 1).then_some((start, end))
+        })
+        .max_by_key(|(start, end)| end - start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn features(ops: &[&str], dests: bool, sym: bool, node1: bool) -> Features {
+        Features {
+            avail_operations: ops.iter().map(|s| s.to_string()).collect(),
+            has_dests: dests,
+            has_target_nid: true,
+            va_migrate_symbol: sym,
+            has_node1: node1,
+        }
+    }
+
+    fn value_of<'a>(writes: &'a [SysfsWrite], rel: &str) -> Option<&'a str> {
+        writes
+            .iter()
+            .rev()
+            .find(|w| w.rel == Path::new(rel))
+            .map(|w| w.value.as_str())
+    }
+
+    #[test]
+    fn kernel_7_2_uses_vaddr_with_dests() {
+        let f = features(&["vaddr", "fvaddr", "paddr"], true, true, true);
+        let d = choose_ops(&f).expect("choose");
+        assert_eq!(d.kind, OpsKind::Vaddr);
+        assert!(d.why.contains("dests"));
+        assert_eq!(target_node(&f).0, 1);
+        let ws = migrate_hot_writes(&MigrateHotConfig {
+            monitor: Monitor::Vaddr { pid: 4242 },
+            target_nid: 1,
+            use_dests: true,
+        });
+        assert_eq!(value_of(&ws, "0/contexts/0/operations"), Some("vaddr"));
+        assert_eq!(
+            value_of(&ws, "0/contexts/0/targets/0/pid_target"),
+            Some("4242")
+        );
+        assert_eq!(
+            value_of(&ws, "0/contexts/0/schemes/0/dests/nr_dests"),
+            Some("1")
+        );
+        assert_eq!(
+            value_of(&ws, "0/contexts/0/schemes/0/dests/0/id"),
+            Some("1")
+        );
+        assert_eq!(
+            value_of(&ws, "0/contexts/0/schemes/0/dests/0/weight"),
+            Some("1")
+        );
+        let q = "0/contexts/0/schemes/0/quotas";
+        assert_eq!(value_of(&ws, &format!("{q}/bytes")), Some("33554432"));
+        assert_eq!(
+            value_of(&ws, &format!("{q}/weights/nr_accesses_permil")),
+            Some("700")
+        );
+        assert_eq!(
+            value_of(&ws, &format!("{q}/weights/age_permil")),
+            Some("300")
+        );
+        let ap = "0/contexts/0/schemes/0/access_pattern";
+        assert_eq!(
+            value_of(&ws, &format!("{ap}/sz/max")),
+            Some("18446744073709551615")
+        );
+        assert_eq!(value_of(&ws, &format!("{ap}/age/max")), Some("4294967295"));
+        assert!(value_of(&ws, "0/contexts/0/targets/0/regions/nr_regions").is_none());
+        // nr_* files come before the directories they create.
+        let pos = |rel: &str| ws.iter().position(|w| w.rel == Path::new(rel)).expect(rel);
+        assert!(pos("nr_kdamonds") < pos("0/contexts/nr_contexts"));
+        assert!(pos("0/contexts/0/targets/nr_targets") < pos("0/contexts/0/targets/0/pid_target"));
+        assert!(
+            pos("0/contexts/0/schemes/0/dests/nr_dests") < pos("0/contexts/0/schemes/0/dests/0/id")
+        );
+    }
+
+    #[test]
+    fn kernel_6_12_falls_back_to_paddr_without_dests() {
+        let f = features(&["vaddr", "fvaddr", "paddr"], false, false, true);
+        let d = choose_ops(&f).expect("choose");
+        assert_eq!(d.kind, OpsKind::Paddr);
+        assert!(d.why.contains("cannot migrate"));
+        let ws = migrate_hot_writes(&MigrateHotConfig {
+            monitor: Monitor::Paddr {
+                start: 0x100000,
+                end: 0x4000_0000,
+            },
+            target_nid: 1,
+            use_dests: false,
+        });
+        assert_eq!(value_of(&ws, "0/contexts/0/operations"), Some("paddr"));
+        let r = "0/contexts/0/targets/0/regions";
+        assert_eq!(value_of(&ws, &format!("{r}/nr_regions")), Some("1"));
+        assert_eq!(value_of(&ws, &format!("{r}/0/start")), Some("1048576"));
+        assert_eq!(value_of(&ws, &format!("{r}/0/end")), Some("1073741824"));
+        assert_eq!(
+            value_of(&ws, "0/contexts/0/schemes/0/target_nid"),
+            Some("1")
+        );
+        assert!(
+            ws.iter()
+                .all(|w| !w.rel.to_string_lossy().contains("dests"))
+        );
+        assert!(value_of(&ws, "0/contexts/0/targets/0/pid_target").is_none());
+    }
+
+    #[test]
+    fn symbol_alone_selects_vaddr_and_paddr_only_kernels_work() {
+        let d = choose_ops(&features(&["vaddr", "paddr"], false, true, true)).expect("choose");
+        assert_eq!(d.kind, OpsKind::Vaddr);
+        assert!(d.why.contains("kallsyms"));
+        let d = choose_ops(&features(&["paddr"], true, true, false)).expect("choose");
+        assert_eq!(d.kind, OpsKind::Paddr);
+        assert!(d.why.contains("not built in"));
+        assert!(choose_ops(&features(&["vaddr"], false, false, true)).is_err());
+    }
+
+    #[test]
+    fn kernels_without_migrate_hot_are_refused() {
+        let mut f = features(&["vaddr", "paddr"], false, false, true);
+        f.has_target_nid = false;
+        let err = choose_ops(&f).expect_err("no migrate_hot");
+        assert!(err.to_string().contains("6.11"));
+    }
+
+    #[test]
+    fn single_node_targets_node_zero() {
+        let (nid, why) = target_node(&features(&["vaddr"], true, true, false));
+        assert_eq!(nid, 0);
+        assert!(why.contains("one NUMA node"));
+    }
+
+    #[test]
+    fn iomem_largest_system_ram() {
+        let iomem = "00000000-00000fff : Reserved\n\
+                     00001000-0009fbff : System RAM\n\
+                     000a0000-000bffff : PCI Bus 0000:00\n\
+                     00100000-3ffdffff : System RAM\n\
+                     \x20 01000000-01ffffff : Kernel code\n\
+                     \x20 02000000-0257ffff : Kernel rodata\n\
+                     3ffe0000-3fffffff : Reserved\n\
+                     100000000-11fffffff : System RAM\n\
+                     fd000000-fdffffff : PCI Bus 0000:00\n";
+        assert_eq!(largest_system_ram(iomem), Some((0x100000, 0x3ffe0000)));
+        // Unprivileged readers see zeros: no usable range.
+        let hidden = "00000000-00000000 : System RAM\n00000000-00000000 : System RAM\n";
+        assert_eq!(largest_system_ram(hidden), None);
+        assert_eq!(largest_system_ram("garbage\n"), None);
+    }
+
+    #[test]
+    fn apply_writes_into_an_existing_tree_and_stops_at_missing_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kd = dir.path();
+        std::fs::write(kd.join("nr_kdamonds"), "0\n").expect("seed");
+        std::fs::create_dir_all(kd.join("0/contexts")).expect("mkdir");
+        std::fs::write(kd.join("0/contexts/nr_contexts"), "0\n").expect("seed");
+        let err = apply(kd, &skeleton()).expect_err("schemes dir is absent");
+        assert!(format!("{err:#}").contains("nr_schemes"));
+        assert_eq!(
+            std::fs::read_to_string(kd.join("nr_kdamonds")).expect("read"),
+            "1"
+        );
+        assert_eq!(
+            std::fs::read_to_string(kd.join("0/contexts/nr_contexts")).expect("read"),
+            "1"
+        );
+    }
+}
