@@ -73,7 +73,7 @@ mount -t tracefs tracefs /sys/kernel/tracing
 mount -t securityfs securityfs /sys/kernel/security
 mount -t bpf bpf /sys/fs/bpf
 mount -t tmpfs tmpfs /tmp
-mount -t tmpfs tmpfs /out
+mount -t tmpfs -o mode=0755 tmpfs /out
 ip link set lo up 2>/dev/null
 ulimit -l unlimited
 hostname damon-vm

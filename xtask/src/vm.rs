@@ -215,10 +215,16 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         if let Some(line) = console.text.lines().find(|l| l.contains("Kernel panic")) {
             bail!("the guest kernel panicked: {line}\n--- console tail ---\n{tail}");
         }
+        let stderr = stderr.trim();
+        let stderr = if stderr.is_empty() {
+            String::new()
+        } else {
+            format!("\n--- qemu stderr ---\n{stderr}")
+        };
         bail!(
-            "the guest stopped without printing its exit marker (qemu {qemu_status}; /init died or \
-             the guest ran out of memory)\n--- qemu stderr ---\n{}\n--- console tail ---\n{tail}",
-            stderr.trim()
+            "the guest stopped before /init printed its exit marker (qemu {qemu_status}): the \
+             command powered off or rebooted the guest, or /init was killed (out of memory?)\
+             {stderr}\n--- console tail ---\n{tail}"
         );
     };
     let bytes = console
