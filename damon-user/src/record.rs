@@ -222,6 +222,12 @@ fn status_line(started: Instant, total: Duration, received: u64) {
     let _ = std::io::stderr().flush();
 }
 
+/// DAMON configuration in sysfs, for the capture's metadata; `None` without DAMON.
+fn damon_config() -> Option<serde_json::Value> {
+    let snapshot = crate::damon::snapshot(&crate::damon::SysfsRoot::system()).ok()?;
+    serde_json::to_value(snapshot).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,8 +258,3 @@ mod tests {
     }
 }
 
-/// DAMON configuration in sysfs, for the capture's metadata (wired to the scenario driver's
-/// snapshot once it lands).
-fn damon_config() -> Option<serde_json::Value> {
-    None
-}

@@ -18,11 +18,7 @@ mod snapshot;
 mod sysfs;
 mod workload;
 
-#[allow(unused_imports)] // Public API for the recorder's capture metadata.
-pub use snapshot::{
-    ContextSnapshot, DamonSnapshot, KdamondSnapshot, SchemeSnapshot, SchemeStats, TargetSnapshot,
-    snapshot,
-};
+pub use snapshot::snapshot;
 pub use sysfs::SysfsRoot;
 
 pub fn run_scenario(cmd: &ScenarioCommand) -> anyhow::Result<ExitCode> {
