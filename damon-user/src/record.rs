@@ -161,7 +161,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
                 _ = sighup.recv() => break Stop::Terminated,
             }
         };
-        eprintln!();
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprintln!();
+        }
         anyhow::Ok((stop, reader, write_err))
     })?;
     if let Some(e) = write_err {
@@ -211,15 +213,24 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Progress on stderr: rewritten in place on a terminal, a plain line every 5 s otherwise
+/// (logs, the VM console).
 fn status_line(started: Instant, total: Duration, received: u64) {
+    use std::io::IsTerminal as _;
     let el = started.elapsed();
     let rate = received as f64 / el.as_secs_f64().max(1e-3);
-    eprint!(
-        "\rrecording {:>5.1}/{:.0} s  {received} records  {rate:.0}/s   ",
+    let line = format!(
+        "recording {:>5.1}/{:.0} s  {received} records  {rate:.0}/s",
         el.as_secs_f64(),
         total.as_secs_f64()
     );
-    let _ = std::io::stderr().flush();
+    let mut err = std::io::stderr();
+    if err.is_terminal() {
+        let _ = write!(err, "\r{line}   ");
+        let _ = err.flush();
+    } else if el.as_secs() % 5 == 0 && el.as_secs() > 0 {
+        let _ = writeln!(err, "{line}");
+    }
 }
 
 /// DAMON configuration in sysfs, for the capture's metadata; `None` without DAMON.
@@ -257,4 +268,3 @@ mod tests {
         assert!(select_functions(&sel(&["lock_timer_base", "lock_timer_base"])).is_err());
     }
 }
-

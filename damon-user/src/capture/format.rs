@@ -33,10 +33,7 @@ const RECORDS_PER_SECTION: usize = 16 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     #[error("{path}: {err}")]
-    Io {
-        path: String,
-        err: std::io::Error,
-    },
+    Io { path: String, err: std::io::Error },
     #[error("cannot read capture {path}: {err}")]
     Unreadable { path: String, err: std::io::Error },
     #[error("not a damon-trace capture (bad magic)")]
