@@ -228,7 +228,7 @@ fn status_line(started: Instant, total: Duration, received: u64) {
     if err.is_terminal() {
         let _ = write!(err, "\r{line}   ");
         let _ = err.flush();
-    } else if el.as_secs() % 5 == 0 && el.as_secs() > 0 {
+    } else if el.as_secs().is_multiple_of(5) && el.as_secs() > 0 {
         let _ = writeln!(err, "{line}");
     }
 }
