@@ -4,13 +4,13 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Stdio},
     time::{Duration, SystemTime},
 };
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::util::{self, output, status};
+use crate::util::{self, status};
 
 /// Package lists older than this are refreshed before resolving a kernel.
 const LISTS_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -164,7 +164,7 @@ impl Apt {
     }
 
     /// An apt command that sees only this instance's sources and state.
-    pub fn cmd(&self, program: &str) -> Command {
+    fn cmd(&self, program: &str) -> Command {
         let d = &self.dir;
         let mut c = Command::new(program);
         for (k, v) in [
@@ -191,6 +191,35 @@ impl Apt {
         c
     }
 
+    /// Runs `program args` confined to this instance and returns stdout; errors quote apt's
+    /// own message rather than the long confining command line.
+    pub fn run(&self, program: &str, args: &[&str], cwd: Option<&Path>) -> Result<String> {
+        let mut cmd = self.cmd(program);
+        cmd.args(args).stdin(Stdio::null());
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
+        let what = format!(
+            "{program} {} (suite {}, state in {})",
+            args.join(" "),
+            self.suite,
+            self.dir.display()
+        );
+        let out = cmd
+            .output()
+            .with_context(|| format!("cannot start {what}"))?;
+        if !out.status.success() {
+            let msg = String::from_utf8_lossy(&out.stderr);
+            let msg = msg
+                .lines()
+                .filter(|l| !l.starts_with("W: "))
+                .collect::<Vec<_>>()
+                .join("\n");
+            bail!("{what} failed ({}): {}", out.status, msg.trim());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     fn stamp(&self) -> PathBuf {
         self.dir.join("updated")
     }
@@ -212,7 +241,9 @@ impl Apt {
             "apt",
             format!("updating package lists of {} ({mirror})", self.suite),
         );
-        let result = output(self.cmd("apt-get").arg("update"));
+        // --error-on=any: otherwise apt-get update exits 0 when the mirror is unreachable.
+        let update = || self.run("apt-get", &["update", "--error-on=any"], None);
+        let result = update();
         let err = match result {
             Ok(out) if !out.contains("NO_PUBKEY") && !out.contains("is not signed") => {
                 fs::write(self.stamp(), b"").context("writing the apt stamp")?;
@@ -224,7 +255,7 @@ impl Apt {
         if !(err.contains("NO_PUBKEY") || err.contains("is not signed"))
             || self.dir.join("trusted").exists()
         {
-            bail!("apt-get update for suite {} failed: {err}", self.suite);
+            bail!("{err}");
         }
         status(
             "apt",
@@ -236,26 +267,21 @@ impl Apt {
         );
         fs::write(self.dir.join("trusted"), b"").context("marking the source trusted")?;
         self.write_sources(mirror, true)?;
-        output(self.cmd("apt-get").arg("update"))
-            .with_context(|| format!("apt-get update for suite {}", self.suite))?;
+        update()?;
         fs::write(self.stamp(), b"").context("writing the apt stamp")?;
         Ok(())
     }
 
     /// The packages `pkg` directly depends on (`apt-cache depends`), alternatives included.
     pub fn depends(&self, pkg: &str) -> Result<Vec<String>> {
-        let out = output(self.cmd("apt-cache").args(["depends", pkg]))
-            .with_context(|| format!("resolving {pkg} in suite {}", self.suite))?;
+        let out = self.run("apt-cache", &["depends", pkg], None)?;
         Ok(parse_depends(&out))
     }
 
     /// True when the suite has a package called `pkg`.
     pub fn has_package(&self, pkg: &str) -> bool {
-        output(
-            self.cmd("apt-cache")
-                .args(["show", "--no-all-versions", pkg]),
-        )
-        .is_ok_and(|o| !o.trim().is_empty())
+        self.run("apt-cache", &["show", "--no-all-versions", pkg], None)
+            .is_ok_and(|o| !o.trim().is_empty())
     }
 }
 

@@ -31,7 +31,7 @@ pub struct Toolchain {
 /// Runs every bootstrap step, printing one status line each.
 pub fn ensure() -> Result<Toolchain> {
     ensure_nightly()?;
-    ensure_rust_src()?;
+    ensure_nightly_components()?;
     ensure_musl_target()?;
     ensure_bpf_linker()
 }
@@ -56,19 +56,32 @@ fn ensure_nightly() -> Result<()> {
         .context("installing the nightly toolchain")
 }
 
-fn ensure_rust_src() -> Result<()> {
+/// rust-src lets aya-build compile `core` for the bpf target; clippy lints the eBPF crate
+/// (`cargo xtask test`). A `--profile minimal` nightly has neither.
+fn ensure_nightly_components() -> Result<()> {
     let installed =
         output(rustup().args(["component", "list", "--toolchain", "nightly", "--installed"]))?;
-    if installed
-        .lines()
-        .any(|l| l.trim() == "rust-src" || l.starts_with("rust-src-"))
-    {
-        status("rust-src", "installed for nightly");
+    let has = |c: &str| {
+        installed
+            .lines()
+            .any(|l| l.trim() == c || l.starts_with(&format!("{c}-")))
+    };
+    let missing: Vec<&str> = ["rust-src", "clippy"]
+        .into_iter()
+        .filter(|c| !has(c))
+        .collect();
+    if missing.is_empty() {
+        status("nightly components", "rust-src and clippy installed");
         return Ok(());
     }
-    status("rust-src", "adding to nightly");
-    run(rustup().args(["component", "add", "rust-src", "--toolchain", "nightly"]))
-        .context("adding rust-src to nightly (aya-build compiles core for the bpf target)")
+    status(
+        "nightly components",
+        format!("adding {}", missing.join(", ")),
+    );
+    run(rustup()
+        .args(["component", "add", "--toolchain", "nightly"])
+        .args(&missing))
+    .context("adding nightly components")
 }
 
 fn ensure_musl_target() -> Result<()> {

@@ -192,8 +192,7 @@ fn download_vmlinuz(apt: &Apt, pkg: &str, work: &Path) -> Result<Option<Vec<u8>>
     let extract = work.join("x");
     fs::create_dir_all(&extract).with_context(|| format!("creating {}", extract.display()))?;
     let start = Instant::now();
-    util::output(apt.cmd("apt-get").current_dir(work).args(["download", pkg]))
-        .with_context(|| format!("apt-get download {pkg}"))?;
+    apt.run("apt-get", &["download", pkg], Some(work))?;
     let deb = fs::read_dir(work)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "deb"))

@@ -178,6 +178,18 @@ fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
     )?;
     stage(
         done,
+        "clippy eBPF",
+        || {
+            // The eBPF crate builds only for the bpf target, with nightly and build-std.
+            run(cargo(&tc)?
+                .args(["+nightly", "clippy", "-p", "damon-ebpf", "--release"])
+                .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
+                .args(["--", "-D", "warnings"]))
+        },
+        no_counts,
+    )?;
+    stage(
+        done,
         "host tests",
         || {
             let mut c = cargo(&tc)?;
