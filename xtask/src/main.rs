@@ -11,7 +11,7 @@ use xtask::{
 };
 
 #[derive(Parser)]
-#[command(about = "damon-trace developer tasks", version)]
+#[command(name = "cargo xtask", about = "damon-trace developer tasks", version)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -37,7 +37,7 @@ enum Cmd {
         /// Receives what CMD writes under /out (cleared first). Default: target/vm-out.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Seconds before the guest is killed, boot (~10 s) included.
+        /// Seconds before the guest is killed, boot (~5 s) included.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
         /// Environment for CMD, repeatable: --env RUST_LOG=debug.

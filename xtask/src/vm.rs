@@ -49,7 +49,7 @@ pub struct VmOptions {
     pub cmd: String,
     /// Receives the guest's `/out` (cleared first). Default: `target/vm-out`.
     pub out_dir: PathBuf,
-    /// Wall-clock limit for the whole guest run, boot included (boot takes ~10 s under TCG).
+    /// Wall-clock limit for the whole guest run, boot included (boot takes ~5 s under TCG).
     pub timeout: Duration,
     /// Exported in the guest before the command runs.
     pub env: Vec<(String, String)>,
@@ -85,7 +85,7 @@ impl VmOptions {
 pub struct VmOutcome {
     /// The command's exit status.
     pub status: i32,
-    /// The console with `\r` and the harness's marker lines removed.
+    /// The console without terminal control characters and the harness's marker lines.
     pub console: String,
     /// `uname -r` of the guest kernel.
     pub kernel_release: String,

@@ -84,7 +84,7 @@ pub fn watch(
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(c),
             Err(mpsc::RecvTimeoutError::Timeout) => bail!(
-                "the guest did not finish within {} s (boot alone takes ~10 s under TCG); raise \
+                "the guest did not finish within {} s (boot alone takes ~5 s under TCG); raise \
                  --timeout if the command is slow\n--- console tail ---\n{}",
                 timeout.as_secs(),
                 tail(&c.text, 25)
