@@ -81,6 +81,21 @@ impl Stop {
 pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let functions = select_functions(&args.selection)?;
 
+    // Catch stop signals from the start: a Ctrl-C during the (slow) attach then ends the session
+    // as soon as it starts, with a complete capture, instead of killing us half-attached. This
+    // also overrides a SIG_IGN inherited by background jobs of non-interactive shells.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (mut sigint, mut sigterm, mut sighup) = {
+        let _rt = runtime.enter();
+        (
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
+    };
+
     // Fail fast, with the cause, when this kernel cannot be traced at all.
     let diagnosis = doctor::diagnose(&functions);
     if !diagnosis.can_trace {
@@ -124,64 +139,54 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     };
     let mut writer = CaptureWriter::create(&args.output, args.force, &meta)
         .with_context(|| format!("creating capture {}", args.output.display()))?;
+    writer.flush().context("writing the capture header")?;
     let ring = tracer.take_ring()?;
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let started = Instant::now();
-    let (stop, mut reader, write_err) = runtime.block_on(async {
+    let (stop, mut reader) = runtime.block_on(async {
         let mut reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;
-        let mut write_err = None;
-        let mut sink = |r| {
-            if write_err.is_none()
-                && let Err(e) = writer.push(&r)
-            {
-                write_err = Some(e);
-            }
-        };
-        let mut sigint = signal(SignalKind::interrupt())?;
-        let mut sigterm = signal(SignalKind::terminate())?;
-        let mut sighup = signal(SignalKind::hangup())?;
         let deadline = tokio::time::sleep(args.duration);
         tokio::pin!(deadline);
-        // Backup against a missed wake-up, and the cadence of status lines and file flushes.
+        // Backup against a missed wake-up, and the cadence of status lines and file flushes
+        // (so a killed recorder loses at most about a second of records).
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut received = 0u64;
+        let mut batch = Vec::new();
         let stop = loop {
+            let mut sink = |r| batch.push(r);
+            let mut flush = false;
             tokio::select! {
-                r = reader.drain_when_ready(&mut sink) => { received += r? as u64; }
+                r = reader.drain_when_ready(&mut sink) => { r?; }
                 _ = tick.tick() => {
-                    received += reader.drain(&mut sink) as u64;
-                    status_line(started, args.duration, received);
+                    reader.drain(&mut sink);
+                    flush = true;
                 }
                 _ = &mut deadline => break Stop::Duration,
                 _ = sigint.recv() => break Stop::Interrupted,
                 _ = sigterm.recv() => break Stop::Terminated,
                 _ = sighup.recv() => break Stop::Terminated,
             }
+            received += batch.len() as u64;
+            for r in batch.drain(..) {
+                writer.push(&r).context("writing the capture")?;
+            }
+            if flush {
+                writer.flush().context("writing the capture")?;
+                status_line(started, args.duration, received);
+            }
         };
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             eprintln!();
         }
-        anyhow::Ok((stop, reader, write_err))
+        anyhow::Ok((stop, reader))
     })?;
-    if let Some(e) = write_err {
-        return Err(e).context("writing the capture");
-    }
 
     // Entries off, let running calls finish, exits off; then take what is left in the ring.
     tracer.detach();
-    let mut write_err = None;
-    reader.drain(&mut |r| {
-        if write_err.is_none()
-            && let Err(e) = writer.push(&r)
-        {
-            write_err = Some(e);
-        }
-    });
-    if let Some(e) = write_err {
-        return Err(e).context("writing the capture");
+    let mut rest = Vec::new();
+    reader.drain(&mut |r| rest.push(r));
+    for r in &rest {
+        writer.push(r).context("writing the capture")?;
     }
     let counters = tracer.counters()?;
     let summary = Summary {

@@ -56,6 +56,20 @@ enum Cmd {
         #[arg(last = true, required = true, num_args = 1..)]
         cmd: Vec<String>,
     },
+    /// The main job on a machine whose kernel forbids tracing: boot the 7.2 guest, run the
+    /// DAMON migrate-hot scenario, record it and print the report. The capture is left in
+    /// target/vm-out/damon.dtcap for `damon-trace report`.
+    Demo {
+        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        #[arg(long, default_value = "7.2")]
+        kernel: Kernel,
+        /// How long to record, in seconds.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// Extra arguments for `damon-trace record` (e.g. "--attach kprobe").
+        #[arg(long, default_value = "")]
+        record_args: String,
+    },
     /// Run every check: fmt, clippy, host tests, then the VM tests.
     Test {
         /// Skip the VM tests (local iteration only; CI runs them).
@@ -79,6 +93,21 @@ fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
         return Err(format!("guest path `{g}` must be absolute"));
     }
     Ok((PathBuf::from(h), g.to_owned()))
+}
+
+/// Guest script of `demo`: the scenario in the background (its log goes to /out), a recording
+/// while it runs, then the report.
+fn demo_command(seconds: u64, record_args: &str) -> String {
+    format!(
+        "damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.log 2>&1 &
+scenario=$!
+sleep 3
+damon-trace record -o /out/damon.dtcap --duration {seconds}s {record_args} || exit $?
+kill -INT $scenario 2>/dev/null; wait $scenario
+echo
+damon-trace report /out/damon.dtcap",
+        scenario = seconds + 30
+    )
 }
 
 fn main() -> ExitCode {
@@ -130,6 +159,24 @@ fn real_main() -> Result<ExitCode> {
             opts.binary = Some(binary);
             opts.kernel_args = kernel_args;
             let outcome = vm::run(&opts)?;
+            let code = u8::try_from(outcome.status).context("exit status out of range")?;
+            return Ok(ExitCode::from(code));
+        }
+        Cmd::Demo {
+            kernel,
+            seconds,
+            record_args,
+        } => {
+            let mut opts = VmOptions::new(kernel, demo_command(seconds, &record_args));
+            opts.binary = Some(build::build_static(&bootstrap::ensure()?)?);
+            opts.timeout = Duration::from_secs(seconds + 240);
+            let outcome = vm::run(&opts)?;
+            if outcome.status == 0 {
+                eprintln!(
+                    "capture: {} (read it with `damon-trace report`)",
+                    opts.out_dir.join("damon.dtcap").display()
+                );
+            }
             let code = u8::try_from(outcome.status).context("exit status out of range")?;
             return Ok(ExitCode::from(code));
         }

@@ -89,7 +89,7 @@ fn vm_7_2_traces_all_four_with_fentry_and_kprobe_and_leaves_nothing() {
     let out = tempfile::tempdir().expect("temp dir");
     let cmd = "set -e
 damon-trace doctor --json > /out/doctor.json
-damon-trace scenario migrate-hot --duration 90s > /out/scenario.out 2> /out/scenario.err &
+damon-trace scenario migrate-hot --duration 180s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
 sleep 3
 damon-trace record -o /out/fentry.dtcap --duration 15s
@@ -100,11 +100,14 @@ damon-trace report /out/kprobe.dtcap
 # Ctrl-C ends a recording early and still leaves a complete capture.
 damon-trace record -o /out/int.dtcap --duration 120s --functions lock_timer_base &
 rec=$!
-sleep 6
+# The capture file appears once the probes are attached.
+while [ ! -s /out/int.dtcap ]; do sleep 0.5; done
+sleep 3
 kill -INT $rec
 wait $rec
 damon-trace report /out/int.dtcap --format json > /out/int.json
-kill -INT $scenario; wait $scenario || true
+kill -INT $scenario 2>/dev/null || true
+wait $scenario || true
 # What the kernel itself lists after we exited: BPF programs (by our names), kprobes, and
 # functions with ftrace hooks (fentry trampolines).
 damon-trace doctor --json > /out/doctor-after.json || true
@@ -198,7 +201,8 @@ sleep 3
 damon-trace record -o /out/c.dtcap --duration 15s
 damon-trace report /out/c.dtcap --format json > /out/report.json
 damon-trace report /out/c.dtcap
-kill -INT $scenario; wait $scenario || true";
+kill -INT $scenario 2>/dev/null || true
+wait $scenario || true";
     let mut opts = VmOptions::new(Kernel::Debian612, cmd);
     opts.out_dir = out.path().join("out");
     opts.timeout = Duration::from_secs(300);
