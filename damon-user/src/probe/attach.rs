@@ -82,7 +82,7 @@ pub fn describe_error(err: &ProgramError) -> String {
     };
     let hint = match io.raw_os_error() {
         Some(libc::EPERM) => {
-            " — the kernel refused: lockdown, or missing CAP_BPF/CAP_PERFMON (see `damon-trace doctor`)"
+            " — the kernel refused: lockdown or another security policy, or missing CAP_BPF/CAP_PERFMON"
         }
         Some(libc::ENOENT) => " — the kernel has no such attach point",
         Some(libc::ESRCH) => " — function not found in the kernel's BTF",
