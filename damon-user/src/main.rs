@@ -6,6 +6,7 @@ mod doctor;
 mod probe;
 mod record;
 mod report;
+mod session;
 mod stats;
 
 use std::process::ExitCode;

@@ -2,22 +2,17 @@
 use std::{
     io::Write as _,
     process::ExitCode,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use damon_common::FunctionId;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    capture::{Meta, Summary, format::CaptureWriter},
+    capture::format::CaptureWriter,
     cli::{RecordArgs, Selection},
-    doctor,
-    probe::{
-        attach::{LoadOptions, Tracer},
-        kernel::KernelIdentity,
-        ring::RingReader,
-    },
+    session::{Session, StopReason},
 };
 
 /// Usage errors (exit status 2) as opposed to runtime failures (1).
@@ -51,35 +46,8 @@ pub fn select_functions(sel: &Selection) -> anyhow::Result<Vec<FunctionId>> {
     Ok(out)
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer for the duration of the call.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Ends a session: the deadline or a signal.
-enum Stop {
-    Duration,
-    Interrupted,
-    Terminated,
-}
-
-impl Stop {
-    fn as_str(&self) -> &'static str {
-        match self {
-            Stop::Duration => "duration",
-            Stop::Interrupted => "interrupted",
-            Stop::Terminated => "terminated",
-        }
-    }
-}
-
 pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
-    let functions = select_functions(&args.selection)?;
+    select_functions(&args.selection)?;
 
     // Catch stop signals from the start: a Ctrl-C during the (slow) attach then ends the session
     // as soon as it starts, with a complete capture, instead of killing us half-attached. This
@@ -87,64 +55,18 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (mut sigint, mut sigterm, mut sighup) = {
-        let _rt = runtime.enter();
-        (
-            signal(SignalKind::interrupt())?,
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        )
-    };
+    let _rt = runtime.enter();
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sighup = signal(SignalKind::hangup())?;
 
-    // Fail fast, with the cause, when this kernel cannot be traced at all.
-    let diagnosis = doctor::diagnose(&functions);
-    if !diagnosis.can_trace {
-        eprint!("{}", doctor::render_text(&diagnosis));
-        bail!("this kernel cannot be traced (diagnosis above)");
-    }
-
-    let mut tracer = Tracer::load(&LoadOptions {
-        functions: functions.clone(),
-        attach: args.selection.attach,
-        ring_size: args.ring_size,
-    })?;
-    for s in tracer.statuses() {
-        match &s.detail {
-            Some(d) => eprintln!("{:<27} {:<7} {d}", s.name, s.attach.as_str()),
-            None => eprintln!("{:<27} {}", s.name, s.attach.as_str()),
-        }
-    }
-    if !tracer.any_attached() {
-        bail!(
-            "none of the selected functions could be attached (reasons above); see `damon-trace doctor`"
-        );
-    }
-
-    let meta = Meta {
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        kernel: KernelIdentity::read(),
-        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .unwrap_or_default()
-            .trim()
-            .to_owned(),
-        start_unix_ns: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
-        command_line: std::env::args().collect(),
-        mode: "stream".to_owned(),
-        ring_size: args.ring_size,
-        functions: tracer.statuses().to_vec(),
-        damon: damon_config(),
-    };
-    let mut writer = CaptureWriter::create(&args.output, args.force, &meta)
+    let mut session = Session::start(&args.selection, args.ring_size, "stream")?;
+    let mut writer = CaptureWriter::create(&args.output, args.force, session.meta())
         .with_context(|| format!("creating capture {}", args.output.display()))?;
     writer.flush().context("writing the capture header")?;
-    let ring = tracer.take_ring()?;
 
-    let started = Instant::now();
-    let (stop, mut reader) = runtime.block_on(async {
-        let mut reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;
+    let started = session.started();
+    let stop = runtime.block_on(async {
         let deadline = tokio::time::sleep(args.duration);
         tokio::pin!(deadline);
         // Backup against a missed wake-up, and the cadence of status lines and file flushes
@@ -153,18 +75,17 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         let mut received = 0u64;
         let mut batch = Vec::new();
         let stop = loop {
-            let mut sink = |r| batch.push(r);
             let mut flush = false;
             tokio::select! {
-                r = reader.drain_when_ready(&mut sink) => { r?; }
+                r = session.wait_and_drain(&mut batch) => r?,
                 _ = tick.tick() => {
-                    reader.drain(&mut sink);
+                    session.drain(&mut batch);
                     flush = true;
                 }
-                _ = &mut deadline => break Stop::Duration,
-                _ = sigint.recv() => break Stop::Interrupted,
-                _ = sigterm.recv() => break Stop::Terminated,
-                _ = sighup.recv() => break Stop::Terminated,
+                _ = &mut deadline => break StopReason::Duration,
+                _ = sigint.recv() => break StopReason::Interrupted,
+                _ = sigterm.recv() => break StopReason::Terminated,
+                _ = sighup.recv() => break StopReason::Terminated,
             }
             received += batch.len() as u64;
             for r in batch.drain(..) {
@@ -178,26 +99,14 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             eprintln!();
         }
-        anyhow::Ok((stop, reader))
+        anyhow::Ok(stop)
     })?;
 
-    // Entries off, let running calls finish, exits off; then take what is left in the ring.
-    tracer.detach();
     let mut rest = Vec::new();
-    reader.drain(&mut |r| rest.push(r));
+    let summary = session.stop(stop, &mut rest)?;
     for r in &rest {
         writer.push(r).context("writing the capture")?;
     }
-    let counters = tracer.counters()?;
-    let summary = Summary {
-        duration_ns: started.elapsed().as_nanos() as u64,
-        end_reason: stop.as_str().to_owned(),
-        counters,
-        malformed_items: reader.malformed,
-        damon_end: damon_config(),
-    };
-    drop(reader);
-    drop(tracer);
     let written = writer
         .finish(&summary)
         .with_context(|| format!("finishing capture {}", args.output.display()))?;
@@ -236,12 +145,6 @@ fn status_line(started: Instant, total: Duration, received: u64) {
     } else if el.as_secs().is_multiple_of(5) && el.as_secs() > 0 {
         let _ = writeln!(err, "{line}");
     }
-}
-
-/// DAMON configuration in sysfs, for the capture's metadata; `None` without DAMON.
-fn damon_config() -> Option<serde_json::Value> {
-    let snapshot = crate::damon::snapshot(&crate::damon::SysfsRoot::system()).ok()?;
-    serde_json::to_value(snapshot).ok()
 }
 
 #[cfg(test)]

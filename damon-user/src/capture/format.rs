@@ -428,3 +428,26 @@ mod tests {
         assert_eq!(parse(&extra).expect("skips").records.len(), 3);
     }
 }
+
+#[cfg(test)]
+mod golden {
+    use super::*;
+
+    /// A real capture recorded by `cargo xtask demo` (Debian 7.2 guest, migrate-hot scenario):
+    /// version-1 files must stay readable as the format grows.
+    #[test]
+    fn reads_a_real_version_1_capture() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/migrate-hot-7.2.dtcap"
+        );
+        let c = read_file(Path::new(path)).expect("golden capture");
+        assert!(c.meta.kernel.release.starts_with("7.2."));
+        assert_eq!(c.meta.functions.len(), 4);
+        assert_eq!(c.records.len(), 3612);
+        let summary = c.summary.expect("complete capture");
+        let emitted: u64 = summary.counters.values().map(|k| k.emitted).sum();
+        assert_eq!(emitted, c.records.len() as u64);
+        assert!(c.records.iter().all(|r| r.duration_ns > 0 && r.func < 4));
+    }
+}

@@ -1,0 +1,157 @@
+//! A tracing session: diagnose, attach, stream records, stop with exact accounting.
+//!
+//! `record` and `live` both drive one; it owns the probes and the ring reader, and knows the
+//! order in which stopping keeps `calls == records + dropped + in_flight` true.
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use damon_common::CallRecord;
+
+use crate::{
+    capture::{Meta, Summary},
+    cli::Selection,
+    doctor,
+    probe::{
+        attach::{LoadOptions, Tracer},
+        kernel::KernelIdentity,
+        ring::RingReader,
+    },
+    record::select_functions,
+};
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Duration,
+    /// SIGINT (Ctrl-C).
+    Interrupted,
+    /// SIGTERM or SIGHUP.
+    Terminated,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration",
+            StopReason::Interrupted => "interrupted",
+            StopReason::Terminated => "terminated",
+        }
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for the duration of the call.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// DAMON configuration in sysfs, for the capture's metadata; `None` without DAMON.
+fn damon_config() -> Option<serde_json::Value> {
+    let snapshot = crate::damon::snapshot(&crate::damon::SysfsRoot::system()).ok()?;
+    serde_json::to_value(snapshot).ok()
+}
+
+pub struct Session {
+    tracer: Tracer,
+    reader: RingReader,
+    meta: Meta,
+    started: Instant,
+}
+
+impl Session {
+    /// Diagnoses the kernel (failing with the diagnosis when nothing can be traced), attaches
+    /// the selected functions and prints how each is traced. Must run inside a tokio runtime
+    /// (the ring buffer is registered with its reactor).
+    pub fn start(selection: &Selection, ring_size: u32, mode: &str) -> anyhow::Result<Session> {
+        let functions = select_functions(selection)?;
+        let diagnosis = doctor::diagnose(&functions);
+        if !diagnosis.can_trace {
+            eprint!("{}", doctor::render_text(&diagnosis));
+            bail!("this kernel cannot be traced (diagnosis above)");
+        }
+        let mut tracer = Tracer::load(&LoadOptions {
+            functions,
+            attach: selection.attach,
+            ring_size,
+        })?;
+        for s in tracer.statuses() {
+            match &s.detail {
+                Some(d) => eprintln!("{:<27} {:<7} {d}", s.name, s.attach.as_str()),
+                None => eprintln!("{:<27} {}", s.name, s.attach.as_str()),
+            }
+        }
+        if !tracer.any_attached() {
+            bail!(
+                "none of the selected functions could be attached (reasons above); see `damon-trace doctor`"
+            );
+        }
+        let meta = Meta {
+            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+            kernel: KernelIdentity::read(),
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+            start_unix_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
+            command_line: std::env::args().collect(),
+            mode: mode.to_owned(),
+            ring_size,
+            functions: tracer.statuses().to_vec(),
+            damon: damon_config(),
+        };
+        let ring = tracer.take_ring()?;
+        let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;
+        Ok(Session {
+            tracer,
+            reader,
+            meta,
+            started: Instant::now(),
+        })
+    }
+
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Waits for the kernel's wake-up, then appends every record in the ring to `out`.
+    pub async fn wait_and_drain(&mut self, out: &mut Vec<CallRecord>) -> std::io::Result<()> {
+        self.reader
+            .drain_when_ready(&mut |r| out.push(r))
+            .await
+            .map(|_| ())
+    }
+
+    /// Appends every record now in the ring to `out` (the timer path, against missed wake-ups).
+    pub fn drain(&mut self, out: &mut Vec<CallRecord>) {
+        self.reader.drain(&mut |r| out.push(r));
+    }
+
+    /// Entries off, running calls finish, exits off; the last records go to `out`, and the
+    /// summary carries the final counters with the calls still in flight.
+    pub fn stop(
+        mut self,
+        reason: StopReason,
+        out: &mut Vec<CallRecord>,
+    ) -> anyhow::Result<Summary> {
+        self.tracer.detach();
+        self.drain(out);
+        Ok(Summary {
+            duration_ns: self.started.elapsed().as_nanos() as u64,
+            end_reason: reason.as_str().to_owned(),
+            counters: self.tracer.counters()?,
+            malformed_items: self.reader.malformed,
+            damon_end: damon_config(),
+        })
+    }
+}
