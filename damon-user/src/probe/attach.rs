@@ -36,6 +36,9 @@ fn program_names(func: FunctionId, mode: Mode) -> (String, String) {
     }
 }
 
+/// How long stopping waits for calls that entered before the entry probes went away.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
 /// Loaded, attached probes. Dropping it detaches and unloads everything.
 pub struct Tracer {
     bpf: Ebpf,
@@ -173,11 +176,31 @@ impl Tracer {
             let (entry, _) = program_names(*func, *mode);
             unload(&mut self.bpf, &entry, *mode);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // Calls can be long (a damon_migrate_pages call takes ~0.1 s under emulation): wait, up
+        // to a bound, until no stamp is left, so they end as records rather than in flight.
+        let deadline = std::time::Instant::now() + EXIT_GRACE;
+        while self.open_calls() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         for (func, mode) in &self.attached {
             let (_, exit) = program_names(*func, *mode);
             unload(&mut self.bpf, &exit, *mode);
         }
+    }
+
+    /// Calls entered and not yet exited (0 if the stamp map cannot be read).
+    fn open_calls(&self) -> u64 {
+        let Some(map) = self.bpf.map(MAP_STAMPS) else {
+            return 0;
+        };
+        let Ok(stamps) = BpfHashMap::<_, u64, StampStack>::try_from(map) else {
+            return 0;
+        };
+        stamps
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(_, s)| u64::from(s.depth))
+            .sum()
     }
 
     /// Sums the per-CPU counters and counts the calls still holding an entry stamp.
