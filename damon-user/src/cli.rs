@@ -22,6 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Check whether this machine can trace the target functions, and why not.
     Doctor(DoctorArgs),
+    /// Watch per-call latency live: a panel per function with rates, percentiles, histograms.
+    Live(LiveArgs),
     /// Trace the selected functions for a while and write a capture file.
     Record(RecordArgs),
     /// Summarise a capture: per-function call counts, drops and latency percentiles.
@@ -77,6 +79,48 @@ pub struct RecordArgs {
     pub force: bool,
     #[command(flatten)]
     pub selection: Selection,
+}
+
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    /// Also write what is traced to FILE: the same capture `record` writes.
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Overwrite the --record FILE if it exists.
+    #[arg(long, requires = "record")]
+    pub force: bool,
+    /// Play a capture through the screen instead of tracing (no kernel access needed).
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Replay speed: 1 is real time, 10 ten times faster, 0 as fast as possible.
+    #[arg(long, default_value_t = 1.0, requires = "replay", value_parser = parse_speed)]
+    pub speed: f64,
+    /// Width of the linear histogram buckets in ns (`+`/`-` change it on screen).
+    #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
+    pub bucket_ns: u64,
+    /// Length of the sliding window in seconds (`w` switches between it and since-start).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub window: u32,
+    /// Ring buffer size in bytes (power of two, at least one page).
+    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, conflicts_with = "replay")]
+    pub ring_size: u32,
+    #[command(flatten)]
+    pub selection: Selection,
+}
+
+/// A replay speed factor: 0 (as fast as possible) or a positive finite number.
+pub fn parse_speed(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('x')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a speed (examples: 1, 10, 0.5, 0)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!(
+            "speed `{s}` must be 0 (as fast as possible) or positive"
+        ));
+    }
+    Ok(v)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -187,6 +231,34 @@ mod tests {
         assert!(parse_ring_size("6144").is_err());
         assert!(parse_ring_size("2048").is_err());
         assert!(parse_ring_size("big").is_err());
+    }
+
+    #[test]
+    fn speeds() {
+        assert_eq!(parse_speed("10"), Ok(10.0));
+        assert_eq!(parse_speed("2.5x"), Ok(2.5));
+        assert_eq!(parse_speed("0"), Ok(0.0));
+        assert!(parse_speed("-1").is_err());
+        assert!(parse_speed("inf").is_err());
+        assert!(parse_speed("fast").is_err());
+    }
+
+    #[test]
+    fn live_flags() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["damon-trace", "live"].iter().chain(args)).map(|c| c.command)
+        };
+        let Ok(Command::Live(a)) = parse(&[]) else {
+            panic!("bare live parses")
+        };
+        assert_eq!((a.bucket_ns, a.window, a.speed), (20, 10, 1.0));
+        assert!(a.replay.is_none() && a.record.is_none());
+        assert!(parse(&["--replay", "x", "--record", "y"]).is_err());
+        assert!(parse(&["--speed", "10"]).is_err(), "--speed needs --replay");
+        assert!(parse(&["--force"]).is_err(), "--force needs --record");
+        assert!(parse(&["--bucket-ns", "0"]).is_err());
+        assert!(parse(&["--window", "0"]).is_err());
+        assert!(parse(&["--replay", "x", "--speed", "0", "--window", "30"]).is_ok());
     }
 
     #[test]

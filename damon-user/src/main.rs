@@ -8,6 +8,7 @@ mod record;
 mod report;
 mod session;
 mod stats;
+mod tui;
 
 use std::process::ExitCode;
 
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(args) => doctor::run(&args),
+        Command::Live(args) => tui::run_live(&args),
         Command::Record(args) => record::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),

@@ -2,13 +2,16 @@
 //!
 //! `record` and `live` both drive one; it owns the probes and the ring reader, and knows the
 //! order in which stopping keeps `calls == records + dropped + in_flight` true.
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::{
+    collections::BTreeMap,
+    time::{Instant, SystemTime, UNIX_EPOCH},
+};
 
 use anyhow::{Context as _, bail};
 use damon_common::CallRecord;
 
 use crate::{
-    capture::{Meta, Summary},
+    capture::{FunctionCounters, Meta, Summary},
     cli::Selection,
     doctor,
     probe::{
@@ -27,6 +30,10 @@ pub enum StopReason {
     Interrupted,
     /// SIGTERM or SIGHUP.
     Terminated,
+    /// The user quit the live view.
+    Quit,
+    /// The live view failed (its error is reported separately).
+    Error,
 }
 
 impl StopReason {
@@ -35,6 +42,8 @@ impl StopReason {
             StopReason::Duration => "duration",
             StopReason::Interrupted => "interrupted",
             StopReason::Terminated => "terminated",
+            StopReason::Quit => "quit",
+            StopReason::Error => "error",
         }
     }
 }
@@ -135,6 +144,11 @@ impl Session {
     /// Appends every record now in the ring to `out` (the timer path, against missed wake-ups).
     pub fn drain(&mut self, out: &mut Vec<CallRecord>) {
         self.reader.drain(&mut |r| out.push(r));
+    }
+
+    /// The kernel's counters now (calls still running count as in flight).
+    pub fn counters(&self) -> anyhow::Result<BTreeMap<u32, FunctionCounters>> {
+        self.tracer.counters()
     }
 
     /// Entries off, running calls finish, exits off; the last records go to `out`, and the

@@ -1,4 +1,7 @@
 //! Pure statistics over call durations (no I/O).
+pub mod histogram;
+pub mod window;
+
 use serde::Serialize;
 
 /// Nearest-rank percentile of sorted data: the smallest value with at least `p`% of the data at

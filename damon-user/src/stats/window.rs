@@ -1,0 +1,291 @@
+//! Per-function statistics since start and over a sliding window of the last N seconds (pure).
+//!
+//! Records are added to an open one-second slice and to both running totals; closing a second
+//! keeps the slice, and a slice older than the window is subtracted from the window's totals.
+//! Memory is bounded by the number of distinct histogram slots, not by the number of calls.
+use std::collections::{HashMap, VecDeque};
+
+use super::histogram::{LatencyHistogram, slot_of};
+
+/// DAMOS hotness scores run from 0 to `DAMOS_MAX_SCORE` (99).
+pub const SCORE_VALUES: usize = 100;
+
+/// How often each returned hotness score occurred.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoreCounts {
+    pub counts: [u64; SCORE_VALUES],
+    /// Values outside 0..=99 (never expected from DAMOS; counted so nothing vanishes).
+    pub other: u64,
+}
+
+impl Default for ScoreCounts {
+    fn default() -> Self {
+        ScoreCounts {
+            counts: [0; SCORE_VALUES],
+            other: 0,
+        }
+    }
+}
+
+impl ScoreCounts {
+    fn add(&mut self, value: i64) {
+        match usize::try_from(value).ok().filter(|&v| v < SCORE_VALUES) {
+            Some(v) => self.counts[v] += 1,
+            None => self.other += 1,
+        }
+    }
+
+    fn subtract(&mut self, other: &ScoreCounts) {
+        for (c, o) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *c = c.saturating_sub(*o);
+        }
+        self.other = self.other.saturating_sub(other.other);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum::<u64>() + self.other
+    }
+}
+
+/// One second of records.
+#[derive(Debug, Clone, Default)]
+struct Slice {
+    slots: HashMap<usize, u64>,
+    count: u64,
+    sum: u128,
+    min: Option<u64>,
+    max: Option<u64>,
+    scores: Option<ScoreCounts>,
+}
+
+/// A latency distribution as the screen needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Distribution<'a> {
+    pub latency: &'a LatencyHistogram,
+    pub count: u64,
+    pub sum: u128,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub scores: Option<&'a ScoreCounts>,
+}
+
+impl Distribution<'_> {
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum as f64 / self.count as f64)
+    }
+
+    /// Percentiles clamped to the exact extremes (slots only bound the value from above).
+    pub fn percentiles(&self, ps: &[f64]) -> Option<Vec<u64>> {
+        let (min, max) = (self.min?, self.max?);
+        let mut v = self.latency.percentiles(ps)?;
+        for p in &mut v {
+            *p = (*p).clamp(min, max);
+        }
+        Some(v)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Totals {
+    latency: LatencyHistogram,
+    count: u64,
+    sum: u128,
+    min: Option<u64>,
+    max: Option<u64>,
+    scores: Option<ScoreCounts>,
+}
+
+impl Totals {
+    fn new(keeps_scores: bool) -> Totals {
+        Totals {
+            latency: LatencyHistogram::default(),
+            count: 0,
+            sum: 0,
+            min: None,
+            max: None,
+            scores: keeps_scores.then(ScoreCounts::default),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FunctionStats {
+    since_start: Totals,
+    /// Totals of `closed` plus `open`; its min/max are recomputed from the slices.
+    window: Totals,
+    closed: VecDeque<Slice>,
+    open: Slice,
+    window_secs: usize,
+}
+
+fn extend(a: Option<u64>, b: Option<u64>, pick: fn(u64, u64) -> u64) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl FunctionStats {
+    /// `window_secs` ≥ 1: the window holds the open second and the `window_secs - 1` before it.
+    /// `keeps_scores`: count returned values as DAMOS hotness scores.
+    pub fn new(window_secs: u32, keeps_scores: bool) -> FunctionStats {
+        FunctionStats {
+            since_start: Totals::new(keeps_scores),
+            window: Totals::new(keeps_scores),
+            closed: VecDeque::new(),
+            open: Slice {
+                scores: keeps_scores.then(ScoreCounts::default),
+                ..Slice::default()
+            },
+            window_secs: window_secs.max(1) as usize,
+        }
+    }
+
+    pub fn record(&mut self, duration_ns: u64, value: i64) {
+        let slot = slot_of(duration_ns);
+        for t in [&mut self.since_start, &mut self.window] {
+            t.latency.add_to_slot(slot, 1);
+            t.count += 1;
+            t.sum += u128::from(duration_ns);
+            t.min = extend(t.min, Some(duration_ns), u64::min);
+            t.max = extend(t.max, Some(duration_ns), u64::max);
+            if let Some(s) = &mut t.scores {
+                s.add(value);
+            }
+        }
+        let o = &mut self.open;
+        *o.slots.entry(slot).or_default() += 1;
+        o.count += 1;
+        o.sum += u128::from(duration_ns);
+        o.min = extend(o.min, Some(duration_ns), u64::min);
+        o.max = extend(o.max, Some(duration_ns), u64::max);
+        if let Some(s) = &mut o.scores {
+            s.add(value);
+        }
+    }
+
+    /// Ends the current second; drops from the window the second that leaves it.
+    pub fn close_second(&mut self) {
+        let fresh = Slice {
+            scores: self.open.scores.as_ref().map(|_| ScoreCounts::default()),
+            ..Slice::default()
+        };
+        self.closed
+            .push_back(std::mem::replace(&mut self.open, fresh));
+        while self.closed.len() >= self.window_secs {
+            let Some(old) = self.closed.pop_front() else {
+                break;
+            };
+            let w = &mut self.window;
+            for (&slot, &n) in &old.slots {
+                w.latency.remove_from_slot(slot, n);
+            }
+            w.count = w.count.saturating_sub(old.count);
+            w.sum = w.sum.saturating_sub(old.sum);
+            if let (Some(ws), Some(os)) = (&mut w.scores, &old.scores) {
+                ws.subtract(os);
+            }
+        }
+        let (min, max) = self
+            .closed
+            .iter()
+            .chain(std::iter::once(&self.open))
+            .fold((None, None), |(mn, mx), s| {
+                (extend(mn, s.min, u64::min), extend(mx, s.max, u64::max))
+            });
+        self.window.min = min;
+        self.window.max = max;
+    }
+
+    pub fn since_start(&self) -> Distribution<'_> {
+        view(&self.since_start)
+    }
+
+    pub fn window(&self) -> Distribution<'_> {
+        view(&self.window)
+    }
+}
+
+fn view(t: &Totals) -> Distribution<'_> {
+    Distribution {
+        latency: &t.latency,
+        count: t.count,
+        sum: t.sum,
+        min: t.min,
+        max: t.max,
+        scores: t.scores.as_ref(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_slides_by_whole_seconds() {
+        let mut s = FunctionStats::new(3, false);
+        s.record(100, 0); // second 0
+        s.close_second();
+        s.record(200, 0); // second 1
+        s.close_second();
+        s.record(300, 0); // second 2 (open)
+        assert_eq!(s.window().count, 3);
+        assert_eq!(s.window().min, Some(100));
+        s.close_second(); // second 0 leaves
+        let w = s.window();
+        assert_eq!(
+            (w.count, w.min, w.max, w.sum),
+            (2, Some(200), Some(300), 500)
+        );
+        assert_eq!(w.latency.total(), 2);
+        assert_eq!(s.since_start().count, 3);
+        assert_eq!(s.since_start().min, Some(100));
+        s.close_second();
+        s.close_second();
+        let w = s.window();
+        assert_eq!((w.count, w.min, w.max), (0, None, None));
+        assert_eq!(w.percentiles(&[50.0]), None);
+        assert_eq!(w.mean(), None);
+        assert_eq!(s.since_start().mean(), Some(200.0));
+    }
+
+    #[test]
+    fn one_second_window_holds_only_the_open_second() {
+        let mut s = FunctionStats::new(1, false);
+        s.record(5, 0);
+        assert_eq!(s.window().count, 1);
+        s.close_second();
+        assert_eq!(s.window().count, 0);
+        s.record(7, 0);
+        assert_eq!(s.window().max, Some(7));
+    }
+
+    #[test]
+    fn scores_follow_the_window() {
+        let mut s = FunctionStats::new(2, true);
+        s.record(10, 11);
+        s.record(10, 99);
+        s.record(10, 100);
+        s.record(10, -1);
+        s.close_second();
+        s.record(10, 11);
+        let w = s.window().scores.expect("scores");
+        assert_eq!((w.counts[11], w.counts[99], w.other), (2, 1, 2));
+        s.close_second();
+        let w = s.window().scores.expect("scores");
+        assert_eq!(
+            (w.counts[11], w.counts[99], w.other, w.total()),
+            (1, 0, 0, 1)
+        );
+        assert_eq!(s.since_start().scores.expect("scores").total(), 5);
+        assert!(FunctionStats::new(2, false).window().scores.is_none());
+    }
+
+    #[test]
+    fn percentiles_are_clamped_to_the_exact_extremes() {
+        let mut s = FunctionStats::new(5, false);
+        s.record(1_000_003, 0);
+        let p = s.since_start().percentiles(&[50.0, 100.0]).expect("one");
+        assert_eq!(p, vec![1_000_003, 1_000_003]);
+    }
+}

@@ -1,0 +1,379 @@
+//! The live screen's state and its pure update: `App::update(event) -> Effect`.
+//!
+//! Nothing here does I/O or reads a clock: time arrives as `Event::Second` from the source (the
+//! wall clock when tracing, the capture's clock in a replay), which keeps the screen
+//! deterministic under test.
+use std::{
+    collections::{BTreeMap, VecDeque},
+    time::Duration,
+};
+
+use damon_common::{CallRecord, FunctionId};
+use ratatui::crossterm::event::KeyEvent;
+
+use crate::{
+    capture::{AttachState, FunctionCounters, FunctionStatus},
+    session::StopReason,
+    stats::window::{Distribution, FunctionStats},
+    tui::keys::{self, Action},
+};
+
+/// Seconds of calls/s history behind the sparklines.
+pub const RATE_HISTORY: usize = 60;
+
+/// Everything the screen reacts to: one enum for the one `select!` of the event loop.
+#[derive(Debug)]
+pub enum Event {
+    /// Call records as they arrived.
+    Records(Vec<CallRecord>),
+    /// The kernel's counters (cumulative since the session started).
+    Counters(BTreeMap<u32, FunctionCounters>),
+    /// One more second of the source's clock has passed.
+    Second {
+        elapsed: Duration,
+    },
+    /// A replay reached the end of its capture.
+    SourceEnded,
+    Key(KeyEvent),
+    /// Time to draw (the fixed frame rate).
+    Frame,
+    /// A stop signal.
+    Stop(StopReason),
+    /// Outcome of a save requested by [`Effect::Save`]: the path written, or why not.
+    Saved(Result<String, String>),
+}
+
+/// What the event loop must do after an update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    None,
+    Draw,
+    Save,
+    Quit(StopReason),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    Linear,
+    Log2,
+}
+
+/// Where the records come from, for the status line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    Live,
+    Replay { file: String, speed: f64 },
+}
+
+/// What the screen is set up with.
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    pub kernel_release: String,
+    pub origin: Origin,
+    /// The capture being written by `--record`.
+    pub recording: Option<String>,
+    pub functions: Vec<FunctionStatus>,
+    pub bucket_ns: u64,
+    pub window_secs: u32,
+}
+
+/// One traced function on screen.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    pub status: FunctionStatus,
+    pub stats: FunctionStats,
+    /// Records since start (or reset).
+    pub records: u64,
+    /// Kernel counters since start (or reset).
+    pub counters: FunctionCounters,
+    /// Calls per second, oldest first, at most [`RATE_HISTORY`].
+    pub rates: VecDeque<u64>,
+    calls_at_last_second: u64,
+}
+
+impl Panel {
+    fn new(status: FunctionStatus, window_secs: u32) -> Panel {
+        let scores = status.id == FunctionId::DamonHotScore as u32;
+        Panel {
+            status,
+            stats: FunctionStats::new(window_secs, scores),
+            records: 0,
+            counters: FunctionCounters::default(),
+            rates: VecDeque::new(),
+            calls_at_last_second: 0,
+        }
+    }
+
+    pub fn traced(&self) -> bool {
+        matches!(
+            self.status.attach,
+            AttachState::Fentry | AttachState::Kprobe
+        )
+    }
+
+    /// Calls the kernel saw. Counters are polled about once a second while records stream in,
+    /// so the record count is the better lower bound in between (and the only one in a replay
+    /// before its summary).
+    pub fn calls(&self) -> u64 {
+        self.counters.calls.max(self.records)
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.counters.dropped()
+    }
+
+    pub fn calls_per_sec(&self) -> Option<u64> {
+        self.rates.back().copied()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct App {
+    pub kernel_release: String,
+    pub origin: Origin,
+    pub recording: Option<String>,
+    panels: Vec<Panel>,
+    /// What the screen shows while frozen; `panels` keep collecting.
+    frozen: Option<Vec<Panel>>,
+    /// Latest raw kernel counters, and their values at the last reset.
+    counters: BTreeMap<u32, FunctionCounters>,
+    baseline: BTreeMap<u32, FunctionCounters>,
+    pub selected: usize,
+    pub focused: bool,
+    pub help: bool,
+    pub scale: Scale,
+    pub zoom: bool,
+    pub bucket_ns: u64,
+    pub windowed: bool,
+    pub window_secs: u32,
+    pub elapsed: Duration,
+    pub reset_at: Option<Duration>,
+    pub records_total: u64,
+    records_at_last_second: u64,
+    pub records_per_sec: u64,
+    /// Records of functions not on screen (never expected; counted so nothing vanishes).
+    pub foreign_records: u64,
+    pub ended: bool,
+    /// The last thing to tell the user (a saved path, an error).
+    pub message: Option<String>,
+}
+
+fn counter_delta(now: &FunctionCounters, base: &FunctionCounters) -> FunctionCounters {
+    FunctionCounters {
+        calls: now.calls.saturating_sub(base.calls),
+        emitted: now.emitted.saturating_sub(base.emitted),
+        ring_full: now.ring_full.saturating_sub(base.ring_full),
+        stamp_full: now.stamp_full.saturating_sub(base.stamp_full),
+        too_deep: now.too_deep.saturating_sub(base.too_deep),
+        orphan_exits: now.orphan_exits.saturating_sub(base.orphan_exits),
+        in_flight: now.in_flight,
+    }
+}
+
+impl App {
+    pub fn new(config: AppConfig) -> App {
+        let window_secs = config.window_secs.max(1);
+        App {
+            kernel_release: config.kernel_release,
+            origin: config.origin,
+            recording: config.recording,
+            panels: config
+                .functions
+                .into_iter()
+                .map(|s| Panel::new(s, window_secs))
+                .collect(),
+            frozen: None,
+            counters: BTreeMap::new(),
+            baseline: BTreeMap::new(),
+            selected: 0,
+            focused: false,
+            help: false,
+            scale: Scale::Linear,
+            zoom: false,
+            bucket_ns: config.bucket_ns.max(1),
+            windowed: false,
+            window_secs,
+            elapsed: Duration::ZERO,
+            reset_at: None,
+            records_total: 0,
+            records_at_last_second: 0,
+            records_per_sec: 0,
+            foreign_records: 0,
+            ended: false,
+            message: None,
+        }
+    }
+
+    /// The panels as the screen shows them (a frozen copy while frozen).
+    pub fn panels(&self) -> &[Panel] {
+        self.frozen.as_deref().unwrap_or(&self.panels)
+    }
+
+    pub fn frozen(&self) -> bool {
+        self.frozen.is_some()
+    }
+
+    /// Calls the kernel dropped since start (or reset), from the live counters.
+    pub fn total_dropped(&self) -> u64 {
+        self.panels.iter().map(Panel::dropped).sum()
+    }
+
+    /// The distribution the current window setting selects.
+    pub fn distribution<'a>(&self, panel: &'a Panel) -> Distribution<'a> {
+        if self.windowed {
+            panel.stats.window()
+        } else {
+            panel.stats.since_start()
+        }
+    }
+
+    pub fn update(&mut self, event: Event) -> Effect {
+        match event {
+            Event::Records(batch) => {
+                self.records_total += batch.len() as u64;
+                for r in batch {
+                    match self.panels.iter_mut().find(|p| p.status.id == r.func) {
+                        Some(p) => {
+                            p.stats.record(r.duration_ns, r.value);
+                            p.records += 1;
+                        }
+                        None => self.foreign_records += 1,
+                    }
+                }
+                Effect::None
+            }
+            Event::Counters(counters) => {
+                self.counters = counters;
+                self.apply_counters();
+                Effect::None
+            }
+            Event::Second { elapsed } => {
+                self.second(elapsed);
+                Effect::None
+            }
+            Event::SourceEnded => {
+                self.ended = true;
+                Effect::Draw
+            }
+            Event::Key(key) => match keys::action_for(key) {
+                Some(action) => self.act(action),
+                None => Effect::None,
+            },
+            Event::Frame => Effect::Draw,
+            Event::Stop(reason) => Effect::Quit(reason),
+            Event::Saved(outcome) => {
+                self.message = Some(match outcome {
+                    Ok(path) => format!("saved {path}"),
+                    Err(e) => format!("save failed: {e}"),
+                });
+                Effect::Draw
+            }
+        }
+    }
+
+    fn apply_counters(&mut self) {
+        for p in &mut self.panels {
+            let id = p.status.id;
+            if let Some(now) = self.counters.get(&id) {
+                let base = self.baseline.get(&id).copied().unwrap_or_default();
+                p.counters = counter_delta(now, &base);
+            }
+        }
+    }
+
+    fn second(&mut self, elapsed: Duration) {
+        let dt = elapsed.saturating_sub(self.elapsed).as_secs_f64();
+        let per_sec = |n: u64| {
+            if dt > 0.0 {
+                (n as f64 / dt).round() as u64
+            } else {
+                0
+            }
+        };
+        for p in &mut self.panels {
+            p.stats.close_second();
+            let calls = p.calls();
+            p.rates
+                .push_back(per_sec(calls.saturating_sub(p.calls_at_last_second)));
+            while p.rates.len() > RATE_HISTORY {
+                p.rates.pop_front();
+            }
+            p.calls_at_last_second = calls;
+        }
+        self.records_per_sec = per_sec(self.records_total - self.records_at_last_second);
+        self.records_at_last_second = self.records_total;
+        self.elapsed = elapsed;
+    }
+
+    fn act(&mut self, action: Action) -> Effect {
+        if self.help {
+            return match action {
+                Action::Quit => Effect::Quit(StopReason::Quit),
+                Action::Help | Action::Back => {
+                    self.help = false;
+                    Effect::Draw
+                }
+                _ => Effect::None,
+            };
+        }
+        let n = self.panels.len().max(1);
+        match action {
+            Action::Next => self.selected = (self.selected + 1) % n,
+            Action::Previous => self.selected = (self.selected + n - 1) % n,
+            Action::Focus => self.focused = !self.panels.is_empty(),
+            Action::Back => {
+                self.focused = false;
+                self.message = None;
+            }
+            Action::ToggleScale => {
+                self.scale = match self.scale {
+                    Scale::Linear => Scale::Log2,
+                    Scale::Log2 => Scale::Linear,
+                }
+            }
+            Action::ToggleZoom => self.zoom = !self.zoom,
+            Action::WiderBuckets => self.set_bucket(keys::wider(self.bucket_ns)),
+            Action::NarrowerBuckets => self.set_bucket(keys::narrower(self.bucket_ns)),
+            Action::ToggleWindow => self.windowed = !self.windowed,
+            Action::Freeze => {
+                self.frozen = match self.frozen {
+                    Some(_) => None,
+                    None => Some(self.panels.clone()),
+                }
+            }
+            Action::Reset => self.reset(),
+            Action::Save => return Effect::Save,
+            Action::Help => self.help = true,
+            Action::Quit => return Effect::Quit(StopReason::Quit),
+        }
+        Effect::Draw
+    }
+
+    /// Adjusting the bucket width means the user wants linear buckets of that width.
+    fn set_bucket(&mut self, width_ns: u64) {
+        self.bucket_ns = width_ns;
+        self.scale = Scale::Linear;
+        self.zoom = false;
+    }
+
+    fn reset(&mut self) {
+        self.baseline = self.counters.clone();
+        for p in &mut self.panels {
+            *p = Panel::new(p.status.clone(), self.window_secs);
+        }
+        self.apply_counters();
+        self.frozen = None;
+        self.reset_at = Some(self.elapsed);
+        self.records_total = 0;
+        self.records_at_last_second = 0;
+        self.records_per_sec = 0;
+        self.message = Some(format!(
+            "statistics reset at {}",
+            crate::tui::format::clock(self.elapsed)
+        ));
+    }
+}
+
+#[cfg(test)]
+#[path = "app_tests.rs"]
+mod tests;

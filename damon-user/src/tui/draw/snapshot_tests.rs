@@ -1,0 +1,121 @@
+//! The whole screen, drawn from the real capture replayed on its own clock (no wall clock, so
+//! every frame is reproducible), at a serial console's 80x24 and at 160x48.
+use std::collections::BTreeMap;
+
+use ratatui::crossterm::event::KeyCode;
+
+use crate::{
+    capture::{AttachState, FunctionCounters},
+    tui::{
+        app::{Event, Origin},
+        test_support::{fixture, press, render, replayed},
+    },
+};
+
+const SECOND: u64 = 1_000_000_000;
+
+#[test]
+fn main_view_80x24() {
+    let app = replayed(fixture(), 12 * SECOND);
+    let screen = render(&app, 80, 24);
+    insta::assert_snapshot!("main_80x24", screen);
+}
+
+#[test]
+fn main_view_log2_160x48() {
+    let mut app = replayed(fixture(), 12 * SECOND);
+    press(&mut app, KeyCode::Char('l'));
+    press(&mut app, KeyCode::Tab);
+    insta::assert_snapshot!("main_log2_160x48", render(&app, 160, 48));
+}
+
+#[test]
+fn focused_hot_score_zoomed_80x24() {
+    let mut app = replayed(fixture(), u64::MAX);
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('z'));
+    insta::assert_snapshot!("focused_zoom_80x24", render(&app, 80, 24));
+}
+
+#[test]
+fn focused_hot_score_window_160x48() {
+    let mut app = replayed(fixture(), 15 * SECOND);
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('w'));
+    insta::assert_snapshot!("focused_window_160x48", render(&app, 160, 48));
+}
+
+#[test]
+fn focused_lock_timer_base_wide_buckets_80x24() {
+    let mut app = replayed(fixture(), u64::MAX);
+    press(&mut app, KeyCode::BackTab);
+    press(&mut app, KeyCode::Enter);
+    for _ in 0..6 {
+        press(&mut app, KeyCode::Char('+'));
+    }
+    let screen = render(&app, 80, 24);
+    assert!(screen.contains("2.00µs buckets"), "{screen}");
+    insta::assert_snapshot!("focused_lock_timer_base_80x24", screen);
+}
+
+/// A kernel without two of the functions (as Debian 6.12), recording, with drops.
+#[test]
+fn missing_functions_recording_and_drops_80x24() {
+    let mut capture = fixture();
+    for f in &mut capture.meta.functions {
+        if f.id == 1 || f.id == 2 {
+            f.attach = AttachState::Missing;
+            f.detail = Some("not in /proc/kallsyms: this kernel does not have the function".into());
+        }
+    }
+    capture.records.retain(|r| r.func != 1 && r.func != 2);
+    capture.summary = None;
+    let mut app = replayed(capture, 8 * SECOND);
+    app.origin = Origin::Live;
+    app.recording = Some("/out/live.dtcap".into());
+    let mut counters = BTreeMap::new();
+    counters.insert(
+        3,
+        FunctionCounters {
+            calls: 300,
+            ring_full: 12,
+            ..Default::default()
+        },
+    );
+    app.update(Event::Counters(counters));
+    press(&mut app, KeyCode::Char('f'));
+    let screen = render(&app, 80, 24);
+    for expected in ["missing", "● REC /out/live.dtcap", "12 dropped", "FROZEN"] {
+        assert!(screen.contains(expected), "{expected}:\n{screen}");
+    }
+    insta::assert_snapshot!("missing_recording_80x24", screen);
+}
+
+#[test]
+fn help_lists_every_key_80x24() {
+    let mut app = replayed(fixture(), 3 * SECOND);
+    press(&mut app, KeyCode::Char('?'));
+    let screen = render(&app, 80, 24);
+    for (keys, what, _) in crate::tui::keys::BINDINGS {
+        assert!(screen.contains(keys) && screen.contains(what), "{keys}");
+    }
+    insta::assert_snapshot!("help_80x24", screen);
+}
+
+/// Narrower than a serial console: nothing panics, the selected panel stays visible.
+#[test]
+fn tiny_terminals_do_not_break() {
+    let mut app = replayed(fixture(), 5 * SECOND);
+    press(&mut app, KeyCode::Up);
+    for (w, h) in [(1, 1), (20, 5), (40, 10), (80, 6)] {
+        let screen = render(&app, w, h);
+        if h >= 6 {
+            assert!(screen.contains("lock_timer_base"), "{w}x{h}:\n{screen}");
+        }
+    }
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('?'));
+    for (w, h) in [(1, 1), (20, 5), (40, 10)] {
+        render(&app, w, h);
+    }
+}

@@ -1,0 +1,272 @@
+//! `damon-trace live`: the live screen.
+//!
+//! Three layers: collection ([`source`]: the ring buffer or a replayed capture, on tokio),
+//! state ([`app`]: `App::update(event)`, pure) and drawing ([`draw`]: a pure function of the
+//! state). [`run`] joins them with one event enum and one `select!`, over any ratatui backend,
+//! so the whole screen is testable with `TestBackend`.
+pub mod app;
+mod binning;
+pub mod draw;
+mod format;
+mod keys;
+pub mod replay;
+pub mod source;
+pub mod spool;
+mod terminal;
+#[cfg(test)]
+mod test_support;
+
+use std::{
+    io::IsTerminal as _,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::{Duration, SystemTime},
+};
+
+use anyhow::{Context as _, bail};
+use ratatui::{Terminal, backend::Backend};
+use tokio::sync::mpsc;
+
+use crate::{
+    capture::format::read_file,
+    cli::LiveArgs,
+    record::{UsageError, select_functions},
+    session::{Session, StopReason},
+};
+use app::{App, AppConfig, Effect, Event, Origin};
+use replay::{ReplaySchedule, ReplaySource};
+use source::{Collector, LiveSource};
+use spool::Spool;
+use terminal::{StopSignals, TerminalGuard};
+
+/// Redraws per second, whatever the rate of records.
+pub const FRAME_INTERVAL: Duration = Duration::from_millis(200);
+/// The data tick: ring drain against missed wake-ups, kernel counters, capture flush.
+pub const DATA_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where the loop's side effects go.
+pub struct Sinks<'a> {
+    pub spool: &'a mut Spool,
+    /// Directory for captures saved with `s`.
+    pub save_dir: &'a Path,
+}
+
+/// The event loop: collects, updates the state, draws at a fixed frame rate, saves on `s`,
+/// and returns why it stopped (`q`, a signal).
+pub async fn run<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    collector: &mut Collector,
+    inputs: &mut mpsc::Receiver<Event>,
+    mut signals: Option<&mut StopSignals>,
+    sinks: Sinks<'_>,
+) -> anyhow::Result<StopReason>
+where
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let mut frame = tokio::time::interval(FRAME_INTERVAL);
+    frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut data =
+        tokio::time::interval_at(tokio::time::Instant::now() + DATA_INTERVAL, DATA_INTERVAL);
+    data.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut keys_open = true;
+    loop {
+        // Keys and the frame first: a flood of records must not make the screen unresponsive.
+        let events = tokio::select! {
+            biased;
+            reason = stop_signal(signals.as_deref_mut()) => vec![Event::Stop(reason)],
+            input = inputs.recv(), if keys_open => match input {
+                Some(event) => vec![event],
+                None => {
+                    keys_open = false;
+                    Vec::new()
+                }
+            },
+            _ = frame.tick() => vec![Event::Frame],
+            _ = data.tick() => {
+                sinks.spool.flush().context("writing the capture")?;
+                collector.second()?
+            }
+            batch = collector.next() => batch?,
+        };
+        for event in events {
+            if let Event::Records(records) = &event {
+                sinks.spool.push(records).context("writing the capture")?;
+            }
+            match app.update(event) {
+                Effect::None => {}
+                Effect::Draw => {
+                    terminal.draw(|f| draw::draw(f, app))?;
+                }
+                Effect::Save => {
+                    let outcome = save(collector, sinks.spool, sinks.save_dir);
+                    app.update(Event::Saved(outcome));
+                    terminal.draw(|f| draw::draw(f, app))?;
+                }
+                Effect::Quit(reason) => return Ok(reason),
+            }
+        }
+    }
+}
+
+async fn stop_signal(signals: Option<&mut StopSignals>) -> StopReason {
+    match signals {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn save(collector: &Collector, spool: &mut Spool, dir: &Path) -> Result<String, String> {
+    let summary = collector.snapshot_summary().map_err(|e| format!("{e:#}"))?;
+    spool
+        .save_snapshot(collector.meta(), &summary, dir, SystemTime::now())
+        .map(|(path, n)| format!("{} ({n} records)", path.display()))
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// `damon-trace live`: trace (or replay) and show the screen until `q`, Ctrl-C or a signal.
+pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
+    select_functions(&args.selection)?;
+    let replay = match &args.replay {
+        Some(path) => Some(narrowed(read_file(path)?, &args.selection.functions)?),
+        None => None,
+    };
+    if !std::io::stdout().is_terminal() {
+        bail!(
+            "`live` draws a full-screen view and needs a terminal on stdout; \
+             use `damon-trace record` to trace without one"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let _rt = runtime.enter();
+    let mut signals = StopSignals::install()?;
+
+    let (mut collector, mut spool, origin) = match (replay, &args.replay) {
+        (Some(capture), Some(path)) => {
+            let origin = Origin::Replay {
+                file: path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |f| f.to_string_lossy().into(),
+                ),
+                speed: args.speed,
+            };
+            let schedule = ReplaySchedule::new(capture);
+            let source = ReplaySource::new(schedule, args.speed);
+            (Collector::Replay(source), Spool::Memory(Vec::new()), origin)
+        }
+        _ => {
+            let session = Session::start(&args.selection, args.ring_size, "stream")?;
+            let spool = match &args.record {
+                Some(path) => Spool::record(path, args.force, session.meta())?,
+                None => Spool::temporary(session.meta())?,
+            };
+            (
+                Collector::Live(LiveSource::new(session)),
+                spool,
+                Origin::Live,
+            )
+        }
+    };
+    let save_dir: PathBuf = match spool.recording().and_then(Path::parent) {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let meta = collector.meta();
+    let mut app = App::new(AppConfig {
+        kernel_release: meta.kernel.release.clone(),
+        origin,
+        recording: spool.recording().map(|p| p.display().to_string()),
+        functions: meta.functions.clone(),
+        bucket_ns: args.bucket_ns,
+        window_secs: args.window,
+    });
+
+    let (tx, mut rx) = mpsc::channel(64);
+    let outcome = {
+        let mut guard = TerminalGuard::enter()?;
+        terminal::spawn_key_reader(tx);
+        runtime.block_on(run(
+            guard.terminal(),
+            &mut app,
+            &mut collector,
+            &mut rx,
+            Some(&mut signals),
+            Sinks {
+                spool: &mut spool,
+                save_dir: &save_dir,
+            },
+        ))
+        // The guard restores the terminal here, before anything is printed.
+    };
+    drop(rx);
+    let finished = finish(collector, spool, &outcome);
+    match (outcome, finished) {
+        (Ok(_), finished) => finished.map(|()| ExitCode::SUCCESS),
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(also)) => {
+            eprintln!("damon-trace: while stopping: {also:#}");
+            Err(e)
+        }
+    }
+}
+
+/// Stops tracing with exact accounting and completes the `--record` capture, even when the
+/// loop failed (then the capture ends with reason "error").
+fn finish(
+    collector: Collector,
+    mut spool: Spool,
+    outcome: &anyhow::Result<StopReason>,
+) -> anyhow::Result<()> {
+    let Collector::Live(live) = collector else {
+        return Ok(());
+    };
+    let reason = *outcome.as_ref().unwrap_or(&StopReason::Error);
+    let (rest, summary) = live.stop(reason)?;
+    spool.push(&rest).context("writing the capture")?;
+    if let Some((path, n)) = spool.finish(&summary)? {
+        let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
+        eprintln!(
+            "wrote {n} records ({calls} calls seen) to {} in {:.1} s",
+            path.display(),
+            summary.duration_ns as f64 / 1e9
+        );
+    }
+    let dropped: u64 = summary.counters.values().map(|c| c.dropped()).sum();
+    if dropped > 0 {
+        eprintln!("warning: {dropped} calls were dropped; a larger --ring-size may help");
+    }
+    Ok(())
+}
+
+/// Narrows a replayed capture to `--functions`, which must all be in it.
+fn narrowed(
+    mut capture: crate::capture::Capture,
+    names: &[String],
+) -> anyhow::Result<crate::capture::Capture> {
+    if names.is_empty() {
+        return Ok(capture);
+    }
+    for name in names {
+        if !capture.meta.functions.iter().any(|f| &f.name == name) {
+            let have: Vec<&str> = capture
+                .meta
+                .functions
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect();
+            return Err(UsageError(format!(
+                "the capture has no function `{name}` (it has: {})",
+                have.join(", ")
+            ))
+            .into());
+        }
+    }
+    capture.meta.functions.retain(|f| names.contains(&f.name));
+    Ok(capture)
+}
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod run_tests;

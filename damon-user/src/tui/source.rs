@@ -1,0 +1,106 @@
+//! Where the screen's records come from: a live tracing session, or a replayed capture.
+use std::time::Instant;
+
+use anyhow::Context as _;
+use damon_common::CallRecord;
+
+use crate::{
+    capture::{Meta, Summary},
+    session::{Session, StopReason},
+    tui::{app::Event, replay::ReplaySource},
+};
+
+/// A tracing session feeding the screen.
+pub struct LiveSource {
+    session: Session,
+    started: Instant,
+    batch: Vec<CallRecord>,
+}
+
+impl LiveSource {
+    pub fn new(session: Session) -> LiveSource {
+        LiveSource {
+            started: session.started(),
+            session,
+            batch: Vec::new(),
+        }
+    }
+
+    fn records(&mut self) -> Vec<Event> {
+        if self.batch.is_empty() {
+            Vec::new()
+        } else {
+            vec![Event::Records(std::mem::take(&mut self.batch))]
+        }
+    }
+
+    /// Stops tracing (exact accounting): the last records and the summary for the capture.
+    pub fn stop(self, reason: StopReason) -> anyhow::Result<(Vec<CallRecord>, Summary)> {
+        let mut rest = Vec::new();
+        let summary = self.session.stop(reason, &mut rest)?;
+        Ok((rest, summary))
+    }
+}
+
+pub enum Collector {
+    Live(LiveSource),
+    Replay(ReplaySource),
+}
+
+impl Collector {
+    pub fn meta(&self) -> &Meta {
+        match self {
+            Collector::Live(l) => l.session.meta(),
+            Collector::Replay(r) => r.schedule().meta(),
+        }
+    }
+
+    /// Waits for records (or, in a replay, for the capture clock to move). Cancel-safe.
+    pub async fn next(&mut self) -> anyhow::Result<Vec<Event>> {
+        match self {
+            Collector::Live(l) => {
+                l.session
+                    .wait_and_drain(&mut l.batch)
+                    .await
+                    .context("reading the ring buffer")?;
+                Ok(l.records())
+            }
+            Collector::Replay(r) => Ok(r.next().await),
+        }
+    }
+
+    /// The wall clock's second: a live session drains the ring (against missed wake-ups),
+    /// reads the kernel's counters and closes the second. A replay keeps its own clock.
+    pub fn second(&mut self) -> anyhow::Result<Vec<Event>> {
+        match self {
+            Collector::Live(l) => {
+                l.session.drain(&mut l.batch);
+                let mut out = l.records();
+                out.push(Event::Counters(
+                    l.session
+                        .counters()
+                        .context("reading the kernel's counters")?,
+                ));
+                out.push(Event::Second {
+                    elapsed: l.started.elapsed(),
+                });
+                Ok(out)
+            }
+            Collector::Replay(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// The summary a capture saved now ends with.
+    pub fn snapshot_summary(&self) -> anyhow::Result<Summary> {
+        match self {
+            Collector::Live(l) => Ok(Summary {
+                duration_ns: l.started.elapsed().as_nanos() as u64,
+                end_reason: "snapshot".to_owned(),
+                counters: l.session.counters()?,
+                malformed_items: 0,
+                damon_end: None,
+            }),
+            Collector::Replay(r) => Ok(r.schedule().snapshot_summary()),
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Shared by the screen's tests: the real capture, an app fed from it on the capture's clock,
+//! and a text rendering of a frame.
+use std::path::Path;
+
+use ratatui::{Terminal, backend::TestBackend, buffer::Buffer};
+
+use crate::{
+    capture::{Capture, format::read_file},
+    tui::{
+        app::{App, AppConfig, Event, Origin},
+        draw,
+        replay::ReplaySchedule,
+    },
+};
+
+/// 20 s of the migrate-hot scenario in the 7.2 guest: 3612 records, all four functions.
+pub fn fixture() -> Capture {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/migrate-hot-7.2.dtcap"
+    );
+    read_file(Path::new(path)).expect("fixture capture")
+}
+
+pub fn app_for(capture: &Capture) -> App {
+    App::new(AppConfig {
+        kernel_release: capture.meta.kernel.release.clone(),
+        origin: Origin::Replay {
+            file: "migrate-hot-7.2.dtcap".to_owned(),
+            speed: 1.0,
+        },
+        recording: None,
+        functions: capture.meta.functions.clone(),
+        bucket_ns: 20,
+        window_secs: 10,
+    })
+}
+
+/// An app that has replayed `capture` up to `t_ns` on the capture's clock.
+pub fn replayed(capture: Capture, t_ns: u64) -> App {
+    let mut app = app_for(&capture);
+    let mut schedule = ReplaySchedule::new(capture);
+    if let Some(e) = schedule.opening() {
+        app.update(e);
+    }
+    for e in schedule.advance_to(t_ns) {
+        app.update(e);
+    }
+    app
+}
+
+pub fn press(app: &mut App, code: ratatui::crossterm::event::KeyCode) {
+    use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+    app.update(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+/// The frame's characters, one line per row, trailing blanks trimmed.
+pub fn text(buffer: &Buffer) -> String {
+    let area = buffer.area;
+    let mut out = String::new();
+    for y in 0..area.height {
+        let mut line = String::new();
+        for x in 0..area.width {
+            line.push_str(buffer[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+pub fn render(app: &App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    terminal
+        .draw(|f| draw::draw(f, app))
+        .expect("draw into a test backend");
+    text(terminal.backend().buffer())
+}
