@@ -7,7 +7,7 @@ use xtask::{
     bootstrap, build,
     kernel::{self, Kernel},
     testing::{self, TestOptions},
-    vm::{self, VmOptions},
+    vm::{self, Interactive, VmOptions},
 };
 
 #[derive(Parser)]
@@ -52,6 +52,12 @@ enum Cmd {
         /// Extra kernel command-line parameter, repeatable: --append lockdown=confidentiality.
         #[arg(long = "append", value_name = "PARAM")]
         kernel_args: Vec<String>,
+        /// Run CMD with the guest console as its terminal (for full-screen apps): our stdin is
+        /// forwarded in raw mode (Ctrl-C included; Ctrl-A x kills the guest).
+        #[arg(long)]
+        tty: bool,
+        #[command(flatten)]
+        term: TermArgs,
         /// The shell command (joined with spaces, run with `sh -c`).
         #[arg(last = true, required = true, num_args = 1..)]
         cmd: Vec<String>,
@@ -76,6 +82,26 @@ enum Cmd {
         #[arg(long)]
         skip_vm: bool,
     },
+}
+
+/// The guest terminal of `--tty` runs; each defaults to the host terminal's.
+#[derive(clap::Args)]
+struct TermArgs {
+    /// Terminal rows in the guest (default: this terminal's, else 24).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(2..))]
+    rows: Option<u16>,
+    /// Terminal columns in the guest (default: this terminal's, else 80).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(10..))]
+    cols: Option<u16>,
+    /// TERM in the guest (default: $TERM, else xterm-256color).
+    #[arg(long)]
+    term: Option<String>,
+}
+
+impl TermArgs {
+    fn interactive(self) -> Interactive {
+        Interactive::terminal(self.rows, self.cols, self.term)
+    }
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -143,6 +169,8 @@ fn real_main() -> Result<ExitCode> {
             files,
             binary,
             kernel_args,
+            tty,
+            term,
             cmd,
         } => {
             let binary = match binary {
@@ -158,6 +186,7 @@ fn real_main() -> Result<ExitCode> {
             opts.files = files;
             opts.binary = Some(binary);
             opts.kernel_args = kernel_args;
+            opts.interactive = tty.then(|| term.interactive());
             let outcome = vm::run(&opts)?;
             let code = u8::try_from(outcome.status).context("exit status out of range")?;
             return Ok(ExitCode::from(code));

@@ -19,10 +19,19 @@
 //! # anyhow::Ok(())
 //! ```
 //!
+//! With [`VmOptions::interactive`] the command runs instead in a session of its own whose
+//! controlling terminal is the serial console (`/dev/ttyS0`, sized with `stty`, `TERM` set), so
+//! full-screen programs work; its keyboard is our stdin (raw mode, for people) or a script of
+//! [`KeyStep`]s fired when the rendered screen shows something (for tests), and
+//! [`VmOutcome::terminal`] keeps the raw console and the screens the steps saw.
+//!
 //! Errors (not a non-zero status) report a guest that panicked, hung past the timeout, or died
 //! before printing its exit marker; each names the cause and the console's last lines.
 mod console;
+mod hostterm;
+pub mod interactive;
 mod outdir;
+pub mod screen;
 
 use std::{
     path::PathBuf,
@@ -34,9 +43,13 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
+pub use self::{
+    hostterm::is_interactive as host_is_interactive,
+    interactive::{Input, Interactive, KeyStep, StepLog, TerminalLog, Trigger},
+};
 use crate::{
     bootstrap, build, host,
-    initramfs::{self, InitSpec, OUT_PORT},
+    initramfs::{self, GuestTty, InitSpec, OUT_PORT},
     kernel::{self, Kernel},
     util::{self, status},
 };
@@ -45,7 +58,8 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct VmOptions {
     pub kernel: Kernel,
-    /// Run with `sh -c` as root in `/`, stdin from /dev/null; its exit status is the outcome's.
+    /// Run with `sh -c` as root in `/`, stdin from /dev/null (or the console, see
+    /// [`VmOptions::interactive`]); its exit status is the outcome's.
     pub cmd: String,
     /// Receives the guest's `/out` (cleared first). Default: `target/vm-out`.
     pub out_dir: PathBuf,
@@ -62,6 +76,9 @@ pub struct VmOptions {
     pub kernel_args: Vec<String>,
     /// Echo the console to stdout as it arrives (captured by the test harness as usual).
     pub echo: bool,
+    /// Run the command in a new session with the serial console (ttyS0) as its controlling
+    /// terminal, sized and typed as given, its input scripted or forwarded from our stdin.
+    pub interactive: Option<Interactive>,
 }
 
 impl VmOptions {
@@ -76,6 +93,7 @@ impl VmOptions {
             binary: None,
             kernel_args: Vec::new(),
             echo: true,
+            interactive: None,
         }
     }
 }
@@ -95,6 +113,8 @@ pub struct VmOutcome {
     pub boot_time: Duration,
     /// From starting QEMU until it exited.
     pub total_time: Duration,
+    /// Interactive runs: the raw console and the screens the scripted keys saw.
+    pub terminal: Option<TerminalLog>,
 }
 
 /// The guest machine. Never KVM: /dev/kvm exists on the CI machines but fails with "emulation
@@ -111,7 +131,11 @@ const QEMU_MACHINE: &[&str] = &[
     "-object", "memory-backend-ram,id=m1,size=512M",
     "-numa", "node,memdev=m0,cpus=0,nodeid=0",
     "-numa", "node,memdev=m1,cpus=1,nodeid=1",
-    "-display", "none", "-serial", "stdio", "-monitor", "none",
+    "-display", "none", "-monitor", "none",
+    // The console is QEMU's stdio, and stdin is a pipe from us (or /dev/null): QEMU never
+    // touches the user's terminal, and signal=off keeps it from ever turning a typed Ctrl-C
+    // into its own shutdown.
+    "-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
     "-no-reboot", "-no-user-config", "-nic", "none",
     "-device", "virtio-serial-pci",
 ];
@@ -162,6 +186,11 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         env: &opts.env,
         files: &opts.files,
         nonce: &nonce,
+        tty: opts.interactive.as_ref().map(|i| GuestTty {
+            rows: i.rows,
+            cols: i.cols,
+            term: &i.term,
+        }),
     };
     initramfs::write(&initrd, &spec)?;
     let out_tar = work.path().join("out.tar");
@@ -181,7 +210,11 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         .arg("-initrd")
         .arg(&initrd)
         .args(["-append", &append])
-        .stdin(Stdio::null())
+        .stdin(if opts.interactive.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     status(
@@ -195,6 +228,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         ),
     );
     let start = Instant::now();
+    die_with_parent(&mut qemu);
     let mut child = qemu.spawn().context("starting qemu-system-x86_64")?;
     // Drained concurrently: a full stderr pipe would stall QEMU.
     let stderr = child
@@ -202,7 +236,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         .take()
         .map(|e| thread::spawn(move || console::read_all(e)));
     let stdout = child.stdout.take().context("qemu stdout")?;
-    let watched = console::watch(stdout, opts.echo, &nonce, start, opts.timeout);
+    let watched = console::watch(stdout, child.stdin.take(), opts, &nonce, start);
     let console = match watched {
         Ok(c) => c,
         Err(e) => {
@@ -251,7 +285,23 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         out_dir: opts.out_dir.clone(),
         boot_time: console.boot,
         total_time,
+        terminal: console.terminal,
     })
+}
+
+/// A guest outliving us would hold the CPU for up to its timeout (an hour for the demo) with
+/// nobody reading its console: QEMU gets SIGKILL when the thread that started it exits, which
+/// covers an xtask killed by a signal that cannot be caught.
+fn die_with_parent(qemu: &mut Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs in the forked child before exec and only makes one prctl
+    // system call, which is async-signal-safe and allocates nothing.
+    unsafe {
+        qemu.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
 }
 
 /// Waits for QEMU to exit after `poweroff -f`, killing it if it lingers.

@@ -6,7 +6,7 @@ use std::{fs, time::Duration};
 
 use xtask::{
     kernel::Kernel,
-    vm::{self, VmOptions},
+    vm::{self, Interactive, KeyStep, VmOptions},
 };
 
 #[test]
@@ -37,6 +37,69 @@ fn vm_7_2_boots_and_returns_status_and_out() {
         version.starts_with("damon-trace"),
         "version.txt: {version:?}"
     );
+}
+
+/// The interactive console: the command owns ttyS0 as its controlling terminal with the size
+/// and TERM asked for; scripted keys drive a full-screen editor (busybox vi) once its screen
+/// shows, and Ctrl-C reaches the guest's foreground program instead of stopping QEMU.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_tty_scripted_keys_drive_vi_and_ctrl_c_reaches_the_guest() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = "stty size > /out/size.txt; echo \"$TERM\" > /out/term.txt; tty > /out/tty.txt
+vi /out/vi.txt
+# Ctrl-C signals the whole foreground group: a trapped SIGINT keeps this shell going, and is
+# reset to the default in children, so sleep dies of it.
+trap : INT
+echo sleeping-now
+sleep 60
+echo \"sleep=$?\" > /out/sleep.txt
+exit 4";
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(180);
+    let wait = Duration::from_secs(60);
+    opts.interactive = Some(Interactive {
+        term: "vt220".to_owned(),
+        ..Interactive::script(
+            20,
+            60,
+            vec![
+                // vi marks the lines past the end of the file with `~`.
+                KeyStep::when_shown("~", wait, "ihello from vi\x1b"),
+                KeyStep::when_shown("hello from vi", wait, ":wq\r"),
+                KeyStep::when_shown("sleeping-now", wait, "\x03"),
+            ],
+        )
+    });
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let log = outcome
+        .terminal
+        .as_ref()
+        .expect("an interactive run has a terminal log");
+    let screens: Vec<&str> = log.steps.iter().map(|s| s.screen.as_str()).collect();
+    assert_eq!(
+        outcome.status, 4,
+        "screens:\n{screens:#?}\nconsole:\n{}",
+        outcome.console
+    );
+    let read = |name: &str| {
+        fs::read_to_string(opts.out_dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    assert_eq!(read("size.txt"), "20 60\n");
+    assert_eq!(read("term.txt"), "vt220\n");
+    assert_eq!(read("tty.txt"), "/dev/ttyS0\n");
+    assert_eq!(read("vi.txt"), "hello from vi\n");
+    assert_eq!(read("sleep.txt"), "sleep=130\n", "{}", log.screen());
+    assert_eq!(log.steps.len(), 3);
+    // The screen the second key step saw: the typed text on vi's first line, `~` below.
+    let lines: Vec<&str> = log.steps[1].screen.split('\n').collect();
+    assert_eq!(lines.len(), 20, "{screens:#?}");
+    assert_eq!(lines[0], "hello from vi", "{screens:#?}");
+    assert!(lines[1..19].iter().all(|l| *l == "~"), "{screens:#?}");
+    // The markers /init prints after the command are not part of the terminal's log.
+    let last = log.screen();
+    assert!(last.trim_end().ends_with("sleeping-now\n^C"), "{last}");
 }
 
 /// Reads a JSON file the guest wrote under /out.

@@ -1,15 +1,20 @@
-//! The guest's serial console: streamed live, cleaned of terminal control sequences, and
-//! scanned for the marker lines /init prints.
+//! The guest's serial console: read as it arrives, scanned line by line for the marker lines
+//! /init prints, and either echoed as clean text (plain runs) or handed to an interactive
+//! [`Session`] (raw passthrough to the user's terminal, or scripted keys).
 use std::{
-    io::{BufRead as _, BufReader, Read},
-    process::ChildStdout,
-    sync::mpsc,
+    io::Read,
+    process::{ChildStdin, ChildStdout},
+    sync::mpsc::{self, Sender},
     thread,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
 
+use super::{
+    VmOptions,
+    interactive::{Session, TerminalLog},
+};
 use crate::initramfs;
 
 /// What the console told us.
@@ -18,84 +23,219 @@ pub struct Console {
     pub exit: Option<i32>,
     pub out_bytes: Option<u64>,
     pub boot: Duration,
+    pub terminal: Option<TerminalLog>,
 }
 
-/// Streams the console until QEMU closes it or the timeout passes.
+/// What the console loop waits for.
+pub enum Event {
+    Output(Vec<u8>),
+    /// QEMU closed its stdout: it exited.
+    Closed,
+    /// The user asked to stop the guest (Ctrl-A x).
+    Detach,
+}
+
+/// How often an interactive loop wakes up without console output: scripted delays and caught
+/// signals are noticed within this time.
+const TICK: Duration = Duration::from_millis(50);
+
+/// Streams the console until QEMU closes it or the timeout passes. `input` is QEMU's stdin
+/// (the guest console's keyboard) for interactive runs.
 pub fn watch(
     stdout: ChildStdout,
-    echo: bool,
+    input: Option<ChildStdin>,
+    opts: &VmOptions,
     nonce: &str,
     start: Instant,
-    timeout: Duration,
 ) -> Result<Console> {
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = Vec::new();
-        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-            let text = strip_controls(&String::from_utf8_lossy(&line));
-            if tx.send(text).is_err() {
-                break;
-            }
-            line.clear();
-        }
-    });
-    let deadline = start + timeout;
-    let id = format!(" id={nonce}");
-    let ready = initramfs::ready_marker(nonce);
-    let mut c = Console {
-        text: String::new(),
-        exit: None,
-        out_bytes: None,
-        boot: Duration::ZERO,
+    spawn_reader(stdout, tx.clone());
+    let mut session = match (&opts.interactive, input) {
+        (Some(spec), Some(stdin)) => Some(Session::new(spec, stdin, nonce, opts.echo)),
+        _ => None,
+    };
+    let deadline = start + opts.timeout;
+    let mut lines = Lines {
+        id: format!(" id={nonce}"),
+        ready: initramfs::ready_marker(nonce),
+        echo: opts.echo && session.is_none(),
+        partial: Vec::new(),
+        started: false,
+        c: Console {
+            text: String::new(),
+            exit: None,
+            out_bytes: None,
+            boot: Duration::ZERO,
+            terminal: None,
+        },
     };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                let marker = line.strip_suffix(&id);
-                if line.ends_with(&ready) {
-                    c.boot = start.elapsed();
-                } else if let Some(v) =
-                    marker.and_then(|m| m.strip_prefix(initramfs::exit_marker_prefix()))
-                {
-                    c.exit = Some(
-                        v.trim()
-                            .parse()
-                            .with_context(|| format!("bad exit marker `{line}`"))?,
-                    );
-                } else if let Some(v) =
-                    marker.and_then(|m| m.strip_prefix(initramfs::out_marker_prefix()))
-                {
-                    c.out_bytes = Some(
-                        v.trim()
-                            .parse()
-                            .with_context(|| format!("bad out marker `{line}`"))?,
-                    );
-                } else if c.exit.is_some() && line.contains("reboot: Power down") {
-                    // The kernel's own goodbye after `poweroff -f`: noise.
-                } else {
-                    if echo {
-                        println!("{line}");
+        let wait = if session.is_some() {
+            left.min(TICK)
+        } else {
+            left
+        };
+        match rx.recv_timeout(wait) {
+            Ok(Event::Output(chunk)) => {
+                for piece in chunk.split_inclusive(|&b| b == b'\n') {
+                    if let Some(s) = &mut session {
+                        s.output(piece);
                     }
-                    c.text.push_str(&line);
-                    c.text.push('\n');
+                    if lines.push(piece, start)?
+                        && let Some(s) = &mut session
+                    {
+                        s.start(tx.clone())?;
+                    }
                 }
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(c),
-            Err(mpsc::RecvTimeoutError::Timeout) => bail!(
+            Ok(Event::Detach) => bail!("stopped with Ctrl-A x; the guest was killed"),
+            // The reader always sends Closed before it goes; Disconnected cannot happen while
+            // we hold `tx`, but means the same.
+            Ok(Event::Closed) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // A last line without its newline still counts.
+                if !lines.partial.is_empty() {
+                    lines.push(b"\n", start)?;
+                }
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => bail!(
                 "the guest did not finish within {} s (boot alone takes ~5 s under TCG); raise \
                  --timeout if the command is slow\n--- console tail ---\n{}",
-                timeout.as_secs(),
-                tail(&c.text, 25)
+                opts.timeout.as_secs(),
+                tail(&lines.c.text, 25)
             ),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
+        if let Some(s) = &mut session {
+            s.poll()?;
+        }
+    }
+    lines.c.terminal = session.map(Session::finish);
+    Ok(lines.c)
+}
+
+/// Reads QEMU's stdout in whatever pieces arrive: a full-screen app rarely ends a line, and
+/// the user must see each frame at once.
+fn spawn_reader(mut stdout: ChildStdout, tx: Sender<Event>) {
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 || tx.send(Event::Output(buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+        let _ = tx.send(Event::Closed);
+    });
+}
+
+/// The console cut into lines, for the markers and the returned text.
+struct Lines {
+    id: String,
+    ready: String,
+    echo: bool,
+    partial: Vec<u8>,
+    started: bool,
+    c: Console,
+}
+
+impl Lines {
+    /// Takes bytes up to at most one newline; returns true when they completed the line that
+    /// says the command started.
+    fn push(&mut self, piece: &[u8], start: Instant) -> Result<bool> {
+        self.partial.extend_from_slice(piece);
+        if !piece.ends_with(b"\n") {
+            return Ok(false);
+        }
+        let raw = std::mem::take(&mut self.partial);
+        let line = strip_controls(&String::from_utf8_lossy(&raw));
+        // A marker may follow whatever a full-screen app left on its line: look for it at the
+        // end, where /init's nonce must be.
+        let marker = |prefix: &str| {
+            let body = line.strip_suffix(&self.id)?;
+            body.rfind(prefix).map(|i| body[i + prefix.len()..].trim())
+        };
+        if !self.started && line.ends_with(&self.ready) {
+            self.started = true;
+            self.c.boot = start.elapsed();
+            return Ok(true);
+        }
+        if let Some(v) = marker(initramfs::exit_marker_prefix()) {
+            let v = v
+                .parse()
+                .with_context(|| format!("bad exit marker `{line}`"))?;
+            self.c.exit = Some(v);
+        } else if let Some(v) = marker(initramfs::out_marker_prefix()) {
+            let v = v
+                .parse()
+                .with_context(|| format!("bad out marker `{line}`"))?;
+            self.c.out_bytes = Some(v);
+        } else if self.c.exit.is_some() && line.contains("reboot: Power down") {
+            // The kernel's own goodbye after `poweroff -f`: noise.
+        } else {
+            if self.echo {
+                println!("{line}");
+            }
+            self.c.text.push_str(&line);
+            self.c.text.push('\n');
+        }
+        Ok(false)
+    }
+}
+
+/// Passes a raw console stream through unchanged except for the harness's marker lines (and
+/// everything after the exit marker: the kernel's power-down noise). A marker starts with
+/// `DAMON_VM_` and ends with this run's nonce; bytes that could begin one are held back until
+/// their line is complete or they stop matching.
+pub struct MarkerFilter {
+    id: Vec<u8>,
+    held: Vec<u8>,
+    done: bool,
+}
+
+const MARKER_START: &[u8] = b"DAMON_VM_";
+
+impl MarkerFilter {
+    pub fn new(nonce: &str) -> Self {
+        Self {
+            id: format!(" id={nonce}").into_bytes(),
+            held: Vec::new(),
+            done: false,
+        }
+    }
+
+    pub fn pass(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes.len());
+        for &b in bytes {
+            if self.done {
+                break;
+            }
+            self.held.push(b);
+            if self.held.starts_with(MARKER_START) {
+                if b == b'\n' {
+                    let line = std::mem::take(&mut self.held);
+                    let body = line.trim_ascii_end();
+                    if body.ends_with(&self.id) {
+                        self.done = body.starts_with(initramfs::exit_marker_prefix().as_bytes());
+                    } else {
+                        out.extend_from_slice(&line);
+                    }
+                }
+            } else if !MARKER_START.starts_with(&self.held) {
+                // Not (or no longer) a marker: release all but a tail that might start one.
+                let keep = (1..self.held.len())
+                    .find(|&i| MARKER_START.starts_with(&self.held[i..]))
+                    .unwrap_or(self.held.len());
+                out.extend(self.held.drain(..keep));
+            }
+        }
+        out
     }
 }
 
 /// Drops terminal escape sequences and control characters: firmware and the kernel send
 /// resets (`ESC c`) and `\r` that would garble the user's terminal and the returned text.
-fn strip_controls(s: &str) -> String {
+pub fn strip_controls(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
     while let Some(ch) = chars.next() {
@@ -142,6 +282,56 @@ mod tests {
             "DAMON x"
         );
         assert_eq!(strip_controls("a\tb"), "a\tb");
+    }
+
+    #[test]
+    fn marker_lines_are_filtered_out_of_the_passthrough_wherever_they_start() {
+        let mut f = MarkerFilter::new("n1");
+        let mut shown = Vec::new();
+        // Split at awkward places: inside the marker word and inside the nonce.
+        for piece in [
+            &b"boot\r\nDAMON_VM_READY id=n1\r\n\x1b[2JDD"[..],
+            b"AMON_VM",
+            b"_X not ours\r\nframe DAMON_V",
+            b"M_OUT_BYTES=10 id=n",
+            b"1\r\nDAMON_VM_EXIT=0 id=n1\r\nreboot: Power down\r\n",
+        ] {
+            shown.extend(f.pass(piece));
+        }
+        assert_eq!(
+            String::from_utf8(shown).unwrap(),
+            "boot\r\n\x1b[2JDDAMON_VM_X not ours\r\nframe "
+        );
+    }
+
+    #[test]
+    fn markers_are_found_behind_what_an_app_left_on_the_line() {
+        let mut lines = Lines {
+            id: " id=n1".to_owned(),
+            ready: initramfs::ready_marker("n1"),
+            echo: false,
+            partial: Vec::new(),
+            started: false,
+            c: Console {
+                text: String::new(),
+                exit: None,
+                out_bytes: None,
+                boot: Duration::ZERO,
+                terminal: None,
+            },
+        };
+        let t = Instant::now();
+        assert!(lines.push(b"DAMON_VM_READY id=n1\r\n", t).unwrap());
+        assert!(
+            !lines
+                .push(b"\x1b[?1049l$ DAMON_VM_OUT_BYTES=512 ", t)
+                .unwrap()
+        );
+        assert!(!lines.push(b"id=n1\r\n", t).unwrap());
+        lines.push(b"DAMON_VM_EXIT=7 id=forged\n", t).unwrap();
+        lines.push(b"DAMON_VM_EXIT=3 id=n1\n", t).unwrap();
+        assert_eq!((lines.c.out_bytes, lines.c.exit), (Some(512), Some(3)));
+        assert_eq!(lines.c.text, "DAMON_VM_EXIT=7 id=forged\n");
     }
 
     #[test]
