@@ -35,7 +35,9 @@ pub enum Event {
     /// A replay reached the end of its capture.
     SourceEnded,
     Key(KeyEvent),
-    /// Time to draw (the fixed frame rate).
+    /// The terminal changed size: draw now.
+    Resize,
+    /// Time to draw (the fixed frame rate), if anything changed.
     Frame,
     /// A stop signal.
     Stop(StopReason),
@@ -259,7 +261,7 @@ impl App {
                 Some(action) => self.act(action),
                 None => Effect::None,
             },
-            Event::Frame => Effect::Draw,
+            Event::Frame | Event::Resize => Effect::Draw,
             Event::Stop(reason) => Effect::Quit(reason),
             Event::Saved(outcome) => {
                 self.message = Some(match outcome {

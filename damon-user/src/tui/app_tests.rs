@@ -249,6 +249,7 @@ fn q_ctrl_c_and_signals_quit() {
     );
     assert_eq!(key(&mut app, KeyCode::Char('x')), Effect::None);
     assert_eq!(app.update(Event::Frame), Effect::Draw);
+    assert_eq!(app.update(Event::Resize), Effect::Draw);
 }
 
 #[test]

@@ -70,6 +70,9 @@ where
         tokio::time::interval_at(tokio::time::Instant::now() + DATA_INTERVAL, DATA_INTERVAL);
     data.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut keys_open = true;
+    // Redraw on a frame tick only when something changed (a held replay costs nothing, and a
+    // serial console gets no needless bytes).
+    let mut changed = true;
     loop {
         // Keys and the frame first: a flood of records must not make the screen unresponsive.
         let events = tokio::select! {
@@ -90,6 +93,11 @@ where
             batch = collector.next() => batch?,
         };
         for event in events {
+            let is_frame = matches!(event, Event::Frame);
+            if is_frame && !changed {
+                continue;
+            }
+            changed = !is_frame;
             if let Event::Records(records) = &event {
                 sinks.spool.push(records).context("writing the capture")?;
             }

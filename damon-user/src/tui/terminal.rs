@@ -39,10 +39,15 @@ impl TerminalGuard {
         terminal::enable_raw_mode()?;
         // From here on, a failure must still give the terminal back.
         let setup = (|| -> io::Result<Terminal<CrosstermBackend<Stdout>>> {
-            execute!(io::stdout(), EnterAlternateScreen, cursor::Hide)?;
-            let mut t = Terminal::new(CrosstermBackend::new(io::stdout()))?;
-            t.clear()?;
-            Ok(t)
+            // Cleared here rather than with `Terminal::clear`, which asks the terminal for the
+            // cursor position: a pty or serial line that does not answer would stall us.
+            execute!(
+                io::stdout(),
+                EnterAlternateScreen,
+                cursor::Hide,
+                terminal::Clear(terminal::ClearType::All)
+            )?;
+            Terminal::new(CrosstermBackend::new(io::stdout()))
         })();
         match setup {
             Ok(terminal) => Ok(TerminalGuard { terminal }),
@@ -89,7 +94,7 @@ pub fn spawn_key_reader(tx: mpsc::Sender<Event>) {
             }
             let event = match term_event::read() {
                 Ok(term_event::Event::Key(key)) => Event::Key(key),
-                Ok(term_event::Event::Resize(..)) => Event::Frame,
+                Ok(term_event::Event::Resize(..)) => Event::Resize,
                 Ok(_) => continue,
                 Err(_) => break,
             };
