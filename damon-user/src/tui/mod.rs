@@ -107,6 +107,12 @@ where
                     terminal.draw(|f| draw::draw(f, app))?;
                 }
                 Effect::Save => {
+                    for event in collector.drain() {
+                        if let Event::Records(records) = &event {
+                            sinks.spool.push(records).context("writing the capture")?;
+                        }
+                        app.update(event);
+                    }
                     let outcome = save(collector, sinks.spool, sinks.save_dir);
                     app.update(Event::Saved(outcome));
                     terminal.draw(|f| draw::draw(f, app))?;

@@ -90,6 +90,18 @@ impl Collector {
         }
     }
 
+    /// The records already in the ring (before a save, so the capture is as complete as the
+    /// counters read next).
+    pub fn drain(&mut self) -> Vec<Event> {
+        match self {
+            Collector::Live(l) => {
+                l.session.drain(&mut l.batch);
+                l.records()
+            }
+            Collector::Replay(_) => Vec::new(),
+        }
+    }
+
     /// The summary a capture saved now ends with.
     pub fn snapshot_summary(&self) -> anyhow::Result<Summary> {
         match self {
