@@ -5,7 +5,7 @@ use damon_common::FunctionId;
 use serde::Serialize;
 
 use crate::{
-    capture::{Capture, FunctionCounters, format::read_file},
+    capture::{Capture, FunctionCounters, format::load_file},
     cli::{ReportArgs, ReportFormat},
     stats::{LatencyStats, ValueStats},
 };
@@ -271,8 +271,14 @@ pub fn render_table(r: &Report) -> String {
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let capture = read_file(&args.file)?;
-    let report = build(&capture);
+    let loaded = load_file(&args.file)?;
+    let mut report = build(&loaded.capture);
+    if let Some(chunk) = loaded.info.torn_chunk {
+        report.warnings.push(format!(
+            "the file ends inside chunk {chunk} (the recorder was killed while writing it): \
+             the records of the complete chunks before it are shown"
+        ));
+    }
     match args.format {
         ReportFormat::Table => print!("{}", render_table(&report)),
         ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -336,6 +342,8 @@ mod tests {
                 ring_size: 4096,
                 functions,
                 damon: None,
+                cpu_model: String::new(),
+                calibration: None,
             },
             records,
             summary: summary.then(|| Summary {

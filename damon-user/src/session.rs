@@ -114,6 +114,8 @@ impl Session {
             ring_size,
             functions: tracer.statuses().to_vec(),
             damon: damon_config(),
+            cpu_model: crate::capture::host_cpu_model(),
+            calibration: None,
         };
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;

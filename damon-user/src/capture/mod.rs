@@ -2,15 +2,31 @@
 //!
 //! A capture holds the metadata of a tracing session, every call record, and the kernel's
 //! counters at the end, so that every call the kernel saw is accounted for. The on-disk layout
-//! is in [`format`].
+//! is in [`format`] (and `docs/capture-format.md`).
+//!
+//! This module depends on nothing else in the crate (only `damon-common`, serde and the
+//! codecs), so that the fuzz target can compile it on its own.
+mod chunk;
+mod columns;
+mod error;
 pub mod format;
+mod v1;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 
 use damon_common::CallRecord;
 use serde::{Deserialize, Serialize};
 
-use crate::probe::kernel::KernelIdentity;
+/// Release, version string and boot id of the running kernel.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct KernelIdentity {
+    pub release: String,
+    pub version: String,
+    pub boot_id: String,
+}
 
 /// How a function was traced, or why it was not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +84,25 @@ pub struct Meta {
     /// DAMON configuration found in sysfs at start, if DAMON was present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damon: Option<serde_json::Value>,
+    /// `model name` of the first CPU in /proc/cpuinfo: `compare` warns when two captures differ.
+    #[serde(default)]
+    pub cpu_model: String,
+    /// The probe's own cost per attach mode, once calibration exists (absent until then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<serde_json::Value>,
+}
+
+/// The CPU model of this machine, for [`Meta::cpu_model`]; empty when unknown.
+pub fn host_cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default()
 }
 
 /// The kernel's counters for one function at the end of a session.

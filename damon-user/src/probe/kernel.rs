@@ -148,13 +148,8 @@ pub fn ftrace_functions() -> Result<std::collections::HashSet<String>, String> {
         .collect())
 }
 
-/// Release, version string and boot id of the running kernel.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq, Default)]
-pub struct KernelIdentity {
-    pub release: String,
-    pub version: String,
-    pub boot_id: String,
-}
+// Defined with the capture it describes, so the capture codec has no dependency on probing.
+pub use crate::capture::KernelIdentity;
 
 impl KernelIdentity {
     pub fn read() -> KernelIdentity {

@@ -1,0 +1,216 @@
+//! The uncompressed layout of a version-2 record chunk: one column per field, each a run of
+//! LEB128 varints.
+//!
+//! ```text
+//! count          varint
+//! func[count]    varint
+//! cpu[count]     varint
+//! pid[count]     varint
+//! tid[count]     varint
+//! entry[count]   zigzag varint: entry_ns minus the previous record's entry_ns (wrapping;
+//!                the first record's minus 0)
+//! duration[count] varint
+//! value[count]   zigzag varint
+//! ```
+//! Why columns: zstd finds far more repetition in a run of CPU numbers or small durations than
+//! in 40-byte rows where every field interleaves with the others; deltas turn 64-bit clock
+//! stamps into a few bytes. Records keep their arrival order (about exit order), which is why
+//! entry deltas may be negative.
+use damon_common::CallRecord;
+
+/// Appends `v` as an unsigned LEB128 varint.
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Encodes records into the column layout.
+pub fn encode(records: &[CallRecord], out: &mut Vec<u8>) {
+    put_varint(out, records.len() as u64);
+    for field in [
+        |r: &CallRecord| r.func,
+        |r: &CallRecord| r.cpu,
+        |r: &CallRecord| r.pid,
+        |r: &CallRecord| r.tid,
+    ] {
+        for r in records {
+            put_varint(out, u64::from(field(r)));
+        }
+    }
+    let mut prev = 0u64;
+    for r in records {
+        put_varint(out, zigzag(r.entry_ns.wrapping_sub(prev) as i64));
+        prev = r.entry_ns;
+    }
+    for r in records {
+        put_varint(out, r.duration_ns);
+    }
+    for r in records {
+        put_varint(out, zigzag(r.value));
+    }
+}
+
+/// Reads varints from a byte slice, failing (never panicking) on a short or overlong one.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let Some(&b) = self.bytes.get(self.pos) else {
+                return Err(format!("record columns end early at byte {}", self.pos));
+            };
+            self.pos += 1;
+            // The tenth byte may only carry the top bit of a u64.
+            if shift == 63 && b > 1 {
+                return Err(format!("varint overflows 64 bits at byte {}", self.pos - 1));
+            }
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(format!("varint longer than 10 bytes at byte {}", self.pos))
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, String> {
+        let v = self.varint()?;
+        u32::try_from(v).map_err(|_| format!("{what} {v} does not fit 32 bits"))
+    }
+}
+
+/// Decodes a column layout written by [`encode`], appending to `out`.
+pub fn decode(bytes: &[u8], out: &mut Vec<CallRecord>) -> Result<(), String> {
+    let mut c = Cursor { bytes, pos: 0 };
+    let count = c.varint()?;
+    // Each record takes at least 7 bytes (one per column), which bounds what a corrupt count
+    // can make us allocate.
+    let fits = (bytes.len() / 7) as u64;
+    if count > fits {
+        return Err(format!(
+            "record count {count} cannot fit in {} bytes of columns",
+            bytes.len()
+        ));
+    }
+    let n = count as usize;
+    let start = out.len();
+    out.resize(start + n, CallRecord::default());
+    let rows = &mut out[start..];
+    for r in rows.iter_mut() {
+        r.func = c.u32("function id")?;
+    }
+    for r in rows.iter_mut() {
+        r.cpu = c.u32("cpu")?;
+    }
+    for r in rows.iter_mut() {
+        r.pid = c.u32("pid")?;
+    }
+    for r in rows.iter_mut() {
+        r.tid = c.u32("tid")?;
+    }
+    let mut prev = 0u64;
+    for r in rows.iter_mut() {
+        prev = prev.wrapping_add(unzigzag(c.varint()?) as u64);
+        r.entry_ns = prev;
+    }
+    for r in rows.iter_mut() {
+        r.duration_ns = c.varint()?;
+    }
+    for r in rows.iter_mut() {
+        r.value = unzigzag(c.varint()?);
+    }
+    if c.pos != bytes.len() {
+        return Err(format!(
+            "{} bytes left over after {count} records",
+            bytes.len() - c.pos
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_and_zigzag_edges() {
+        for v in [0, 1, 127, 128, 16383, 16384, u64::MAX / 2, u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            let mut c = Cursor { bytes: &b, pos: 0 };
+            assert_eq!(c.varint(), Ok(v));
+            assert_eq!(c.pos, b.len());
+        }
+        for v in [0, 1, -1, i64::MIN, i64::MAX, -64, 63] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        assert_eq!(zigzag(-1), 1);
+        assert_eq!(zigzag(1), 2);
+        // Eleven continuation bytes, or a tenth byte above 1, are errors.
+        let mut c = Cursor {
+            bytes: &[0xff; 11],
+            pos: 0,
+        };
+        assert!(c.varint().is_err());
+        let mut over = vec![0xff; 9];
+        over.push(0x02);
+        assert!(
+            Cursor {
+                bytes: &over,
+                pos: 0
+            }
+            .varint()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn round_trips_extremes_and_disorder() {
+        let records = vec![
+            CallRecord {
+                entry_ns: u64::MAX,
+                duration_ns: u64::MAX,
+                value: i64::MIN,
+                pid: u32::MAX,
+                tid: 0,
+                cpu: 7,
+                func: 3,
+            },
+            CallRecord {
+                entry_ns: 5,
+                duration_ns: 0,
+                value: i64::MAX,
+                ..Default::default()
+            },
+            CallRecord {
+                entry_ns: 3,
+                ..Default::default()
+            },
+        ];
+        let mut b = Vec::new();
+        encode(&records, &mut b);
+        let mut back = Vec::new();
+        decode(&b, &mut back).expect("decodes");
+        assert_eq!(back, records);
+        // Every prefix and a trailing byte are rejected without a panic.
+        for cut in 0..b.len() {
+            assert!(decode(&b[..cut], &mut Vec::new()).is_err(), "cut {cut}");
+        }
+        b.push(0);
+        assert!(decode(&b, &mut Vec::new()).is_err());
+    }
+}

@@ -1,0 +1,375 @@
+//! Capture format: round trips, every corruption, a writer killed with SIGKILL, and golden
+//! files of each version.
+use std::{collections::BTreeMap, path::Path};
+
+use damon_common::CallRecord;
+
+use super::{
+    AttachState, Capture, FunctionCounters, FunctionStatus, KernelIdentity, Meta, Summary,
+    format::*, v1,
+};
+
+fn meta() -> Meta {
+    Meta {
+        tool_version: "0.1.0".into(),
+        kernel: KernelIdentity {
+            release: "7.2.13-amd64".into(),
+            version: "#1 SMP".into(),
+            boot_id: "b".into(),
+        },
+        hostname: "guest".into(),
+        start_unix_ns: 1,
+        start_monotonic_ns: 2,
+        command_line: vec!["damon-trace".into(), "record".into()],
+        mode: "stream".into(),
+        ring_size: 4096,
+        functions: vec![FunctionStatus {
+            name: "lock_timer_base".into(),
+            id: 3,
+            attach: AttachState::Kprobe,
+            detail: None,
+        }],
+        damon: None,
+        cpu_model: "QEMU TCG CPU".into(),
+        calibration: None,
+    }
+}
+
+fn rec(i: u64) -> CallRecord {
+    CallRecord {
+        entry_ns: 1_000_000 + i * 7919 % 5000,
+        duration_ns: 100 + i % 300,
+        value: -(i as i64),
+        pid: 1,
+        tid: 2 + (i % 3) as u32,
+        cpu: (i % 2) as u32,
+        func: 3,
+    }
+}
+
+fn summary(records: u64) -> Summary {
+    let mut counters = BTreeMap::new();
+    counters.insert(
+        3,
+        FunctionCounters {
+            calls: records,
+            emitted: records,
+            ..Default::default()
+        },
+    );
+    Summary {
+        duration_ns: 5,
+        end_reason: "duration".into(),
+        counters,
+        malformed_items: 0,
+        damon_end: None,
+    }
+}
+
+/// Writes `records` records, flushing every `per_chunk`, finished or not.
+fn write(records: u64, per_chunk: u64, finish: bool) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c.dtcap");
+    let mut w = CaptureWriter::create(&path, false, &meta()).expect("create");
+    for i in 0..records {
+        w.push(&rec(i)).expect("push");
+        if (i + 1) % per_chunk == 0 {
+            w.flush().expect("flush");
+        }
+    }
+    if finish {
+        w.finish(&summary(records)).expect("finish");
+    } else {
+        w.flush().expect("flush");
+    }
+    (dir, path)
+}
+
+#[test]
+fn round_trip_across_chunks() {
+    let n = 16 * 1024 * 2 + 7;
+    let (_d, path) = write(n, u64::MAX, true);
+    let loaded = load_file(&path).expect("read");
+    let c = loaded.capture;
+    assert_eq!(loaded.info.version, VERSION);
+    assert_eq!(loaded.info.record_chunks, 3);
+    assert_eq!(c.meta, meta());
+    assert_eq!(c.records.len() as u64, n);
+    assert!(
+        c.records
+            .iter()
+            .enumerate()
+            .all(|(i, r)| *r == rec(i as u64))
+    );
+    assert_eq!(c.summary.expect("summary").counters[&3].calls, n);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn refuses_to_overwrite_without_force() {
+    let (_d, path) = write(1, 1, true);
+    let err = CaptureWriter::create(&path, false, &meta())
+        .err()
+        .expect("must refuse");
+    assert!(err.to_string().contains("--force"), "{err}");
+    assert!(CaptureWriter::create(&path, true, &meta()).is_ok());
+}
+
+#[test]
+fn unfinished_capture_keeps_flushed_records() {
+    let (_d, path) = write(10, 4, false);
+    let c = read_file(&path).expect("read");
+    assert_eq!(c.records.len(), 10);
+    assert!(c.summary.is_none());
+}
+
+/// Every cut of a file is what a killed writer could leave: after the metadata and before the
+/// summary the complete chunks are kept; the strict parser names the torn chunk.
+#[test]
+fn every_truncation_keeps_complete_chunks_or_fails_precisely() {
+    let (_d, path) = write(30, 10, true);
+    let good = std::fs::read(&path).expect("read");
+    let full = parse(&good).expect("complete file");
+    assert_eq!(full.records.len(), 30);
+    for cut in 0..good.len() {
+        let bytes = &good[..cut];
+        match load(bytes, false) {
+            Ok(l) => {
+                assert!(l.capture.summary.is_none(), "cut {cut}");
+                assert_eq!(
+                    l.capture.records.len() % 10,
+                    0,
+                    "cut {cut}: whole chunks only"
+                );
+                assert_eq!(
+                    l.capture.records[..],
+                    full.records[..l.capture.records.len()]
+                );
+                match l.info.torn_chunk {
+                    Some(t) => assert!(matches!(
+                        parse(bytes),
+                        Err(CaptureError::Truncated { chunk, .. }) if chunk == t
+                    )),
+                    None => assert!(parse(bytes).is_ok()),
+                }
+            }
+            Err(CaptureError::BadMagic) => assert!(cut < 16, "cut {cut}"),
+            Err(CaptureError::Truncated { chunk: 0, .. }) => {}
+            Err(e) => panic!("cut {cut}: unexpected {e}"),
+        }
+    }
+    // Without its last byte the summary chunk is torn: records kept, summary lost.
+    let l = load(&good[..good.len() - 1], false).expect("torn summary");
+    assert_eq!((l.capture.records.len(), l.info.torn_chunk), (30, Some(4)));
+}
+
+#[test]
+fn precise_errors() {
+    let (_d, path) = write(3, 10, true);
+    let good = std::fs::read(&path).expect("read");
+    assert!(matches!(parse(b""), Err(CaptureError::BadMagic)));
+    assert!(matches!(
+        parse(b"garbage garbage garbage"),
+        Err(CaptureError::BadMagic)
+    ));
+    let mut v3 = good.clone();
+    v3[8] = 3;
+    assert!(matches!(
+        parse(&v3),
+        Err(CaptureError::UnsupportedVersion(3))
+    ));
+    // A flipped payload byte of the last chunk (the summary, chunk 2).
+    let mut flipped = good.clone();
+    let last = flipped.len() - 3;
+    flipped[last] ^= 0xff;
+    let err = parse(&flipped).expect_err("corrupt");
+    assert!(
+        matches!(err, CaptureError::Checksum { chunk: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("chunk 2"), "{err}");
+    // A flipped raw length in the first chunk's header is caught by the CRC too.
+    let mut len_flip = good.clone();
+    len_flip[16 + 4] ^= 0x01;
+    assert!(matches!(
+        parse(&len_flip),
+        Err(CaptureError::Checksum { chunk: 0, .. })
+    ));
+    // Garbage after the summary is not a killed writer's tail.
+    let mut trailing = good.clone();
+    trailing.extend_from_slice(&[1, 2, 3]);
+    assert!(matches!(
+        load(&trailing, false),
+        Err(CaptureError::Truncated { chunk: 3, .. })
+    ));
+}
+
+#[test]
+fn unknown_chunk_kinds_are_skipped() {
+    let (_d, path) = write(3, 10, false);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes.extend(super::chunk::encode(99, b"from the future").expect("chunk"));
+    let c = parse(&bytes).expect("skips");
+    assert_eq!(c.records.len(), 3);
+}
+
+/// The real thing: a child process writes and flushes every 20 ms, gets SIGKILL, and every
+/// chunk it reported as flushed is there.
+#[test]
+fn writer_killed_with_sigkill_keeps_flushed_chunks() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("killed.dtcap");
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "capture::tests::sigkill_child",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("DAMON_TRACE_KILL_CHILD", &path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut flushed = 0u64;
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.expect("line");
+        if let Some(n) = line.strip_prefix("flushed ") {
+            flushed = n.parse().expect("count");
+            if flushed >= 5_000 {
+                break;
+            }
+        }
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let l = load_file(&path).expect("a killed writer's capture reads");
+    assert!(l.capture.summary.is_none());
+    let n = l.capture.records.len() as u64;
+    assert!(n >= flushed, "{n} records, {flushed} reported flushed");
+    assert!(
+        l.capture
+            .records
+            .iter()
+            .enumerate()
+            .all(|(i, r)| *r == rec(i as u64))
+    );
+}
+
+/// Not a test by itself: the process `writer_killed_with_sigkill_keeps_flushed_chunks` kills.
+#[test]
+#[ignore = "child process of writer_killed_with_sigkill_keeps_flushed_chunks"]
+fn sigkill_child() {
+    let Some(path) = std::env::var_os("DAMON_TRACE_KILL_CHILD") else {
+        return;
+    };
+    let mut w = CaptureWriter::create(Path::new(&path), false, &meta()).expect("create");
+    let mut i = 0u64;
+    loop {
+        for _ in 0..500 {
+            w.push(&rec(i)).expect("push");
+            i += 1;
+        }
+        w.flush().expect("flush");
+        println!("flushed {i}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn data(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn check_golden(c: &Capture) {
+    assert!(c.meta.kernel.release.starts_with("7.2."));
+    assert_eq!(c.meta.functions.len(), 4);
+    assert_eq!(c.records.len(), 3612);
+    let summary = c.summary.as_ref().expect("complete capture");
+    let emitted: u64 = summary.counters.values().map(|k| k.emitted).sum();
+    assert_eq!(emitted, c.records.len() as u64);
+    assert!(c.records.iter().all(|r| r.duration_ns > 0 && r.func < 4));
+}
+
+/// A real capture recorded by `cargo xtask demo` (Debian 7.2 guest, migrate-hot scenario)
+/// in version 1: old files must stay readable as the format grows.
+#[test]
+fn reads_a_real_version_1_capture() {
+    let l = load_file(&data("migrate-hot-7.2.dtcap")).expect("golden v1 capture");
+    assert_eq!(l.info.version, 1);
+    check_golden(&l.capture);
+}
+
+/// The same capture in version 2 (written by this writer from the version-1 file): the two
+/// decode to the same capture, and version 2 is a fraction of the size.
+#[test]
+fn reads_the_same_capture_in_version_2() {
+    let v1 = load_file(&data("migrate-hot-7.2.dtcap")).expect("v1");
+    let v2 = load_file(&data("migrate-hot-7.2.v2.dtcap")).expect("golden v2 capture");
+    assert_eq!(v2.info.version, 2);
+    check_golden(&v2.capture);
+    assert_eq!(v2.capture, v1.capture);
+    let per_record = |l: &Loaded| l.info.file_bytes as f64 / l.capture.records.len() as f64;
+    eprintln!(
+        "bytes per record, whole file: v1 {:.2}, v2 {:.2}",
+        per_record(&v1),
+        per_record(&v2)
+    );
+    assert!(per_record(&v2) < per_record(&v1) / 4.0);
+}
+
+/// Rewrites a capture in the current version, as `record` would have written it (one chunk
+/// per second of records). Run with `DAMON_TRACE_REGEN=1` to refresh the v2 fixture.
+pub fn rewrite(c: &Capture, path: &Path) -> Result<u64, CaptureError> {
+    let mut w = CaptureWriter::create(path, true, &c.meta)?;
+    let mut second = None;
+    for r in &c.records {
+        let exit_s =
+            (r.entry_ns + r.duration_ns).saturating_sub(c.meta.start_monotonic_ns) / 1_000_000_000;
+        if second.is_some_and(|s| s != exit_s) {
+            w.flush()?;
+        }
+        second = Some(exit_s);
+        w.push(r)?;
+    }
+    match &c.summary {
+        Some(s) => w.finish(s),
+        None => {
+            w.flush()?;
+            Ok(w.records_written)
+        }
+    }
+}
+
+#[test]
+fn regenerate_v2_fixture_on_request() {
+    if std::env::var_os("DAMON_TRACE_REGEN").is_none() {
+        return;
+    }
+    let c = read_file(&data("migrate-hot-7.2.dtcap")).expect("v1");
+    rewrite(&c, &data("migrate-hot-7.2.v2.dtcap")).expect("write v2 fixture");
+}
+
+#[test]
+fn version_1_files_built_here_follow_the_same_rules() {
+    let json = serde_json::to_vec(&meta()).expect("json");
+    let sum = serde_json::to_vec(&summary(2)).expect("json");
+    let bytes = v1::build(&json, &[rec(0), rec(1)], Some(&sum));
+    let c = parse(&bytes).expect("v1");
+    assert_eq!(c.records, vec![rec(0), rec(1)]);
+    let l = load(&bytes[..bytes.len() - 1], false).expect("torn v1 summary");
+    assert_eq!(l.info.torn_chunk, Some(2));
+    let mut flipped = bytes.clone();
+    let last = flipped.len() - 2;
+    flipped[last] ^= 0x10;
+    assert!(matches!(
+        parse(&flipped),
+        Err(CaptureError::Checksum { chunk: 2, .. })
+    ));
+}
