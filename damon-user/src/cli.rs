@@ -127,6 +127,8 @@ pub fn parse_speed(s: &str) -> Result<f64, String> {
 pub enum ReportFormat {
     Table,
     Json,
+    Csv,
+    Markdown,
 }
 
 #[derive(Debug, Args)]
@@ -135,6 +137,36 @@ pub struct ReportArgs {
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
+    #[command(flatten)]
+    pub buckets: BucketArgs,
+    #[command(flatten)]
+    pub filter: RecordFilter,
+}
+
+/// How the `Range (ns) | Count | Percent` tables are cut.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct BucketArgs {
+    /// Width of the range table's rows in ns.
+    #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub bucket_ns: u64,
+    /// Upper edge of the last row (larger values share one `>= NS` row). Without it the rows
+    /// reach past the p99, and widen (×2, ×5, ×10, …) if that would take over 40 lines.
+    #[arg(long, value_name = "NS")]
+    pub max_ns: Option<u64>,
+}
+
+/// Which records of a capture to look at.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RecordFilter {
+    /// Only these functions (comma-separated names, as the capture lists them).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub functions: Vec<String>,
+    /// Only calls that ran on these CPUs (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "CPUS")]
+    pub cpu: Vec<u32>,
+    /// Only calls made by these processes (thread group ids, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "PIDS")]
+    pub pid: Vec<u32>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,8 +1,19 @@
 //! Pure statistics over call durations (no I/O).
+pub mod buckets;
 pub mod histogram;
 pub mod window;
 
 use serde::Serialize;
+
+/// The 1-based nearest rank of percentile `p` among `n` values: `ceil(p/100 · n)`, at least 1.
+///
+/// Computed in integers at a resolution of 0.001 %: in floating point `99.9 / 100 · 10000`
+/// is 9990.000000000002, whose ceiling would pick the wrong element.
+pub fn nearest_rank(p: f64, n: u64) -> u64 {
+    let k = (p.clamp(0.0, 100.0) * 1000.0).round() as u128;
+    let rank = (k * u128::from(n)).div_ceil(100_000);
+    (rank as u64).clamp(1, n.max(1))
+}
 
 /// Nearest-rank percentile of sorted data: the smallest value with at least `p`% of the data at
 /// or below it. `p` in (0, 100].
@@ -10,8 +21,8 @@ pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
     if sorted.is_empty() {
         return None;
     }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+    let rank = nearest_rank(p, sorted.len() as u64) as usize;
+    Some(sorted[rank - 1])
 }
 
 /// Summary of a latency distribution, in ns.
@@ -21,7 +32,9 @@ pub struct LatencyStats {
     pub mean_ns: f64,
     pub p50_ns: u64,
     pub p90_ns: u64,
+    pub p95_ns: u64,
     pub p99_ns: u64,
+    pub p999_ns: u64,
     pub max_ns: u64,
 }
 
@@ -35,7 +48,9 @@ impl LatencyStats {
             mean_ns: sum as f64 / durations.len() as f64,
             p50_ns: percentile(durations, 50.0)?,
             p90_ns: percentile(durations, 90.0)?,
+            p95_ns: percentile(durations, 95.0)?,
             p99_ns: percentile(durations, 99.0)?,
+            p999_ns: percentile(durations, 99.9)?,
             max_ns: *durations.last()?,
         })
     }
@@ -74,15 +89,17 @@ impl ValueStats {
 mod tests {
     use super::*;
 
-    /// Oracle: the definition of nearest rank, computed the slow way.
+    /// Oracle: the definition of nearest rank (the first value with at least p % of the data
+    /// at or below it), computed the slow way in exact integers (p has three decimals here).
     fn oracle(sorted: &[u64], p: f64) -> u64 {
-        let n = sorted.len();
+        let n = sorted.len() as u128;
+        let p_milli = (p * 1000.0).round() as u128;
         for (i, &v) in sorted.iter().enumerate() {
-            if (i + 1) as f64 >= p / 100.0 * n as f64 {
+            if (i as u128 + 1) * 100_000 >= p_milli * n {
                 return v;
             }
         }
-        sorted[n - 1]
+        sorted[sorted.len() - 1]
     }
 
     #[test]
@@ -103,6 +120,14 @@ mod tests {
                 assert_eq!(percentile(&s, p), Some(oracle(&s, p)), "n={n} p={p}");
             }
         }
+    }
+
+    #[test]
+    fn p99_9_of_ten_thousand_is_the_9990th() {
+        let v: Vec<u64> = (1..=10_000).collect();
+        assert_eq!(percentile(&v, 99.9), Some(9990));
+        assert_eq!(nearest_rank(99.9, 10_000), 9990);
+        assert_eq!(nearest_rank(50.0, 0), 1);
     }
 
     #[test]
