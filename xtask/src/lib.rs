@@ -5,6 +5,7 @@
 pub mod apt;
 pub mod bootstrap;
 pub mod build;
+pub mod demo;
 pub mod elf;
 pub mod host;
 pub mod initramfs;

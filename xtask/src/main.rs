@@ -5,6 +5,7 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use xtask::{
     bootstrap, build,
+    demo::{self, Demo},
     kernel::{self, Kernel},
     testing::{self, TestOptions},
     vm::{self, Interactive, VmOptions},
@@ -62,19 +63,31 @@ enum Cmd {
         #[arg(last = true, required = true, num_args = 1..)]
         cmd: Vec<String>,
     },
-    /// The main job on a machine whose kernel forbids tracing: boot the 7.2 guest, run the
-    /// DAMON migrate-hot scenario, record it and print the report. The capture is left in
-    /// target/vm-out/damon.dtcap for `damon-trace report`.
+    /// The main job on a machine whose kernel forbids tracing: boot the 7.2 guest with the
+    /// DAMON migrate-hot scenario running and open `damon-trace live` in this terminal (`q`
+    /// quits). Without a terminal, or with --report: record a while and print the report; the
+    /// capture is left in target/vm-out/damon.dtcap for `damon-trace report`.
     Demo {
         /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
         #[arg(long, default_value = "7.2")]
         kernel: Kernel,
-        /// How long to record, in seconds.
+        /// Record and print the report instead of the live screen (works without a terminal).
+        #[arg(long)]
+        report: bool,
+        /// With --report: how long to record, in seconds.
         #[arg(long, default_value_t = 20)]
         seconds: u64,
-        /// Extra arguments for `damon-trace record` (e.g. "--attach kprobe").
+        /// With --report: extra arguments for `damon-trace record` (e.g. "--attach kprobe").
         #[arg(long, default_value = "")]
         record_args: String,
+        /// Extra arguments for `damon-trace live` (e.g. "--window 30").
+        #[arg(long, default_value = "")]
+        live_args: String,
+        #[command(flatten)]
+        term: TermArgs,
+        /// Use this static damon-trace instead of building one.
+        #[arg(long = "bin")]
+        binary: Option<PathBuf>,
     },
     /// Run every check: fmt, clippy, host tests, then the VM tests.
     Test {
@@ -119,21 +132,6 @@ fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
         return Err(format!("guest path `{g}` must be absolute"));
     }
     Ok((PathBuf::from(h), g.to_owned()))
-}
-
-/// Guest script of `demo`: the scenario in the background (its log goes to /out), a recording
-/// while it runs, then the report.
-fn demo_command(seconds: u64, record_args: &str) -> String {
-    format!(
-        "damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.log 2>&1 &
-scenario=$!
-sleep 3
-damon-trace record -o /out/damon.dtcap --duration {seconds}s {record_args} || exit $?
-kill -INT $scenario 2>/dev/null; wait $scenario
-echo
-damon-trace report /out/damon.dtcap",
-        scenario = seconds + 30
-    )
 }
 
 fn main() -> ExitCode {
@@ -193,20 +191,27 @@ fn real_main() -> Result<ExitCode> {
         }
         Cmd::Demo {
             kernel,
+            report,
             seconds,
             record_args,
+            live_args,
+            term,
+            binary,
         } => {
-            let mut opts = VmOptions::new(kernel, demo_command(seconds, &record_args));
-            opts.binary = Some(build::build_static(&bootstrap::ensure()?)?);
-            opts.timeout = Duration::from_secs(seconds + 240);
-            let outcome = vm::run(&opts)?;
-            if outcome.status == 0 {
-                eprintln!(
-                    "capture: {} (read it with `damon-trace report`)",
-                    opts.out_dir.join("damon.dtcap").display()
-                );
-            }
-            let code = u8::try_from(outcome.status).context("exit status out of range")?;
+            let demo = Demo {
+                kernel,
+                report,
+                seconds,
+                record_args,
+                live_args,
+                terminal: term.interactive(),
+            };
+            let binary = match binary {
+                Some(b) => b,
+                None => build::build_static(&bootstrap::ensure()?)?,
+            };
+            let status = demo::run(&demo, binary)?;
+            let code = u8::try_from(status).context("exit status out of range")?;
             return Ok(ExitCode::from(code));
         }
         Cmd::Test { skip_vm } => testing::run_all(&TestOptions { skip_vm })?,

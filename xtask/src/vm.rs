@@ -46,6 +46,7 @@ use anyhow::{Context as _, Result, bail};
 pub use self::{
     hostterm::is_interactive as host_is_interactive,
     interactive::{Input, Interactive, KeyStep, StepLog, TerminalLog, Trigger},
+    screen::Screen,
 };
 use crate::{
     bootstrap, build, host,

@@ -287,3 +287,108 @@ wait $scenario || true";
     }
     assert_eq!(report["meta"]["complete"], true);
 }
+
+const FOUR: [&str; 4] = [
+    "damon_hot_score",
+    "damos_va_migrate_dests_add",
+    "damon_migrate_pages",
+    "lock_timer_base",
+];
+
+/// The number left of `calls` on the live screen's panel header of `name`, as printed
+/// (`1863`, `12.3k`), if that panel is on the screen.
+fn calls_shown(screen: &str, name: &str) -> Option<String> {
+    screen.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == name)?;
+        let calls = words[at..].iter().position(|w| *w == "calls")? + at;
+        Some(words[calls - 1].to_owned())
+    })
+}
+
+/// True when every one of the four panels shows a call count above zero.
+fn all_four_called(screen: &str) -> bool {
+    FOUR.iter().all(|name| {
+        calls_shown(screen, name).is_some_and(|n| n.bytes().any(|b| (b'1'..=b'9').contains(&b)))
+    })
+}
+
+/// `damon-trace live` on the 80x24 serial console under the scenario: all four panels count
+/// calls, `q` quits with status 0 and a restored terminal, the --record capture is complete,
+/// and nothing of ours stays hooked in the kernel.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_live_shows_all_four_functions_and_quits_cleanly() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = "damon-trace scenario migrate-hot --duration 300s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+damon-trace live --record /out/live.dtcap
+rc=$?
+kill -INT $scenario 2>/dev/null
+wait $scenario
+damon-trace report /out/live.dtcap --format json > /out/live.json
+cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
+cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
+exit $rc";
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    opts.interactive = Some(Interactive::script(
+        24,
+        80,
+        vec![KeyStep::when(
+            "all four functions with calls > 0",
+            Duration::from_secs(150),
+            all_four_called,
+            "q",
+        )],
+    ));
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let log = outcome.terminal.as_ref().expect("terminal log");
+    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
+        panic!(
+            "live ended (status {}) before all four functions showed calls; last screen:\n{}",
+            outcome.status,
+            log.screen()
+        );
+    };
+    assert_eq!(
+        outcome.status,
+        0,
+        "live exited non-zero; screen when q was sent:\n{shown}\nlast screen:\n{}",
+        log.screen()
+    );
+    for name in FOUR {
+        let calls = calls_shown(shown, name).unwrap_or_default();
+        assert!(
+            calls != "0" && !calls.is_empty(),
+            "{name}: {calls:?}\n{shown}"
+        );
+    }
+    assert!(
+        shown.contains(&outcome.kernel_release),
+        "status line names the kernel:\n{shown}"
+    );
+    let end = log.terminal();
+    assert!(
+        !end.alternate_screen() && !end.cursor_hidden(),
+        "live left the terminal in full-screen mode:\n{}",
+        end.text()
+    );
+
+    let dir = &opts.out_dir;
+    let report = json(dir, "live.json");
+    assert_eq!(report["meta"]["complete"], true, "{report}");
+    for name in FOUR {
+        assert_traced(function(&report, name), "fentry");
+    }
+    for file in ["kprobes-after.txt", "ftrace-after.txt"] {
+        let text = fs::read_to_string(dir.join(file)).expect(file);
+        for name in FOUR {
+            assert!(
+                !text.contains(name),
+                "{name} still hooked after live quit ({file}):\n{text}"
+            );
+        }
+    }
+}

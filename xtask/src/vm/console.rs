@@ -80,7 +80,7 @@ pub fn watch(
             Ok(Event::Output(chunk)) => {
                 for piece in chunk.split_inclusive(|&b| b == b'\n') {
                     if let Some(s) = &mut session {
-                        s.output(piece);
+                        s.output(piece)?;
                     }
                     if lines.push(piece, start)?
                         && let Some(s) = &mut session

@@ -15,7 +15,7 @@ use anyhow::{Context as _, Result, bail};
 use super::{
     console::{Event, MarkerFilter},
     hostterm::{self, RawMode},
-    screen::{self, Screen},
+    screen::Screen,
 };
 
 /// How an interactive guest command gets its terminal.
@@ -146,9 +146,17 @@ pub struct TerminalLog {
 }
 
 impl TerminalLog {
-    /// The screen as it was left at the end.
+    /// The screen's text as it was left at the end.
     pub fn screen(&self) -> String {
-        screen::render(&self.raw, self.rows, self.cols)
+        self.terminal().text()
+    }
+
+    /// The terminal as it was left at the end: text, and the modes the command left on
+    /// (a full-screen app that quit cleanly leaves the alternate screen and shows the cursor).
+    pub fn terminal(&self) -> Screen {
+        let mut s = Screen::new(self.rows, self.cols);
+        s.feed(&self.raw);
+        s
     }
 }
 
@@ -158,6 +166,10 @@ pub struct StepLog {
     pub at: Duration,
     pub screen: String,
 }
+
+/// Console silence after which the screen counts as drawn (a frame arrives in one burst, in a
+/// few ms; TUIs redraw at most every ~100 ms).
+const SETTLE: Duration = Duration::from_millis(40);
 
 /// One interactive run in progress (owned by the console loop).
 pub(super) struct Session<'a> {
@@ -172,6 +184,7 @@ pub(super) struct Session<'a> {
     echo: bool,
     started: Option<Instant>,
     step_since: Instant,
+    last_output: Instant,
     raw_mode: Option<RawMode>,
 }
 
@@ -192,22 +205,40 @@ impl<'a> Session<'a> {
             echo,
             started: None,
             step_since: Instant::now(),
+            last_output: Instant::now(),
             raw_mode: None,
         }
     }
 
     /// Console bytes, in order.
-    pub fn output(&mut self, bytes: &[u8]) {
+    pub fn output(&mut self, bytes: &[u8]) -> Result<()> {
         let shown = self.filter.pass(bytes);
+        self.last_output = Instant::now();
         if self.started.is_some() {
             self.log.raw.extend_from_slice(&shown);
             self.screen.feed(&shown);
+            // A script has no terminal to answer the app's queries (crossterm gives up after
+            // 2 s without a cursor position): the screen model answers. People's terminals
+            // answer for themselves.
+            let answers = self.screen.take_answers();
+            if !answers.is_empty() && !self.passthrough {
+                self.type_keys(&answers)?;
+            }
         }
         if self.passthrough {
             let mut out = io::stdout().lock();
             // A closed stdout only loses the echo; the run itself goes on.
             let _ = out.write_all(&shown).and_then(|()| out.flush());
         }
+        Ok(())
+    }
+
+    fn type_keys(&mut self, keys: &[u8]) -> Result<()> {
+        let stdin = self.stdin.as_mut().context("guest console input closed")?;
+        stdin
+            .write_all(keys)
+            .and_then(|()| stdin.flush())
+            .context("typing into the guest console (qemu exited?)")
     }
 
     /// The command started: from here keys flow to the guest.
@@ -253,17 +284,14 @@ impl<'a> Session<'a> {
                             self.spec.cols,
                         );
                     }
-                    test(&screen)
+                    // Judge whole frames: a redraw arrives in a burst, so wait for a pause.
+                    test(&screen) && self.last_output.elapsed() >= SETTLE
                 }
             };
             if !due {
                 break;
             }
-            let stdin = self.stdin.as_mut().context("guest console input closed")?;
-            stdin
-                .write_all(&step.keys)
-                .and_then(|()| stdin.flush())
-                .context("typing into the guest console (qemu exited?)")?;
+            self.type_keys(&step.keys)?;
             let at = started.elapsed();
             if self.echo {
                 println!(

@@ -40,6 +40,8 @@ pub struct Screen {
     /// DEC private modes switched on (`CSI ? n h`).
     modes: BTreeSet<u16>,
     cursor_hidden: bool,
+    /// Replies to the application's queries, for whoever plays the keyboard.
+    answers: Vec<u8>,
     state: State,
     csi: Vec<u8>,
     utf8: Vec<u8>,
@@ -61,6 +63,7 @@ impl Screen {
             bottom: rows - 1,
             modes: BTreeSet::new(),
             cursor_hidden: false,
+            answers: Vec::new(),
             state: State::Ground,
             csi: Vec::new(),
             utf8: Vec::new(),
@@ -104,6 +107,12 @@ impl Screen {
             out.push_str("\r\n");
         }
         out.into_bytes()
+    }
+
+    /// What a real terminal would have typed back in answer to the queries fed so far
+    /// (cursor position, device attributes); taken once.
+    pub fn take_answers(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.answers)
     }
 
     pub fn feed(&mut self, bytes: &[u8]) {
@@ -195,7 +204,7 @@ impl Screen {
     }
 
     fn csi_dispatch(&mut self, params: &[u8], fin: u8) {
-        let private = params.first() == Some(&b'?');
+        let prefix = params.first().copied().filter(|b| b"?>=<".contains(b));
         let text = String::from_utf8_lossy(params);
         let nums: Vec<usize> = text
             .trim_start_matches(['?', '>', '=', '<'])
@@ -205,45 +214,55 @@ impl Screen {
         let n = |i: usize| nums.get(i).copied().filter(|&v| v > 0).unwrap_or(1);
         let (rows, cols) = (self.rows, self.cols);
         self.wrap_pending = false;
-        match (private, fin) {
-            (true, b'h') => nums.iter().for_each(|&m| self.set_mode(m, true)),
-            (true, b'l') => nums.iter().for_each(|&m| self.set_mode(m, false)),
-            (false, b'H' | b'f') => {
+        match (prefix, fin) {
+            (Some(b'?'), b'h') => nums.iter().for_each(|&m| self.set_mode(m, true)),
+            (Some(b'?'), b'l') => nums.iter().for_each(|&m| self.set_mode(m, false)),
+            // Queries a terminal answers (crossterm asks where the cursor is before drawing):
+            // cursor position, status "OK", a VT100 with advanced video, xterm's secondary DA.
+            (None, b'n') if nums[0] == 6 => {
+                let answer = format!("\x1b[{};{}R", self.row + 1, self.col + 1);
+                self.answers.extend_from_slice(answer.as_bytes());
+            }
+            (None, b'n') if nums[0] == 5 => self.answers.extend_from_slice(b"\x1b[0n"),
+            (None, b'c') if nums[0] == 0 => self.answers.extend_from_slice(b"\x1b[?1;2c"),
+            (Some(b'>'), b'c') if nums[0] == 0 => self.answers.extend_from_slice(b"\x1b[>0;0;0c"),
+            (Some(_), _) => {}
+            (None, b'H' | b'f') => {
                 self.row = (n(0) - 1).min(rows - 1);
                 self.col = (n(1) - 1).min(cols - 1);
             }
-            (false, b'A') => self.row = self.row.saturating_sub(n(0)),
-            (false, b'B' | b'e') => self.row = (self.row + n(0)).min(rows - 1),
-            (false, b'C' | b'a') => self.col = (self.col + n(0)).min(cols - 1),
-            (false, b'D') => self.col = self.col.saturating_sub(n(0)),
-            (false, b'E') => (self.row, self.col) = ((self.row + n(0)).min(rows - 1), 0),
-            (false, b'F') => (self.row, self.col) = (self.row.saturating_sub(n(0)), 0),
-            (false, b'G' | b'`') => self.col = (n(0) - 1).min(cols - 1),
-            (false, b'd') => self.row = (n(0) - 1).min(rows - 1),
-            (false, b'J') => self.erase_display(nums.first().copied().unwrap_or(0)),
-            (false, b'K') => self.erase_line(nums.first().copied().unwrap_or(0)),
-            (false, b'X') => self.blank(self.row, self.col, (self.col + n(0)).min(cols)),
-            (false, b'P') => {
+            (None, b'A') => self.row = self.row.saturating_sub(n(0)),
+            (None, b'B' | b'e') => self.row = (self.row + n(0)).min(rows - 1),
+            (None, b'C' | b'a') => self.col = (self.col + n(0)).min(cols - 1),
+            (None, b'D') => self.col = self.col.saturating_sub(n(0)),
+            (None, b'E') => (self.row, self.col) = ((self.row + n(0)).min(rows - 1), 0),
+            (None, b'F') => (self.row, self.col) = (self.row.saturating_sub(n(0)), 0),
+            (None, b'G' | b'`') => self.col = (n(0) - 1).min(cols - 1),
+            (None, b'd') => self.row = (n(0) - 1).min(rows - 1),
+            (None, b'J') => self.erase_display(nums.first().copied().unwrap_or(0)),
+            (None, b'K') => self.erase_line(nums.first().copied().unwrap_or(0)),
+            (None, b'X') => self.blank(self.row, self.col, (self.col + n(0)).min(cols)),
+            (None, b'P') => {
                 let line = &mut self.grid[self.row];
                 let k = n(0).min(cols - self.col);
                 line.drain(self.col..self.col + k);
                 line.extend(std::iter::repeat_n(' ', k));
             }
-            (false, b'@') => {
+            (None, b'@') => {
                 let line = &mut self.grid[self.row];
                 let k = n(0).min(cols - self.col);
                 line.truncate(cols - k);
                 line.splice(self.col..self.col, std::iter::repeat_n(' ', k));
             }
-            (false, b'L') if (self.top..=self.bottom).contains(&self.row) => {
+            (None, b'L') if (self.top..=self.bottom).contains(&self.row) => {
                 (0..n(0)).for_each(|_| self.scroll_down_from(self.row));
             }
-            (false, b'M') if (self.top..=self.bottom).contains(&self.row) => {
+            (None, b'M') if (self.top..=self.bottom).contains(&self.row) => {
                 (0..n(0)).for_each(|_| self.scroll_up_from(self.row));
             }
-            (false, b'S') => (0..n(0)).for_each(|_| self.scroll_up_from(self.top)),
-            (false, b'T') => (0..n(0)).for_each(|_| self.scroll_down_from(self.top)),
-            (false, b'r') => {
+            (None, b'S') => (0..n(0)).for_each(|_| self.scroll_up_from(self.top)),
+            (None, b'T') => (0..n(0)).for_each(|_| self.scroll_down_from(self.top)),
+            (None, b'r') => {
                 let top = n(0) - 1;
                 let bottom = nums.get(1).copied().filter(|&v| v > 0).unwrap_or(rows) - 1;
                 if top < bottom && bottom < rows {
@@ -251,8 +270,8 @@ impl Screen {
                     (self.row, self.col) = (0, 0);
                 }
             }
-            (false, b's') => self.saved_cursor = (self.row, self.col),
-            (false, b'u') => (self.row, self.col) = self.saved_cursor,
+            (None, b's') => self.saved_cursor = (self.row, self.col),
+            (None, b'u') => (self.row, self.col) = self.saved_cursor,
             _ => {}
         }
     }
@@ -413,6 +432,18 @@ mod tests {
         s.feed(b"\x1b[?25h\x1b[?1049l");
         assert_eq!(s.text(), "$ top\n");
         assert!(s.restore_sequence().is_empty());
+    }
+
+    #[test]
+    fn queries_get_the_answers_a_terminal_would_type() {
+        let mut s = Screen::new(5, 10);
+        s.feed(b"ab\x1b[6n\x1b[c\x1b[>c\x1b[?u\x1b[3;4H\x1b[6n");
+        assert_eq!(
+            s.take_answers(),
+            b"\x1b[1;3R\x1b[?1;2c\x1b[>0;0;0c\x1b[3;4R".to_vec()
+        );
+        assert!(s.take_answers().is_empty());
+        assert_eq!(s.text(), "ab\n\n\n\n");
     }
 
     #[test]
