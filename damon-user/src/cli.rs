@@ -28,6 +28,9 @@ pub enum Command {
     Record(RecordArgs),
     /// Summarise a capture: per-function call counts, drops and latency percentiles.
     Report(ReportArgs),
+    /// Compare two captures (before, after): range tables, percentile deltas with intervals,
+    /// a rank test and a verdict.
+    Compare(CompareArgs),
     /// Drive a reproducible DAMON experiment through sysfs, then restore what was there.
     #[command(subcommand)]
     Scenario(ScenarioCommand),
@@ -137,6 +140,30 @@ pub struct ReportArgs {
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
+    #[command(flatten)]
+    pub buckets: BucketArgs,
+    #[command(flatten)]
+    pub filter: RecordFilter,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareFormat {
+    Table,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The reference capture (e.g. the unpatched kernel).
+    pub before: PathBuf,
+    /// The capture to judge against it.
+    pub after: PathBuf,
+    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+    /// Also draw both distributions, one chart per function, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub buckets: BucketArgs,
     #[command(flatten)]

@@ -1,6 +1,7 @@
 //! `damon-trace`: per-call latency of DAMON and timer kernel functions.
 mod capture;
 mod cli;
+mod compare;
 mod damon;
 mod doctor;
 mod probe;
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
         Command::Live(args) => tui::run_live(&args),
         Command::Record(args) => record::run(&args),
         Command::Report(args) => report::run(&args),
+        Command::Compare(args) => compare::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),
         Command::Workload(args) => damon::run_workload(&args),
     };

@@ -1,6 +1,10 @@
 //! Pure statistics over call durations (no I/O).
+pub mod bootstrap;
 pub mod buckets;
+pub mod dist;
 pub mod histogram;
+pub mod ranktest;
+pub mod rng;
 pub mod window;
 
 use serde::Serialize;

@@ -1,0 +1,404 @@
+//! `damon-trace compare BEFORE AFTER`: pure math over two captures, "before" the reference.
+//!
+//! For each function traced in both: a side-by-side range table on one grid, percentile
+//! deltas with bootstrap intervals, Welch's interval for the mean, the Mann–Whitney test with
+//! Cliff's delta, and a one-line verdict that says "no significant difference" when that is
+//! what the data say.
+pub mod plot;
+pub mod render;
+#[cfg(test)]
+mod tests;
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::{
+    capture::{Capture, format::read_file},
+    cli::{CompareArgs, CompareFormat},
+    record::UsageError,
+    report::{ReportOptions, check_functions, counters, select},
+    stats::{
+        LatencyStats,
+        bootstrap::{self, Interval},
+        buckets::BucketGrid,
+        ranktest::{self, MannWhitney},
+        rng::Rng,
+    },
+};
+
+/// Significance level of the verdicts.
+pub const ALPHA: f64 = 0.05;
+/// Fewer calls than this on a side and the verdict says the comparison is weak.
+pub const FEW: usize = 20;
+pub const PERCENTILES: [(f64, &str); 5] = [
+    (50.0, "p50"),
+    (90.0, "p90"),
+    (95.0, "p95"),
+    (99.0, "p99"),
+    (99.9, "p99.9"),
+];
+
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    pub before: CaptureSide,
+    pub after: CaptureSide,
+    pub functions: Vec<FunctionComparison>,
+    /// Traced in one capture only (missing, inlined or failed in the other, or not selected).
+    pub only_before: Vec<String>,
+    pub only_after: Vec<String>,
+    pub warnings: Vec<String>,
+    pub method: Method,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Method {
+    pub alpha: f64,
+    pub bootstrap_resamples: usize,
+    pub bootstrap_seed: u64,
+    pub percentiles: &'static str,
+    pub test: &'static str,
+    pub mean_interval: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CaptureSide {
+    pub file: String,
+    pub kernel_release: String,
+    pub cpu_model: String,
+    pub duration_ns: Option<u64>,
+    pub complete: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SideStats {
+    pub attach: &'static str,
+    pub calls: u64,
+    pub count: u64,
+    pub dropped: u64,
+    pub matched: u64,
+    pub stats: Option<LatencyStats>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RangeRow {
+    pub lo_ns: u64,
+    pub hi_ns: Option<u64>,
+    pub before: u64,
+    pub after: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PercentileDelta {
+    pub label: &'static str,
+    pub p: f64,
+    pub before_ns: u64,
+    pub after_ns: u64,
+    /// `after − before` with its bootstrap interval; `None` with too few calls in that tail.
+    pub interval: Option<Interval>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FunctionComparison {
+    pub name: String,
+    pub before: SideStats,
+    pub after: SideStats,
+    pub grid: BucketGrid,
+    pub rows: Vec<RangeRow>,
+    pub percentiles: Vec<PercentileDelta>,
+    pub mean: Option<Interval>,
+    pub mann_whitney: Option<MannWhitney>,
+    pub significant: bool,
+    pub verdict: String,
+}
+
+/// Both captures, read, with the names the user gave them.
+pub struct Inputs<'a> {
+    pub before: (&'a str, &'a Capture),
+    pub after: (&'a str, &'a Capture),
+}
+
+fn side_meta(file: &str, c: &Capture) -> CaptureSide {
+    CaptureSide {
+        file: file.to_owned(),
+        kernel_release: c.meta.kernel.release.clone(),
+        cpu_model: c.meta.cpu_model.clone(),
+        duration_ns: c.summary.as_ref().map(|s| s.duration_ns),
+        complete: c.summary.is_some(),
+    }
+}
+
+/// Names of the functions a capture traced (attached one way or another).
+fn traced(c: &Capture) -> Vec<(&str, u32, &'static str)> {
+    c.meta
+        .functions
+        .iter()
+        .filter(|f| matches!(f.attach.as_str(), "fentry" | "kprobe"))
+        .map(|f| (f.name.as_str(), f.id, f.attach.as_str()))
+        .collect()
+}
+
+/// Compares two captures (pure; the bootstrap is seeded).
+pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageError> {
+    let (bc, ac) = (inp.before.1, inp.after.1);
+    for name in &opts.functions {
+        if check_functions(bc, std::slice::from_ref(name)).is_err()
+            && check_functions(ac, std::slice::from_ref(name)).is_err()
+        {
+            return Err(UsageError(format!(
+                "function `{name}` is in neither capture"
+            )));
+        }
+    }
+    let wanted = |n: &str| opts.functions.is_empty() || opts.functions.iter().any(|f| f == n);
+    let (tb, ta) = (traced(bc), traced(ac));
+    let mut sel_b = select(bc, opts);
+    let mut sel_a = select(ac, opts);
+    let mut warnings = header_warnings(bc, ac);
+    let mut rng = Rng::new(bootstrap::SEED);
+    let mut functions = Vec::new();
+    for &(name, id_b, attach_b) in tb.iter().filter(|f| wanted(f.0)) {
+        let Some(&(_, id_a, attach_a)) = ta.iter().find(|f| f.0 == name) else {
+            continue;
+        };
+        if attach_b != attach_a {
+            warnings.push(format!(
+                "{name}: traced with {attach_b} before and {attach_a} after: the probes cost \
+                 differently, so part of any difference is the probe's"
+            ));
+        }
+        let b = sel_b.remove(&id_b).unwrap_or_default();
+        let a = sel_a.remove(&id_a).unwrap_or_default();
+        let side = |c: &Capture, id: u32, attach: &'static str, s: &crate::report::Selected| {
+            let k = counters(c, id, s.count);
+            SideStats {
+                attach,
+                calls: k.calls,
+                count: s.count,
+                dropped: k.dropped(),
+                matched: s.durations.len() as u64,
+                stats: LatencyStats::from_durations(&mut s.durations.clone()),
+            }
+        };
+        let before = side(bc, id_b, attach_b, &b);
+        let after = side(ac, id_a, attach_a, &a);
+        for (label, s) in [("before", &before), ("after", &after)] {
+            if s.dropped > 0 {
+                warnings.push(format!(
+                    "{name}: {} of {} calls dropped {label}: the recorded calls may not represent \
+                     all of them",
+                    s.dropped, s.calls
+                ));
+            }
+        }
+        let grid = BucketGrid::plan(opts.bucket_ns, opts.max_ns, &[&b.durations, &a.durations])
+            .map_err(|e| UsageError(e.to_string()))?;
+        let rows = grid
+            .count(&b.durations)
+            .into_iter()
+            .zip(grid.count(&a.durations))
+            .map(|(rb, ra)| RangeRow {
+                lo_ns: rb.lo_ns,
+                hi_ns: rb.hi_ns,
+                before: rb.count,
+                after: ra.count,
+            })
+            .collect();
+        let percentiles = PERCENTILES
+            .iter()
+            .filter_map(|&(p, label)| {
+                Some(PercentileDelta {
+                    label,
+                    p,
+                    before_ns: crate::stats::percentile(&b.durations, p)?,
+                    after_ns: crate::stats::percentile(&a.durations, p)?,
+                    interval: bootstrap::percentile_delta(&b.durations, &a.durations, p, &mut rng),
+                })
+            })
+            .collect::<Vec<_>>();
+        let mean = bootstrap::mean_delta(&b.durations, &a.durations);
+        let mw = ranktest::mann_whitney(&b.durations, &a.durations);
+        let (significant, verdict) = verdict(&b.durations, &a.durations, &percentiles, mw);
+        functions.push(FunctionComparison {
+            name: name.to_owned(),
+            before,
+            after,
+            grid,
+            rows,
+            percentiles,
+            mean,
+            mann_whitney: mw,
+            significant,
+            verdict,
+        });
+    }
+    let only = |mine: &[(&str, u32, &str)], other: &[(&str, u32, &str)]| -> Vec<String> {
+        mine.iter()
+            .filter(|f| wanted(f.0) && !other.iter().any(|o| o.0 == f.0))
+            .map(|f| f.0.to_owned())
+            .collect()
+    };
+    Ok(Comparison {
+        before: side_meta(inp.before.0, bc),
+        after: side_meta(inp.after.0, ac),
+        only_before: only(&tb, &ta),
+        only_after: only(&ta, &tb),
+        functions,
+        warnings,
+        method: Method {
+            alpha: ALPHA,
+            bootstrap_resamples: bootstrap::RESAMPLES,
+            bootstrap_seed: bootstrap::SEED,
+            percentiles: "nearest rank; 95 % percentile-bootstrap intervals of after − before",
+            test: "Mann–Whitney U, two-sided (exact for ≤ 50 calls a side without ties, else \
+                   normal with tie and continuity corrections); effect size Cliff's delta",
+            mean_interval: "Welch's t, 95 %",
+        },
+    })
+}
+
+fn header_warnings(b: &Capture, a: &Capture) -> Vec<String> {
+    let mut w = Vec::new();
+    let (mb, ma) = (&b.meta.cpu_model, &a.meta.cpu_model);
+    if mb.is_empty() || ma.is_empty() {
+        w.push(
+            "the CPU model of a capture is unknown (written by an older damon-trace): make sure \
+             both ran on the same machine"
+                .to_owned(),
+        );
+    } else if mb != ma {
+        w.push(format!(
+            "different CPU models: before `{mb}`, after `{ma}`: the difference includes the machine"
+        ));
+    }
+    if b.meta.calibration != a.meta.calibration {
+        w.push("the captures carry different probe calibrations".to_owned());
+    }
+    for (label, c) in [("before", b), ("after", a)] {
+        if c.summary.is_none() {
+            w.push(format!(
+                "the {label} capture is incomplete (its recorder was killed): drops are unknown"
+            ));
+        }
+    }
+    w
+}
+
+/// Formats ns with a sign, for deltas.
+pub fn signed(v: f64) -> String {
+    format!("{}{:.0}", if v > 0.0 { "+" } else { "" }, v)
+}
+
+pub fn p_text(p: f64) -> String {
+    if p < 1e-4 {
+        format!("p={p:.1e}")
+    } else {
+        format!("p={p:.4}")
+    }
+}
+
+/// The one-line verdict, and whether the difference is significant.
+fn verdict(
+    before: &[u64],
+    after: &[u64],
+    percentiles: &[PercentileDelta],
+    mw: Option<MannWhitney>,
+) -> (bool, String) {
+    let Some(mw) = mw else {
+        return (
+            false,
+            format!(
+                "cannot compare: {} calls before, {} after",
+                before.len(),
+                after.len()
+            ),
+        );
+    };
+    let few = if before.len() < FEW || after.len() < FEW {
+        format!(
+            " (only {} and {} calls: a weak test)",
+            before.len(),
+            after.len()
+        )
+    } else {
+        String::new()
+    };
+    let median = percentiles.iter().find(|d| d.label == "p50");
+    let median_text = median.map_or_else(String::new, |d| match d.interval {
+        Some(i) => format!(
+            "median {} ns [95% CI {}, {}]",
+            signed(i.estimate),
+            signed(i.lo),
+            signed(i.hi)
+        ),
+        None => format!(
+            "median {} ns",
+            signed(d.after_ns as f64 - d.before_ns as f64)
+        ),
+    });
+    let effect = format!(
+        "Cliff's δ={:+.2} ({})",
+        mw.cliffs_delta,
+        ranktest::magnitude(mw.cliffs_delta)
+    );
+    if mw.p_value >= ALPHA {
+        return (
+            false,
+            format!(
+                "no significant difference: {median_text}, {}, {effect}{few}",
+                p_text(mw.p_value)
+            ),
+        );
+    }
+    let faster = mw.cliffs_delta < 0.0;
+    let word = if faster { "faster" } else { "slower" };
+    let resolved = median
+        .and_then(|d| d.interval)
+        .filter(|i| i.excludes_zero() && (i.estimate < 0.0) == faster);
+    let text = match resolved {
+        Some(i) => format!(
+            "after is {word} by {:.0} ns at the median [95% CI {:.0}, {:.0}], {}, {effect}{few}",
+            i.estimate.abs(),
+            i.lo.abs().min(i.hi.abs()),
+            i.lo.abs().max(i.hi.abs()),
+            p_text(mw.p_value)
+        ),
+        None => format!(
+            "after tends to be {word} ({effect}, {}), but the median shift is not resolved: \
+             {median_text}{few}",
+            p_text(mw.p_value)
+        ),
+    };
+    (true, text)
+}
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let before = read_file(&args.before)?;
+    let after = read_file(&args.after)?;
+    let (nb, na) = (
+        args.before.display().to_string(),
+        args.after.display().to_string(),
+    );
+    let opts = ReportOptions::new(&args.filter, &args.buckets);
+    let cmp = build(
+        &Inputs {
+            before: (&nb, &before),
+            after: (&na, &after),
+        },
+        &opts,
+    )?;
+    if let Some(path) = &args.plot {
+        plot::write_svg(&cmp, path).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let text = match args.format {
+        CompareFormat::Table => render::table(&cmp),
+        CompareFormat::Json => serde_json::to_string_pretty(&cmp)? + "\n",
+        CompareFormat::Markdown => render::markdown(&cmp),
+    };
+    print!("{text}");
+    if let Some(path) = &args.plot {
+        eprintln!("plot: {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
