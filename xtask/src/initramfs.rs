@@ -10,6 +10,9 @@ use anyhow::{Context as _, Result, ensure};
 
 /// Name of the virtio serial port that carries the tarball of /out back to the host.
 pub const OUT_PORT: &str = "damon-out";
+/// Name of the virtio serial port on which the host sends `ROWS COLS` lines when the user's
+/// terminal is resized (interactive runs only).
+pub const WINSIZE_PORT: &str = "damon-winsize";
 
 /// What goes into the initramfs.
 pub struct InitSpec<'a> {
@@ -79,8 +82,13 @@ pub fn init_script(spec: &InitSpec<'_>) -> Result<String> {
             // gets job control, SIGWINCH and a terminal it may put in raw mode. busybox's
             // setsid execs without forking here (we are not a process group leader), so the
             // command's status is setsid's.
+            // A resize on the host arrives as a line on the winsize port; stty applies it and
+            // the kernel sends SIGWINCH to the app.
             format!(
                 "stty -F /dev/ttyS0 sane rows {rows} cols {cols}\n\
+                 winsize=$(vport {WINSIZE_PORT})\n\
+                 [ -n \"$winsize\" ] && while read -r r c; do stty -F /dev/ttyS0 rows \"$r\" \
+                 cols \"$c\"; done <\"$winsize\" &\n\
                  TERM={term} setsid -c sh -c \"$(cat /etc/damon-vm/cmd)\" \
                  </dev/ttyS0 >/dev/ttyS0 2>&1",
                 rows = tty.rows,
@@ -108,14 +116,16 @@ mount -t tmpfs -o mode=0755 tmpfs /out
 ip link set lo up 2>/dev/null
 ulimit -l unlimited
 hostname damon-vm
+vport() {{
+    for p in /sys/class/virtio-ports/*; do
+        [ "$(cat "$p/name" 2>/dev/null)" = "$1" ] && echo "/dev/${{p##*/}}"
+    done
+}}
 {env}echo "{ready}"
 cd /
 {run}
 rc=$?
-port=
-for p in /sys/class/virtio-ports/*; do
-    [ "$(cat "$p/name" 2>/dev/null)" = "{OUT_PORT}" ] && port="/dev/${{p##*/}}"
-done
+port=$(vport {OUT_PORT})
 if [ -n "$port" ] && tar -cf /tmp/.damon-out.tar -C /out .; then
     echo "{out}$(wc -c </tmp/.damon-out.tar | tr -d ' ') id={nonce}"
     cat /tmp/.damon-out.tar >"$port"

@@ -32,6 +32,7 @@ mod hostterm;
 pub mod interactive;
 mod outdir;
 pub mod screen;
+mod session;
 
 use std::{
     path::PathBuf,
@@ -50,7 +51,7 @@ pub use self::{
 };
 use crate::{
     bootstrap, build, host,
-    initramfs::{self, GuestTty, InitSpec, OUT_PORT},
+    initramfs::{self, GuestTty, InitSpec, OUT_PORT, WINSIZE_PORT},
     kernel::{self, Kernel},
     util::{self, status},
 };
@@ -218,6 +219,24 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // People resize their terminals: pass it on (a script's terminal has a fixed size).
+    let winsize = match &opts.interactive {
+        Some(Interactive {
+            input: Input::Terminal,
+            ..
+        }) => {
+            let path = work.path().join("winsize.sock");
+            let link = hostterm::WinsizeLink::listen(&path)?;
+            qemu.arg("-chardev")
+                .arg(format!("socket,id=winsize,path={}", path.display()))
+                .arg("-device")
+                .arg(format!(
+                    "virtserialport,chardev=winsize,name={WINSIZE_PORT}"
+                ));
+            Some(link)
+        }
+        _ => None,
+    };
     status(
         "vm",
         format!(
@@ -237,7 +256,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         .take()
         .map(|e| thread::spawn(move || console::read_all(e)));
     let stdout = child.stdout.take().context("qemu stdout")?;
-    let watched = console::watch(stdout, child.stdin.take(), opts, &nonce, start);
+    let watched = console::watch(stdout, child.stdin.take(), winsize, opts, &nonce, start);
     let console = match watched {
         Ok(c) => c,
         Err(e) => {

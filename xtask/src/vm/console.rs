@@ -11,10 +11,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{
-    VmOptions,
-    interactive::{Session, TerminalLog},
-};
+use super::{VmOptions, hostterm::WinsizeLink, interactive::TerminalLog, session::Session};
 use crate::initramfs;
 
 /// What the console told us.
@@ -40,10 +37,11 @@ pub enum Event {
 const TICK: Duration = Duration::from_millis(50);
 
 /// Streams the console until QEMU closes it or the timeout passes. `input` is QEMU's stdin
-/// (the guest console's keyboard) for interactive runs.
+/// (the guest console's keyboard) for interactive runs; `winsize` carries terminal resizes.
 pub fn watch(
     stdout: ChildStdout,
     input: Option<ChildStdin>,
+    winsize: Option<WinsizeLink>,
     opts: &VmOptions,
     nonce: &str,
     start: Instant,
@@ -51,7 +49,7 @@ pub fn watch(
     let (tx, rx) = mpsc::channel();
     spawn_reader(stdout, tx.clone());
     let mut session = match (&opts.interactive, input) {
-        (Some(spec), Some(stdin)) => Some(Session::new(spec, stdin, nonce, opts.echo)),
+        (Some(spec), Some(stdin)) => Some(Session::new(spec, stdin, nonce, opts.echo, winsize)),
         _ => None,
     };
     let deadline = start + opts.timeout;

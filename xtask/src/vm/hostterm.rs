@@ -2,11 +2,15 @@
 //! key, Ctrl-C included, reaches the guest application) and the guarantees that it comes back
 //! in its old state whatever ends the run — normal exit, error, panic, or a signal.
 use std::{
-    io::{self, Write as _},
-    os::fd::AsFd,
+    io::{self, ErrorKind, Write as _},
+    os::{
+        fd::AsFd,
+        unix::net::{UnixListener, UnixStream},
+    },
+    path::Path,
     sync::{
         Mutex, Once,
-        atomic::{AtomicI32, Ordering},
+        atomic::{AtomicBool, AtomicI32, Ordering},
     },
 };
 
@@ -22,8 +26,9 @@ pub const EMERGENCY_RESET: &[u8] =
 static SAVED: Mutex<Option<Termios>> = Mutex::new(None);
 /// The last of SIGINT/SIGTERM/SIGHUP/SIGQUIT received while raw mode was on (0: none).
 static SIGNALLED: AtomicI32 = AtomicI32::new(0);
-const WATCHED_SIGNALS: [libc::c_int; 4] =
-    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+const STOP_SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+/// Set by SIGWINCH while raw mode is on: the user's terminal changed size.
+static RESIZED: AtomicBool = AtomicBool::new(false);
 
 /// True when both stdin and stdout are terminals: a person is watching and typing.
 pub fn is_interactive() -> bool {
@@ -59,9 +64,13 @@ impl RawMode {
         install_panic_hook();
         *SAVED.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
         SIGNALLED.store(0, Ordering::SeqCst);
-        let old_actions = WATCHED_SIGNALS
+        RESIZED.store(false, Ordering::SeqCst);
+        let handlers = STOP_SIGNALS
             .iter()
-            .filter_map(|&sig| catch(sig).map(|old| (sig, old)))
+            .map(|&sig| (sig, on_signal as extern "C" fn(libc::c_int)))
+            .chain([(libc::SIGWINCH, on_resize as extern "C" fn(libc::c_int))]);
+        let old_actions = handlers
+            .filter_map(|(sig, handler)| catch(sig, handler).map(|old| (sig, old)))
             .collect();
         let guard = Self { old_actions };
         termios::tcsetattr(stdin.as_fd(), OptionalActions::Now, &raw)
@@ -96,21 +105,66 @@ fn restore_termios() {
     }
 }
 
+// The handlers only store to an atomic: the one thing a signal handler may safely do here.
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Only an atomic store: the one thing a signal handler may safely do here.
     SIGNALLED.store(sig, Ordering::SeqCst);
 }
 
-/// Routes `sig` to [`on_signal`]; returns the previous action.
-fn catch(sig: libc::c_int) -> Option<libc::sigaction> {
-    // SAFETY: sigaction is zero-initialisable plain data; the handler only stores to an
+extern "C" fn on_resize(_: libc::c_int) {
+    RESIZED.store(true, Ordering::SeqCst);
+}
+
+/// Routes `sig` to `handler`; returns the previous action.
+fn catch(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) -> Option<libc::sigaction> {
+    // SAFETY: sigaction is zero-initialisable plain data; both handlers only store to an
     // atomic, which is async-signal-safe; `old` is written by the kernel before we read it.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_sigaction = handler as libc::sighandler_t;
         libc::sigemptyset(&mut action.sa_mask);
         let mut old: libc::sigaction = std::mem::zeroed();
         (libc::sigaction(sig, &action, &mut old) == 0).then_some(old)
+    }
+}
+
+/// Carries the user's terminal size to the guest when it changes (SIGWINCH), over a Unix socket
+/// that QEMU connects to at start and joins to the guest's winsize port.
+pub struct WinsizeLink {
+    listener: UnixListener,
+    stream: Option<UnixStream>,
+}
+
+impl WinsizeLink {
+    pub fn listen(path: &Path) -> Result<Self> {
+        let listener = UnixListener::bind(path)
+            .with_context(|| format!("listening on {} for QEMU", path.display()))?;
+        // Polled from the console loop, which must never block on it.
+        listener
+            .set_nonblocking(true)
+            .context("making the winsize socket non-blocking")?;
+        Ok(Self {
+            listener,
+            stream: None,
+        })
+    }
+
+    /// Sends the terminal's size if it changed since the last call, and returns it.
+    pub fn poll(&mut self) -> Option<(u16, u16)> {
+        if self.stream.is_none() {
+            match self.listener.accept() {
+                Ok((s, _)) => self.stream = s.set_nonblocking(true).ok().map(|()| s),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => return None,
+            }
+        }
+        let stream = self.stream.as_mut()?;
+        if !RESIZED.swap(false, Ordering::SeqCst) {
+            return None;
+        }
+        let (rows, cols) = size()?;
+        // A lost line only leaves the old size; the next resize sends a fresh one.
+        let _ = stream.write_all(format!("{rows} {cols}\n").as_bytes());
+        Some((rows, cols))
     }
 }
 
