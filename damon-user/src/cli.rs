@@ -31,6 +31,8 @@ pub enum Command {
     /// Compare two captures (before, after): range tables, percentile deltas with intervals,
     /// a rank test and a verdict.
     Compare(CompareArgs),
+    /// Write a capture as JSON, per-call or per-bucket CSV, or OpenMetrics text.
+    Export(ExportArgs),
     /// Drive a reproducible DAMON experiment through sysfs, then restore what was there.
     #[command(subcommand)]
     Scenario(ScenarioCommand),
@@ -164,6 +166,33 @@ pub struct CompareArgs {
     /// Also draw both distributions, one chart per function, into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub buckets: BucketArgs,
+    #[command(flatten)]
+    pub filter: RecordFilter,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// The whole capture: metadata, summary and every record.
+    Json,
+    /// One line per call.
+    Csv,
+    /// One line per range-table row (--bucket-ns, --max-ns).
+    CsvBuckets,
+    /// Histograms (`_bucket{le=…}`, `_sum`, `_count`) and the kernel's counters.
+    Openmetrics,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Capture file written by `record`.
+    pub file: PathBuf,
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// Where to write: a file, or `-` for stdout.
+    #[arg(short, long, value_name = "OUT", default_value = "-")]
+    pub output: PathBuf,
     #[command(flatten)]
     pub buckets: BucketArgs,
     #[command(flatten)]

@@ -4,6 +4,7 @@ mod cli;
 mod compare;
 mod damon;
 mod doctor;
+mod export;
 mod probe;
 mod record;
 mod report;
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
         Command::Record(args) => record::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Compare(args) => compare::run(&args),
+        Command::Export(args) => export::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),
         Command::Workload(args) => damon::run_workload(&args),
     };

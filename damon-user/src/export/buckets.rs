@@ -1,0 +1,37 @@
+//! `--format csv-buckets`: the range table of every function, one line per row.
+use std::io::Write;
+
+use super::Exporter;
+use crate::{capture::Capture, report::ReportOptions, stats::buckets::BucketGrid};
+
+pub struct Buckets(pub ReportOptions);
+
+impl Exporter for Buckets {
+    fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
+        writeln!(out, "function,lo_ns,hi_ns,count,percent")?;
+        let selected = crate::report::select(c, &self.0);
+        for status in &c.meta.functions {
+            if !self.0.functions.is_empty() && !self.0.functions.contains(&status.name) {
+                continue;
+            }
+            let Some(sel) = selected.get(&status.id).filter(|s| !s.durations.is_empty()) else {
+                continue;
+            };
+            let grid = BucketGrid::plan(self.0.bucket_ns, self.0.max_ns, &[&sel.durations])?;
+            let total = sel.durations.len() as f64;
+            for row in grid.count(&sel.durations) {
+                // An empty hi_ns is the open-ended last row.
+                let hi = row.hi_ns.map(|h| h.to_string()).unwrap_or_default();
+                writeln!(
+                    out,
+                    "{},{},{hi},{},{:.4}",
+                    status.name,
+                    row.lo_ns,
+                    row.count,
+                    row.count as f64 * 100.0 / total
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

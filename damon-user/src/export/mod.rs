@@ -1,0 +1,109 @@
+//! `damon-trace export FILE --format …`: a capture in formats other tools read.
+//!
+//! One [`Exporter`] per format, one file each; `-o -` (the default) is stdout.
+mod buckets;
+mod csv;
+mod json;
+pub mod openmetrics;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::Path,
+    process::ExitCode,
+};
+
+use anyhow::Context as _;
+
+use crate::{
+    capture::{Capture, format::read_file},
+    cli::{ExportArgs, ExportFormat},
+    record::UsageError,
+    report::{ReportOptions, check_functions},
+};
+
+/// Writes a capture in one format.
+pub trait Exporter {
+    fn export(&self, capture: &Capture, out: &mut dyn Write) -> anyhow::Result<()>;
+}
+
+/// The exporter for a format, configured by the options (filters, bucket grid).
+pub fn exporter(format: ExportFormat, opts: ReportOptions) -> Box<dyn Exporter> {
+    match format {
+        ExportFormat::Json => Box::new(json::Json(opts)),
+        ExportFormat::Csv => Box::new(csv::Calls(opts)),
+        ExportFormat::CsvBuckets => Box::new(buckets::Buckets(opts)),
+        ExportFormat::Openmetrics => Box::new(openmetrics_exporter::OpenMetrics(opts)),
+    }
+}
+
+/// Whether a record passes `--functions`/`--cpu`/`--pid`.
+pub fn keeps(capture: &Capture, opts: &ReportOptions, r: &damon_common::CallRecord) -> bool {
+    let name_ok = opts.functions.is_empty()
+        || capture
+            .meta
+            .functions
+            .iter()
+            .any(|f| f.id == r.func && opts.functions.contains(&f.name));
+    name_ok
+        && (opts.cpu.is_empty() || opts.cpu.contains(&r.cpu))
+        && (opts.pid.is_empty() || opts.pid.contains(&r.pid))
+}
+
+mod openmetrics_exporter {
+    use super::*;
+    use crate::export::openmetrics::{MetricsSnapshot, render};
+
+    /// The capture as one OpenMetrics scrape (counters from its summary).
+    pub struct OpenMetrics(pub ReportOptions);
+
+    impl Exporter for OpenMetrics {
+        fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
+            let statuses: Vec<_> = c
+                .meta
+                .functions
+                .iter()
+                .filter(|f| self.0.functions.is_empty() || self.0.functions.contains(&f.name))
+                .cloned()
+                .collect();
+            let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses);
+            for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
+                snap.observe(r);
+            }
+            for f in &mut snap.functions {
+                let count = c.records.iter().filter(|r| r.func == f.id).count() as u64;
+                f.counters = crate::report::counters(c, f.id, count);
+            }
+            snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
+            out.write_all(render(&snap).as_bytes())?;
+            Ok(())
+        }
+    }
+}
+
+pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let capture = read_file(&args.file)?;
+    check_functions(&capture, &args.filter.functions)?;
+    let opts = ReportOptions::new(&args.filter, &args.buckets);
+    if opts.bucket_ns == 0 {
+        return Err(UsageError("--bucket-ns must be at least 1".into()).into());
+    }
+    let exporter = exporter(args.format, opts);
+    if args.output == Path::new("-") {
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        exporter.export(&capture, &mut out)?;
+        out.flush()?;
+    } else {
+        let file = File::create(&args.output)
+            .with_context(|| format!("creating {}", args.output.display()))?;
+        let mut out = BufWriter::new(file);
+        exporter
+            .export(&capture, &mut out)
+            .and_then(|()| out.flush().map_err(Into::into))
+            .with_context(|| format!("writing {}", args.output.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

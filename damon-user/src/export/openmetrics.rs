@@ -1,0 +1,257 @@
+//! OpenMetrics text: what `export --format openmetrics` writes and `serve` answers.
+//!
+//! Per function: a latency histogram in seconds (Prometheus' base unit) over fixed 1-2-5
+//! bounds from 100 ns to 10 s, so that series from different machines and runs aggregate;
+//! the kernel's counters (calls, drops by reason, in flight); and an info metric with the
+//! attach mode.
+use std::fmt::Write as _;
+
+use damon_common::CallRecord;
+
+use crate::capture::{FunctionCounters, FunctionStatus};
+
+/// Upper bounds (ns, inclusive as `le` means) of the histogram buckets before `+Inf`.
+pub const BOUNDS_NS: [u64; 25] = [
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+/// One function's metrics.
+#[derive(Debug, Clone)]
+pub struct FunctionMetrics {
+    pub id: u32,
+    pub name: String,
+    pub attach: &'static str,
+    pub counters: FunctionCounters,
+    /// Calls per bucket (not cumulative); the last is `+Inf` only.
+    pub buckets: [u64; BOUNDS_NS.len() + 1],
+    pub sum_ns: u128,
+    pub count: u64,
+}
+
+impl FunctionMetrics {
+    pub fn new(status: &FunctionStatus) -> FunctionMetrics {
+        FunctionMetrics {
+            id: status.id,
+            name: status.name.clone(),
+            attach: status.attach.as_str(),
+            counters: FunctionCounters::default(),
+            buckets: [0; BOUNDS_NS.len() + 1],
+            sum_ns: 0,
+            count: 0,
+        }
+    }
+
+    pub fn observe(&mut self, duration_ns: u64) {
+        // `le` is inclusive: a call of exactly 100 ns belongs to le="1e-07".
+        let i = BOUNDS_NS.partition_point(|&b| b < duration_ns);
+        self.buckets[i] += 1;
+        self.sum_ns += u128::from(duration_ns);
+        self.count += 1;
+    }
+}
+
+/// Everything one scrape or export shows.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsSnapshot {
+    pub kernel_release: String,
+    pub mode: String,
+    pub functions: Vec<FunctionMetrics>,
+    /// Ring items of unexpected size, discarded.
+    pub malformed_items: u64,
+}
+
+impl MetricsSnapshot {
+    pub fn new(kernel_release: &str, mode: &str, functions: &[FunctionStatus]) -> Self {
+        MetricsSnapshot {
+            kernel_release: kernel_release.to_owned(),
+            mode: mode.to_owned(),
+            functions: functions.iter().map(FunctionMetrics::new).collect(),
+            malformed_items: 0,
+        }
+    }
+
+    pub fn observe(&mut self, r: &CallRecord) {
+        if let Some(f) = self.functions.iter_mut().find(|f| f.id == r.func) {
+            f.observe(r.duration_ns);
+        }
+    }
+}
+
+/// Label values escape `\`, `"` and newlines (function names never need it; kernel releases
+/// come from a file we do not control).
+fn escape(v: &str) -> String {
+    v.replace('\\', r"\\")
+        .replace('"', r#"\""#)
+        .replace('\n', r"\n")
+}
+
+/// Seconds as OpenMetrics writes floats: shortest exact decimal.
+fn seconds(ns: u128) -> String {
+    let whole = ns / 1_000_000_000;
+    let frac = ns % 1_000_000_000;
+    if frac == 0 {
+        return format!("{whole}.0");
+    }
+    let digits = format!("{frac:09}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+fn family(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &str) {
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    if let Some(u) = unit {
+        let _ = writeln!(out, "# UNIT {name} {u}");
+    }
+    let _ = writeln!(out, "# HELP {name} {help}");
+}
+
+/// Renders the OpenMetrics exposition, `# EOF` included.
+pub fn render(s: &MetricsSnapshot) -> String {
+    let mut out = String::new();
+    let h = "damon_trace_call_duration_seconds";
+    family(
+        &mut out,
+        h,
+        "histogram",
+        Some("seconds"),
+        "Per-call latency of traced kernel functions (raw: includes the probe's own cost).",
+    );
+    for f in &s.functions {
+        let fl = format!("function=\"{}\"", escape(&f.name));
+        let mut cumulative = 0;
+        for (i, n) in f.buckets.iter().enumerate() {
+            cumulative += n;
+            let le = BOUNDS_NS
+                .get(i)
+                .map_or_else(|| "+Inf".to_owned(), |&b| seconds(u128::from(b)));
+            let _ = writeln!(out, "{h}_bucket{{{fl},le=\"{le}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{h}_sum{{{fl}}} {}", seconds(f.sum_ns));
+        let _ = writeln!(out, "{h}_count{{{fl}}} {}", f.count);
+    }
+    let counter =
+        |out: &mut String, name: &str, help: &str, value: &dyn Fn(&FunctionCounters) -> u64| {
+            family(out, name, "counter", None, help);
+            for f in &s.functions {
+                let _ = writeln!(
+                    out,
+                    "{name}_total{{function=\"{}\"}} {}",
+                    escape(&f.name),
+                    value(&f.counters)
+                );
+            }
+        };
+    counter(
+        &mut out,
+        "damon_trace_calls",
+        "Calls the kernel saw (entries).",
+        &|c| c.calls,
+    );
+    family(
+        &mut out,
+        "damon_trace_dropped",
+        "counter",
+        None,
+        "Calls seen but not recorded, by reason.",
+    );
+    for f in &s.functions {
+        let c = &f.counters;
+        for (reason, v) in [
+            ("ring_full", c.ring_full),
+            ("stamp_full", c.stamp_full),
+            ("too_deep", c.too_deep),
+        ] {
+            let _ = writeln!(
+                out,
+                "damon_trace_dropped_total{{function=\"{}\",reason=\"{reason}\"}} {v}",
+                escape(&f.name)
+            );
+        }
+    }
+    counter(
+        &mut out,
+        "damon_trace_orphan_exits",
+        "Exits of calls that began before the probes were attached (not in calls).",
+        &|c| c.orphan_exits,
+    );
+    family(
+        &mut out,
+        "damon_trace_in_flight",
+        "gauge",
+        None,
+        "Calls entered and not yet exited.",
+    );
+    for f in &s.functions {
+        let _ = writeln!(
+            out,
+            "damon_trace_in_flight{{function=\"{}\"}} {}",
+            escape(&f.name),
+            f.counters.in_flight
+        );
+    }
+    family(
+        &mut out,
+        "damon_trace_function",
+        "info",
+        None,
+        "How each function is traced (fentry, kprobe) or why not (missing, inlined, failed).",
+    );
+    for f in &s.functions {
+        let _ = writeln!(
+            out,
+            "damon_trace_function_info{{function=\"{}\",attach=\"{}\",mode=\"{}\"}} 1",
+            escape(&f.name),
+            f.attach,
+            escape(&s.mode)
+        );
+    }
+    family(
+        &mut out,
+        "damon_trace_build",
+        "info",
+        None,
+        "The damon-trace version and the traced kernel.",
+    );
+    let _ = writeln!(
+        out,
+        "damon_trace_build_info{{version=\"{}\",kernel=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        escape(&s.kernel_release)
+    );
+    counter_single(
+        &mut out,
+        "damon_trace_malformed_items",
+        "Ring buffer items of unexpected size, discarded.",
+        s.malformed_items,
+    );
+    out.push_str("# EOF\n");
+    out
+}
+
+fn counter_single(out: &mut String, name: &str, help: &str, v: u64) {
+    family(out, name, "counter", None, help);
+    let _ = writeln!(out, "{name}_total {v}");
+}

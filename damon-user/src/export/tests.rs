@@ -1,0 +1,195 @@
+use std::{collections::BTreeMap, path::Path};
+
+use super::*;
+use crate::{capture::format::read_file, cli::ExportFormat};
+
+fn fixture() -> Capture {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/migrate-hot-7.2.dtcap");
+    read_file(&path).expect("fixture")
+}
+
+fn export(format: ExportFormat, opts: ReportOptions) -> String {
+    let mut out = Vec::new();
+    exporter(format, opts)
+        .export(&fixture(), &mut out)
+        .expect("export");
+    String::from_utf8(out).expect("utf-8")
+}
+
+fn opts() -> ReportOptions {
+    ReportOptions {
+        bucket_ns: 20,
+        ..Default::default()
+    }
+}
+
+/// A minimal OpenMetrics reader: `name{labels} value` lines, comments kept apart.
+pub fn parse_samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').expect("sample line");
+        let (name, labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let labels = labels
+            .split(',')
+            .filter(|l| !l.is_empty())
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').expect("label");
+                (k.to_owned(), v.trim_matches('"').to_owned())
+            })
+            .collect();
+        out.push((name.to_owned(), labels, value.parse().expect("value")));
+    }
+    out
+}
+
+#[test]
+fn per_call_csv() {
+    let text = export(ExportFormat::Csv, opts());
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "function,cpu,pid,tid,entry_ns,duration_ns,value");
+    assert_eq!(lines.len(), 3613);
+    assert!(lines[1..].iter().all(|l| l.split(',').count() == 7));
+    let only = export(
+        ExportFormat::Csv,
+        ReportOptions {
+            functions: vec!["lock_timer_base".into()],
+            cpu: vec![1],
+            ..opts()
+        },
+    );
+    assert!(
+        only.lines()
+            .skip(1)
+            .all(|l| l.starts_with("lock_timer_base,1,"))
+    );
+}
+
+#[test]
+fn per_bucket_csv_adds_up() {
+    let text = export(ExportFormat::CsvBuckets, opts());
+    let mut per_fn: BTreeMap<String, u64> = BTreeMap::new();
+    for l in text.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        *per_fn.entry(f[0].to_owned()).or_default() += f[3].parse::<u64>().expect("count");
+    }
+    assert_eq!(per_fn["damon_hot_score"], 2961);
+    assert_eq!(per_fn["lock_timer_base"], 559);
+    assert_eq!(per_fn.values().sum::<u64>(), 3612);
+}
+
+#[test]
+fn json_holds_every_record() {
+    let v: serde_json::Value =
+        serde_json::from_str(&export(ExportFormat::Json, opts())).expect("valid JSON");
+    assert!(
+        v["meta"]["kernel"]["release"]
+            .as_str()
+            .expect("release")
+            .starts_with("7.2.")
+    );
+    let records = v["records"].as_array().expect("records");
+    assert_eq!(records.len(), 3612);
+    assert!(
+        records
+            .iter()
+            .all(|r| r["duration_ns"].as_u64().is_some_and(|d| d > 0))
+    );
+    assert!(v["summary"]["counters"].is_object());
+}
+
+#[test]
+fn openmetrics_histograms_are_cumulative_and_add_up() {
+    let text = export(ExportFormat::Openmetrics, opts());
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let samples = parse_samples(&text);
+    let get = |name: &str, func: &str, extra: Option<(&str, &str)>| {
+        samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && l.get("function").map(String::as_str) == Some(func)
+                    && extra.is_none_or(|(k, v)| l.get(k).map(String::as_str) == Some(v))
+            })
+            .map(|s| s.2)
+            .collect::<Vec<f64>>()
+    };
+    for (func, n) in [("damon_hot_score", 2961.0), ("lock_timer_base", 559.0)] {
+        let buckets = get("damon_trace_call_duration_seconds_bucket", func, None);
+        assert_eq!(buckets.len(), 26);
+        assert!(
+            buckets.windows(2).all(|w| w[0] <= w[1]),
+            "{func}: {buckets:?}"
+        );
+        assert_eq!(buckets.last(), Some(&n));
+        assert_eq!(
+            get("damon_trace_call_duration_seconds_count", func, None),
+            vec![n]
+        );
+        assert_eq!(get("damon_trace_calls_total", func, None), vec![n]);
+        assert_eq!(
+            get(
+                "damon_trace_dropped_total",
+                func,
+                Some(("reason", "ring_full"))
+            ),
+            vec![0.0]
+        );
+        assert_eq!(
+            get(
+                "damon_trace_function_info",
+                func,
+                Some(("attach", "fentry"))
+            ),
+            vec![1.0]
+        );
+    }
+    // lock_timer_base: min 731 ns, so nothing at or below 500 ns and all of it by 2 s.
+    let b = get(
+        "damon_trace_call_duration_seconds_bucket",
+        "lock_timer_base",
+        Some(("le", "0.0000005")),
+    );
+    assert_eq!(b, vec![0.0]);
+    let sum = get(
+        "damon_trace_call_duration_seconds_sum",
+        "lock_timer_base",
+        None,
+    )[0];
+    assert!((sum / 559.0 - 19560.9e-9).abs() < 1e-9, "{sum}");
+}
+
+#[test]
+fn le_is_inclusive_and_seconds_are_exact() {
+    use openmetrics::{FunctionMetrics, MetricsSnapshot, render};
+    let status = crate::capture::FunctionStatus {
+        name: "f".into(),
+        id: 0,
+        attach: crate::capture::AttachState::Kprobe,
+        detail: None,
+    };
+    let mut m = FunctionMetrics::new(&status);
+    for d in [100, 101, 10_000_000_001] {
+        m.observe(d);
+    }
+    assert_eq!((m.buckets[0], m.buckets[1], m.buckets[25]), (1, 1, 1));
+    let s = MetricsSnapshot {
+        functions: vec![m],
+        ..Default::default()
+    };
+    let text = render(&s);
+    assert!(
+        text.contains("_bucket{function=\"f\",le=\"0.0000001\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("_bucket{function=\"f\",le=\"10.0\"} 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("_sum{function=\"f\"} 10.000000202\n"),
+        "{text}"
+    );
+}
