@@ -118,8 +118,14 @@ pub fn watch(
 fn spawn_reader(mut stdout: ChildStdout, tx: Sender<Event>) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 16 * 1024];
-        while let Ok(n) = stdout.read(&mut buf) {
-            if n == 0 || tx.send(Event::Output(buf[..n].to_vec())).is_err() {
+        loop {
+            let n = match stdout.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if tx.send(Event::Output(buf[..n].to_vec())).is_err() {
                 break;
             }
         }

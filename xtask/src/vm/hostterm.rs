@@ -121,6 +121,8 @@ fn catch(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) -> Option<libc::
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as libc::sighandler_t;
+        // Reads in other threads (console, keys) resume instead of failing with EINTR.
+        action.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut action.sa_mask);
         let mut old: libc::sigaction = std::mem::zeroed();
         (libc::sigaction(sig, &action, &mut old) == 0).then_some(old)

@@ -135,7 +135,8 @@ impl<'a> Session<'a> {
                     test,
                     timeout,
                 } => {
-                    if !test(&screen) && waited >= *timeout {
+                    let shown = test(&screen);
+                    if !shown && waited >= *timeout {
                         bail!(
                             "scripted key step {} waited {:.1} s for the screen to show {what}; \
                              the {}x{} screen was:\n{screen}",
@@ -146,7 +147,7 @@ impl<'a> Session<'a> {
                         );
                     }
                     // Judge whole frames: a redraw arrives in a burst, so wait for a pause.
-                    test(&screen) && self.last_output.elapsed() >= SETTLE
+                    shown && self.last_output.elapsed() >= SETTLE
                 }
             };
             if !due {
@@ -193,10 +194,13 @@ fn forward_keys(mut guest: ChildStdin, events: Sender<Event>) {
         let mut escape = EscapeKey::default();
         let mut buf = [0u8; 1024];
         let mut stdin = io::stdin();
-        while let Ok(n) = stdin.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
+        loop {
+            let n = match stdin.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
             let (keys, detach) = escape.filter(&buf[..n]);
             if guest.write_all(&keys).and_then(|()| guest.flush()).is_err() {
                 break;
