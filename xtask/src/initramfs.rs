@@ -73,9 +73,11 @@ pub fn init_script(spec: &InitSpec<'_>) -> Result<String> {
     let run = match &spec.tty {
         None => r#"sh -c "$(cat /etc/damon-vm/cmd)" </dev/null"#.to_owned(),
         Some(tty) => {
+            let term_char = |b: u8| b.is_ascii_alphanumeric() || b"-._+".contains(&b);
             ensure!(
-                !tty.term.is_empty() && tty.term.bytes().all(|b| b.is_ascii_graphic()),
-                "invalid TERM `{}`",
+                !tty.term.is_empty() && tty.term.bytes().all(term_char),
+                "invalid TERM `{}`: a terminal type is letters, digits and -._+ \
+                 (e.g. xterm-256color); pass --term",
                 tty.term
             );
             // setsid -c: a new session whose controlling terminal is stdin, so the command
@@ -279,6 +281,31 @@ mod tests {
             tty: None,
         };
         assert!(init_script(&spec).is_err());
+    }
+
+    #[test]
+    fn tty_commands_own_the_serial_console_and_odd_terms_are_rejected() {
+        let spec = |term| InitSpec {
+            busybox: Path::new("/x"),
+            damon_trace: Path::new("/y"),
+            cmd: "true",
+            env: &[],
+            files: &[],
+            nonce: "n",
+            tty: Some(GuestTty {
+                rows: 24,
+                cols: 80,
+                term,
+            }),
+        };
+        let init = init_script(&spec("xterm-256color")).unwrap();
+        assert!(init.contains("stty -F /dev/ttyS0 sane rows 24 cols 80\n"));
+        assert!(init.contains("TERM='xterm-256color' setsid -c sh -c"));
+        assert!(init.contains("</dev/ttyS0 >/dev/ttyS0 2>&1\nrc=$?"));
+        assert!(init.contains("done <\"$winsize\" &"));
+        for bad in ["", "x y", "a'b;reboot"] {
+            assert!(init_script(&spec(bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
