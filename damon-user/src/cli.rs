@@ -33,6 +33,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Write a capture as JSON, per-call or per-bucket CSV, or OpenMetrics text.
     Export(ExportArgs),
+    /// Trace and serve OpenMetrics/Prometheus metrics over HTTP (GET /metrics) meanwhile.
+    Serve(ServeArgs),
     /// Drive a reproducible DAMON experiment through sysfs, then restore what was there.
     #[command(subcommand)]
     Scenario(ScenarioCommand),
@@ -197,6 +199,21 @@ pub struct ExportArgs {
     pub buckets: BucketArgs,
     #[command(flatten)]
     pub filter: RecordFilter,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on, e.g. 127.0.0.1:9464 or [::]:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// Stop after this long (default: until SIGINT/SIGTERM).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Ring buffer size in bytes (power of two, at least one page).
+    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size)]
+    pub ring_size: u32,
+    #[command(flatten)]
+    pub selection: Selection,
 }
 
 /// How the `Range (ns) | Count | Percent` tables are cut.

@@ -8,6 +8,7 @@ mod export;
 mod probe;
 mod record;
 mod report;
+mod serve;
 mod session;
 mod stats;
 mod tui;
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(&args),
         Command::Compare(args) => compare::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),
         Command::Workload(args) => damon::run_workload(&args),
     };
