@@ -392,3 +392,297 @@ exit $rc";
         }
     }
 }
+
+/// OpenMetrics samples (`name{labels} value`) of a scrape, comments skipped.
+fn metric_samples(text: &str) -> Vec<(String, std::collections::BTreeMap<String, String>, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|line| {
+            let (series, value) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not a sample: {line}"));
+            let (name, labels) = series.split_once('{').unwrap_or((series, "}"));
+            let labels = labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|kv| !kv.is_empty())
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("label {kv}"));
+                    (k.to_owned(), v.trim_matches('"').to_owned())
+                })
+                .collect();
+            let value = value
+                .parse()
+                .unwrap_or_else(|e| panic!("value in {line}: {e}"));
+            (name.to_owned(), labels, value)
+        })
+        .collect()
+}
+
+/// The values of `name` for `function` (optionally with one more label), in file order.
+fn metric(
+    samples: &[(String, std::collections::BTreeMap<String, String>, f64)],
+    name: &str,
+    function: &str,
+    label: Option<(&str, &str)>,
+) -> Vec<f64> {
+    samples
+        .iter()
+        .filter(|(n, l, _)| {
+            n == name
+                && l.get("function").map(String::as_str) == Some(function)
+                && label.is_none_or(|(k, v)| l.get(k).map(String::as_str) == Some(v))
+        })
+        .map(|s| s.2)
+        .collect()
+}
+
+/// The workflow of a patch author: record lock_timer_base and damon_hot_score under the same
+/// scenario on the older kernel (6.12) and the newer one (7.2), then compare them inside the
+/// 7.2 guest. Also: a recorder killed with SIGKILL leaves a readable capture.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_ab_6_12_vs_7_2_compare_renders_tables_intervals_and_verdict() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let record = "set -e
+damon-trace scenario migrate-hot --duration 90s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+sleep 3
+damon-trace record -o /out/CAPTURE --duration 20s --functions lock_timer_base,damon_hot_score
+damon-trace report /out/CAPTURE";
+    let mut before = VmOptions::new(
+        Kernel::Debian612,
+        format!(
+            "{}\nkill -INT $scenario 2>/dev/null || true\nwait $scenario || true",
+            record.replace("CAPTURE", "before.dtcap")
+        ),
+    );
+    before.out_dir = out.path().join("before");
+    before.timeout = Duration::from_secs(360);
+    let outcome = vm::run(&before).expect("the 6.12 guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let before_capture = before.out_dir.join("before.dtcap");
+    assert!(before_capture.exists(), "no 6.12 capture");
+
+    let after_cmd = format!(
+        "{}
+damon-trace compare /in/before.dtcap /out/after.dtcap --format json > /out/compare.json
+damon-trace compare /in/before.dtcap /out/after.dtcap --plot /out/compare.svg > /out/compare.txt
+damon-trace compare /in/before.dtcap /out/after.dtcap --format markdown > /out/compare.md
+damon-trace report /out/after.dtcap > /out/after.txt
+cat /out/compare.txt
+# SIGKILL mid-recording: the chunks flushed so far must read back.
+damon-trace record -o /out/killed.dtcap --duration 120s --functions lock_timer_base &
+rec=$!
+while [ ! -s /out/killed.dtcap ]; do sleep 0.5; done
+sleep 4
+kill -KILL $rec
+wait $rec || true
+damon-trace report /out/killed.dtcap --format json > /out/killed.json
+kill -INT $scenario 2>/dev/null || true
+wait $scenario || true",
+        record.replace("CAPTURE", "after.dtcap")
+    );
+    let mut after = VmOptions::new(Kernel::Debian72, after_cmd);
+    after.out_dir = out.path().join("after");
+    after.timeout = Duration::from_secs(420);
+    after
+        .files
+        .push((before_capture.clone(), "/in/before.dtcap".to_owned()));
+    let outcome = vm::run(&after).expect("the 7.2 guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let dir = &after.out_dir;
+
+    let cmp = json(dir, "compare.json");
+    assert!(
+        cmp["before"]["kernel_release"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("6.12.")),
+        "{}",
+        cmp["before"]
+    );
+    assert!(
+        cmp["after"]["kernel_release"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("7.2.")),
+        "{}",
+        cmp["after"]
+    );
+    let functions = cmp["functions"].as_array().expect("functions");
+    let mut names: Vec<&str> = functions
+        .iter()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["damon_hot_score", "lock_timer_base"], "{cmp}");
+    for f in functions {
+        let name = &f["name"];
+        let (nb, na) = (u(&f["before"], "matched"), u(&f["after"], "matched"));
+        assert!(nb > 0 && na > 0, "{name}: {nb} before, {na} after");
+        let rows = f["rows"].as_array().expect("rows");
+        assert!(rows.len() >= 2, "{name}: {rows:?}");
+        let sum = |side: &str| rows.iter().map(|r| u(r, side)).sum::<u64>();
+        assert_eq!(
+            (sum("before"), sum("after")),
+            (nb, na),
+            "{name}: rows must add up"
+        );
+        let p50 = &f["percentiles"][0];
+        assert_eq!(p50["label"], "p50");
+        if nb >= 20 && na >= 20 {
+            let i = &p50["interval"];
+            let (lo, est, hi) = (
+                i["lo"].as_f64().expect("lo"),
+                i["estimate"].as_f64().expect("estimate"),
+                i["hi"].as_f64().expect("hi"),
+            );
+            assert!(lo <= est && est <= hi, "{name}: {i}");
+        }
+        let p = f["mann_whitney"]["p_value"].as_f64().expect("p-value");
+        assert!((0.0..=1.0).contains(&p), "{name}: p={p}");
+        let verdict = f["verdict"].as_str().expect("verdict");
+        let significant = f["significant"].as_bool().expect("significant");
+        assert_eq!(
+            significant,
+            p < 0.05,
+            "{name}: significance must follow p: {verdict}"
+        );
+        assert!(
+            verdict.starts_with("after is faster")
+                || verdict.starts_with("after is slower")
+                || verdict.starts_with("after tends to be")
+                || verdict.starts_with("no significant difference"),
+            "{name}: {verdict}"
+        );
+        assert_eq!(
+            verdict.starts_with("no significant difference"),
+            !significant,
+            "{verdict}"
+        );
+    }
+    let text = fs::read_to_string(dir.join("compare.txt")).expect("compare.txt");
+    for needle in [
+        "Range (ns)",
+        "Before",
+        "After",
+        "95% CI",
+        "Mann–Whitney",
+        "verdict: ",
+        "damon_hot_score",
+        "lock_timer_base",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing:\n{text}");
+    }
+    let md = fs::read_to_string(dir.join("compare.md")).expect("compare.md");
+    assert!(
+        md.contains("| Range (ns) | Before | % | After | % |"),
+        "{md}"
+    );
+    let svg = fs::read_to_string(dir.join("compare.svg")).expect("compare.svg");
+    assert!(svg.starts_with("<svg") && svg.contains("lock_timer_base"));
+    let report = fs::read_to_string(dir.join("after.txt")).expect("after.txt");
+    assert!(report.contains("capture format v2"), "{report}");
+    println!("--- compare (6.12 → 7.2) ---\n{text}\n--- 7.2 report ---\n{report}");
+
+    let killed = json(dir, "killed.json");
+    assert_eq!(killed["meta"]["complete"], false, "{killed}");
+    let timer = function(&killed, "lock_timer_base");
+    assert!(
+        u(timer, "count") > 0,
+        "nothing survived the SIGKILL: {timer}"
+    );
+    // Keep the real captures and outputs for the README when asked.
+    if let Some(keep) = std::env::var_os("DAMON_TRACE_KEEP_AB") {
+        let keep = std::path::Path::new(&keep);
+        fs::create_dir_all(keep).expect("keep dir");
+        fs::copy(&before_capture, keep.join("before-6.12.dtcap")).expect("keep before");
+        for f in [
+            "after.dtcap",
+            "compare.txt",
+            "compare.md",
+            "compare.svg",
+            "compare.json",
+        ] {
+            fs::copy(dir.join(f), keep.join(f)).expect("keep");
+        }
+    }
+}
+
+/// `serve` under the scenario in the 7.2 guest, scraped twice by busybox wget: valid
+/// OpenMetrics with cumulative histograms, counts that grow, records never above calls, the
+/// attach mode as info, and a 404 for other paths.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_serve_is_scraped_with_wget() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = "set -e
+damon-trace scenario migrate-hot --duration 90s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+sleep 3
+damon-trace serve --listen 127.0.0.1:9464 --duration 120s > /out/serve.out 2> /out/serve.err &
+srv=$!
+i=0
+until wget -q -O /out/m1.txt http://127.0.0.1:9464/metrics; do
+    i=$((i+1)); [ $i -gt 240 ] && exit 9; sleep 0.5
+done
+sleep 6
+wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
+if wget -q -O /out/nope.txt http://127.0.0.1:9464/nope; then echo 'nope=0' > /out/nope.rc; else echo 'nope=1' > /out/nope.rc; fi
+kill -INT $srv
+wait $srv
+cat /out/serve.err
+kill -INT $scenario 2>/dev/null || true
+wait $scenario || true";
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let dir = &opts.out_dir;
+    let (t1, t2) = (
+        fs::read_to_string(dir.join("m1.txt")).expect("first scrape"),
+        fs::read_to_string(dir.join("m2.txt")).expect("second scrape"),
+    );
+    for t in [&t1, &t2] {
+        assert!(t.ends_with("# EOF\n"), "not OpenMetrics:\n{t}");
+    }
+    let (m1, m2) = (metric_samples(&t1), metric_samples(&t2));
+    let count = "damon_trace_call_duration_seconds_count";
+    for name in FOUR {
+        let buckets = metric(&m2, "damon_trace_call_duration_seconds_bucket", name, None);
+        assert_eq!(buckets.len(), 26, "{name}:\n{t2}");
+        assert!(
+            buckets.windows(2).all(|w| w[0] <= w[1]),
+            "{name}: buckets not cumulative {buckets:?}"
+        );
+        let n = metric(&m2, count, name, None);
+        assert_eq!(buckets.last(), n.first(), "{name}: +Inf != _count");
+        let calls = metric(&m2, "damon_trace_calls_total", name, None)[0];
+        let dropped: f64 = metric(&m2, "damon_trace_dropped_total", name, None)
+            .iter()
+            .sum();
+        assert!(
+            n[0] + dropped <= calls,
+            "{name}: {n:?} records + {dropped} dropped > {calls} calls"
+        );
+        assert_eq!(
+            metric(
+                &m2,
+                "damon_trace_function_info",
+                name,
+                Some(("attach", "fentry"))
+            ),
+            vec![1.0],
+            "{name}"
+        );
+    }
+    let timer = |m: &[_]| metric(m, count, "lock_timer_base", None)[0];
+    assert!(
+        timer(&m2) > timer(&m1) && timer(&m2) > 0.0,
+        "lock_timer_base did not grow: {} then {}",
+        timer(&m1),
+        timer(&m2)
+    );
+    let nope = fs::read_to_string(dir.join("nope.rc")).expect("nope.rc");
+    assert_eq!(nope.trim(), "nope=1", "/nope must fail (404)");
+}

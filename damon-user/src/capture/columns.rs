@@ -214,3 +214,44 @@ mod tests {
         assert!(decode(&b, &mut Vec::new()).is_err());
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn record() -> impl Strategy<Value = CallRecord> {
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<i64>(),
+            any::<u32>(),
+            any::<u32>(),
+            0u32..64,
+            0u32..16,
+        )
+            .prop_map(
+                |(entry_ns, duration_ns, value, pid, tid, cpu, func)| CallRecord {
+                    entry_ns,
+                    duration_ns,
+                    value,
+                    pid,
+                    tid,
+                    cpu,
+                    func,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn columns_round_trip(records in prop::collection::vec(record(), 0..200)) {
+            let mut bytes = Vec::new();
+            encode(&records, &mut bytes);
+            let mut back = Vec::new();
+            prop_assert!(decode(&bytes, &mut back).is_ok());
+            prop_assert_eq!(back, records);
+        }
+    }
+}

@@ -13,6 +13,8 @@ pub mod format;
 mod v1;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;

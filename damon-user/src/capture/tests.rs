@@ -281,7 +281,7 @@ fn sigkill_child() {
     }
 }
 
-fn data(name: &str) -> std::path::PathBuf {
+pub fn data(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
@@ -372,4 +372,24 @@ fn version_1_files_built_here_follow_the_same_rules() {
         parse(&flipped),
         Err(CaptureError::Checksum { chunk: 2, .. })
     ));
+}
+
+/// Inputs kept from fuzzing (`fuzz/`, see its README): crashes it found, once fixed, and
+/// inputs that reached deep into the reader. Each must read or fail precisely, never panic.
+#[test]
+fn fuzz_regressions_never_panic() {
+    let dir = data("fuzz-regressions");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("tests/data/fuzz-regressions") {
+        let path = entry.expect("entry").path();
+        let bytes = std::fs::read(&path).expect("input");
+        let strict = load(&bytes, true);
+        let tolerant = load(&bytes, false);
+        if let Ok(s) = strict {
+            let t = tolerant.unwrap_or_else(|e| panic!("{}: tolerant failed: {e}", path.display()));
+            assert_eq!(s.capture, t.capture, "{}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n > 0, "no regression inputs in {}", dir.display());
 }

@@ -8,6 +8,9 @@ pub mod plot;
 pub mod render;
 #[cfg(test)]
 mod tests;
+mod verdict;
+
+pub use verdict::{p_text, signed};
 
 use std::process::ExitCode;
 
@@ -111,6 +114,9 @@ pub struct FunctionComparison {
     pub mann_whitney: Option<MannWhitney>,
     pub significant: bool,
     pub verdict: String,
+    /// Log-spaced bins over both samples, for `--plot` (latencies span decades).
+    #[serde(skip)]
+    pub log_bins: Vec<plot::LogBin>,
 }
 
 /// Both captures, read, with the names the user gave them.
@@ -156,7 +162,6 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
     let mut sel_b = select(bc, opts);
     let mut sel_a = select(ac, opts);
     let mut warnings = header_warnings(bc, ac);
-    let mut rng = Rng::new(bootstrap::SEED);
     let mut functions = Vec::new();
     for &(name, id_b, attach_b) in tb.iter().filter(|f| wanted(f.0)) {
         let Some(&(_, id_a, attach_a)) = ta.iter().find(|f| f.0 == name) else {
@@ -205,6 +210,9 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 after: ra.count,
             })
             .collect();
+        // One stream per function, so its intervals do not depend on which other functions
+        // were compared before it.
+        let mut rng = Rng::new(bootstrap::SEED ^ name_hash(name));
         let percentiles = PERCENTILES
             .iter()
             .filter_map(|&(p, label)| {
@@ -219,7 +227,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             .collect::<Vec<_>>();
         let mean = bootstrap::mean_delta(&b.durations, &a.durations);
         let mw = ranktest::mann_whitney(&b.durations, &a.durations);
-        let (significant, verdict) = verdict(&b.durations, &a.durations, &percentiles, mw);
+        let (significant, verdict) = verdict::verdict(&b.durations, &a.durations, &percentiles, mw);
         functions.push(FunctionComparison {
             name: name.to_owned(),
             before,
@@ -231,6 +239,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             mann_whitney: mw,
             significant,
             verdict,
+            log_bins: plot::log_bins(&b.durations, &a.durations),
         });
     }
     let only = |mine: &[(&str, u32, &str)], other: &[(&str, u32, &str)]| -> Vec<String> {
@@ -250,11 +259,19 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             alpha: ALPHA,
             bootstrap_resamples: bootstrap::RESAMPLES,
             bootstrap_seed: bootstrap::SEED,
-            percentiles: "nearest rank; 95 % percentile-bootstrap intervals of after − before",
+            percentiles: "nearest rank; 95 % percentile-bootstrap intervals of after − before \
+                          (seed: bootstrap_seed xor FNV-1a of the function name)",
             test: "Mann–Whitney U, two-sided (exact for ≤ 50 calls a side without ties, else \
                    normal with tie and continuity corrections); effect size Cliff's delta",
             mean_interval: "Welch's t, 95 %",
         },
+    })
+}
+
+/// FNV-1a of a function name: a stable per-function seed offset.
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
@@ -283,94 +300,6 @@ fn header_warnings(b: &Capture, a: &Capture) -> Vec<String> {
         }
     }
     w
-}
-
-/// Formats ns with a sign, for deltas.
-pub fn signed(v: f64) -> String {
-    format!("{}{:.0}", if v > 0.0 { "+" } else { "" }, v)
-}
-
-pub fn p_text(p: f64) -> String {
-    if p < 1e-4 {
-        format!("p={p:.1e}")
-    } else {
-        format!("p={p:.4}")
-    }
-}
-
-/// The one-line verdict, and whether the difference is significant.
-fn verdict(
-    before: &[u64],
-    after: &[u64],
-    percentiles: &[PercentileDelta],
-    mw: Option<MannWhitney>,
-) -> (bool, String) {
-    let Some(mw) = mw else {
-        return (
-            false,
-            format!(
-                "cannot compare: {} calls before, {} after",
-                before.len(),
-                after.len()
-            ),
-        );
-    };
-    let few = if before.len() < FEW || after.len() < FEW {
-        format!(
-            " (only {} and {} calls: a weak test)",
-            before.len(),
-            after.len()
-        )
-    } else {
-        String::new()
-    };
-    let median = percentiles.iter().find(|d| d.label == "p50");
-    let median_text = median.map_or_else(String::new, |d| match d.interval {
-        Some(i) => format!(
-            "median {} ns [95% CI {}, {}]",
-            signed(i.estimate),
-            signed(i.lo),
-            signed(i.hi)
-        ),
-        None => format!(
-            "median {} ns",
-            signed(d.after_ns as f64 - d.before_ns as f64)
-        ),
-    });
-    let effect = format!(
-        "Cliff's δ={:+.2} ({})",
-        mw.cliffs_delta,
-        ranktest::magnitude(mw.cliffs_delta)
-    );
-    if mw.p_value >= ALPHA {
-        return (
-            false,
-            format!(
-                "no significant difference: {median_text}, {}, {effect}{few}",
-                p_text(mw.p_value)
-            ),
-        );
-    }
-    let faster = mw.cliffs_delta < 0.0;
-    let word = if faster { "faster" } else { "slower" };
-    let resolved = median
-        .and_then(|d| d.interval)
-        .filter(|i| i.excludes_zero() && (i.estimate < 0.0) == faster);
-    let text = match resolved {
-        Some(i) => format!(
-            "after is {word} by {:.0} ns at the median [95% CI {:.0}, {:.0}], {}, {effect}{few}",
-            i.estimate.abs(),
-            i.lo.abs().min(i.hi.abs()),
-            i.lo.abs().max(i.hi.abs()),
-            p_text(mw.p_value)
-        ),
-        None => format!(
-            "after tends to be {word} ({effect}, {}), but the median shift is not resolved: \
-             {median_text}{few}",
-            p_text(mw.p_value)
-        ),
-    };
-    (true, text)
 }
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {

@@ -1,5 +1,6 @@
-//! `compare --plot FILE.svg`: both distributions overlaid, one chart per function, on the
-//! same rows as the range tables (plotters, SVG backend only: pure Rust, no fonts needed).
+//! `compare --plot FILE.svg`: both distributions overlaid, one chart per function, on a log
+//! latency axis so that body and tail both show (plotters, SVG backend only: pure Rust, no
+//! fonts needed).
 use std::path::Path;
 
 use anyhow::anyhow;
@@ -11,8 +12,53 @@ const BEFORE: RGBColor = RGBColor(31, 119, 180);
 const AFTER: RGBColor = RGBColor(255, 127, 14);
 const CHART_HEIGHT: u32 = 340;
 
-/// The step outline of one side's share of calls per row (the overflow row is left out: it
-/// has no upper edge to draw; the caption says how much it holds).
+/// Bins per decade of latency on the plot's log axis.
+const PER_DECADE: f64 = 20.0;
+
+/// Calls of each side with `lo <= d < hi`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogBin {
+    pub lo: f64,
+    pub hi: f64,
+    pub before: u64,
+    pub after: u64,
+}
+
+/// Log-spaced bins from the smallest to the largest duration of both sorted samples, so the
+/// whole of both distributions shows (tails included) whatever decades they span.
+pub fn log_bins(before: &[u64], after: &[u64]) -> Vec<LogBin> {
+    let lo = before
+        .first()
+        .into_iter()
+        .chain(after.first())
+        .min()
+        .copied();
+    let hi = before.last().into_iter().chain(after.last()).max().copied();
+    let (Some(lo), Some(hi)) = (lo, hi) else {
+        return Vec::new();
+    };
+    let (l0, l1) = ((lo.max(1) as f64).log10(), (hi.max(1) as f64 + 1.0).log10());
+    let n = ((l1 - l0) * PER_DECADE).ceil().max(1.0) as usize;
+    let edge = |i: usize| 10f64.powf(l0 + (l1 - l0) * i as f64 / n as f64);
+    let count = |s: &[u64], lo: f64, hi: f64, last: bool| {
+        let below = |x: f64| s.partition_point(|&d| (d as f64) < x);
+        (if last { s.len() } else { below(hi) } - below(lo)) as u64
+    };
+    (0..n)
+        .map(|i| {
+            let (a, b) = (if i == 0 { 0.0 } else { edge(i) }, edge(i + 1));
+            let last = i + 1 == n;
+            LogBin {
+                lo: edge(i),
+                hi: b,
+                before: count(before, a, b, last),
+                after: count(after, a, b, last),
+            }
+        })
+        .collect()
+}
+
+/// The step outline of one side's share of calls per bin.
 fn steps(f: &FunctionComparison, after: bool) -> Vec<(f64, f64)> {
     let total = if after {
         f.after.matched
@@ -21,26 +67,12 @@ fn steps(f: &FunctionComparison, after: bool) -> Vec<(f64, f64)> {
     }
     .max(1) as f64;
     let mut pts = Vec::new();
-    for r in &f.rows {
-        let Some(hi) = r.hi_ns else { continue };
-        let share = if after { r.after } else { r.before } as f64 * 100.0 / total;
-        pts.push((r.lo_ns as f64, share));
-        pts.push((hi as f64, share));
+    for b in &f.log_bins {
+        let share = if after { b.after } else { b.before } as f64 * 100.0 / total;
+        pts.push((b.lo, share));
+        pts.push((b.hi, share));
     }
     pts
-}
-
-fn overflow(f: &FunctionComparison) -> String {
-    let Some(last) = f.rows.last().filter(|r| r.hi_ns.is_none()) else {
-        return String::new();
-    };
-    let share = |n: u64, t: u64| n as f64 * 100.0 / t.max(1) as f64;
-    format!(
-        " · ≥{} ns: {:.1}% / {:.1}%",
-        last.lo_ns,
-        share(last.before, f.before.matched),
-        share(last.after, f.after.matched)
-    )
 }
 
 fn draw_one<DB: DrawingBackend>(
@@ -51,7 +83,10 @@ fn draw_one<DB: DrawingBackend>(
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing {}: {e:?}", f.name);
     let (b, a) = (steps(f, false), steps(f, true));
     let ymax = b.iter().chain(&a).map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let (x0, x1) = (f.grid.lo_ns as f64, f.grid.hi_ns as f64);
+    let (Some(first), Some(last)) = (f.log_bins.first(), f.log_bins.last()) else {
+        return Ok(()); // no calls on either side: nothing to draw
+    };
+    let (x0, x1) = (first.lo, last.hi);
     let mut chart = ChartBuilder::on(area)
         .caption(
             // The verdict up to its numbers: "after is faster by 300 ns at the median".
@@ -65,11 +100,13 @@ fn draw_one<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(55)
-        .build_cartesian_2d(x0..x1, 0.0..ymax)
+        .build_cartesian_2d((x0..x1).log_scale(), 0.0..ymax)
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc(format!("latency (ns){}", overflow(f)))
+        // No minor grid: it adds nothing to two overlaid histograms and doubles the file.
+        .max_light_lines(0)
+        .x_desc("latency (ns, log scale)")
         .y_desc("% of calls")
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| format!("{v:.1}"))

@@ -155,7 +155,8 @@ pub fn table(c: &Comparison) -> String {
             "ns", "before", "after", "after−before"
         );
         for [l, vb, va, d, ci] in stat_rows(f) {
-            let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}  {ci}");
+            let line = format!("{l:<6} {vb:>12} {va:>12} {d:>12}  {ci}");
+            let _ = writeln!(out, "{}", line.trim_end());
         }
         if let Some(t) = test_line(f) {
             let _ = writeln!(out, "{t}");

@@ -262,3 +262,51 @@ fn real_capture_against_a_faster_copy() {
     );
     assert!(svg.matches("<polygon").count() + svg.matches("<path").count() >= 8);
 }
+
+/// The real A/B pair recorded by `vm_ab_6_12_vs_7_2_compare_renders_tables_intervals_and_verdict`
+/// (lock_timer_base and damon_hot_score, migrate-hot scenario, Debian 6.12 then 7.2 guest):
+/// version-2 files as the recorder writes them, and the comparison the README shows.
+#[test]
+fn real_6_12_vs_7_2_pair() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let read = |f: &str| {
+        let l = crate::capture::format::load_file(&data.join(f)).expect("real capture");
+        assert_eq!(l.info.version, 2);
+        assert!(l.capture.summary.is_some());
+        l.capture
+    };
+    let (before, after) = (read("ab-before-6.12.dtcap"), read("ab-after-7.2.dtcap"));
+    assert!(before.meta.kernel.release.starts_with("6.12."));
+    assert!(after.meta.kernel.release.starts_with("7.2."));
+    let c = compare(&before, &after);
+    let hot = c
+        .functions
+        .iter()
+        .find(|f| f.name == "damon_hot_score")
+        .expect("damon_hot_score");
+    assert_eq!((hot.before.matched, hot.after.matched), (4959, 2613));
+    assert!(
+        hot.verdict
+            .starts_with("after is faster by 120 ns at the median"),
+        "{}",
+        hot.verdict
+    );
+    // The plot's log bins hold every call of both sides.
+    for f in &c.functions {
+        let sum = |after: bool| {
+            f.log_bins
+                .iter()
+                .map(|b| if after { b.after } else { b.before })
+                .sum::<u64>()
+        };
+        assert_eq!((sum(false), sum(true)), (f.before.matched, f.after.matched));
+    }
+    let timer = timer(&c);
+    assert!(!timer.significant, "{}", timer.verdict);
+    assert!(
+        timer.verdict.starts_with("no significant difference"),
+        "{}",
+        timer.verdict
+    );
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}

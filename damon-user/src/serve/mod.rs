@@ -1,8 +1,8 @@
 //! `damon-trace serve --listen ADDR`: trace, and answer OpenMetrics scrapes while tracing.
 //!
-//! The tracing loop folds records into a shared [`MetricsSnapshot`] as they arrive and
-//! refreshes the kernel's counters every second; each scrape renders the snapshot as it is
-//! (under a lock held only for the rendering).
+//! Once a second the tracing loop folds the records that arrived into a shared
+//! [`MetricsSnapshot`] together with the kernel's counters; each scrape renders the snapshot
+//! as it is (under a lock held only for the rendering).
 pub mod http;
 
 use std::{
@@ -82,31 +82,25 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut batch = Vec::new();
         let stop = loop {
-            let mut refresh = false;
             tokio::select! {
-                r = session.wait_and_drain(&mut batch) => r?,
-                _ = tick.tick() => {
-                    session.drain(&mut batch);
-                    refresh = true;
-                }
+                r = session.wait_and_drain(&mut batch) => { r?; continue; }
+                _ = tick.tick() => {}
                 _ = &mut deadline => break StopReason::Duration,
                 _ = sigint.recv() => break StopReason::Interrupted,
                 _ = sigterm.recv() => break StopReason::Terminated,
                 _ = sighup.recv() => break StopReason::Terminated,
             }
-            let counters = if refresh {
-                Some(session.counters()?)
-            } else {
-                None
-            };
+            // Once a second, records and counters go in together, the ring drained before the
+            // counters are read: every record then has its entry in `calls`, so a scrape
+            // never shows more records than calls.
+            session.drain(&mut batch);
+            let counters = session.counters()?;
             with(&shared, |s| {
                 for r in batch.drain(..) {
                     s.observe(&r);
                 }
-                if let Some(k) = counters {
-                    for f in &mut s.functions {
-                        f.counters = k.get(&f.id).copied().unwrap_or_default();
-                    }
+                for f in &mut s.functions {
+                    f.counters = counters.get(&f.id).copied().unwrap_or_default();
                 }
             });
         };

@@ -3,6 +3,8 @@ pub mod bootstrap;
 pub mod buckets;
 pub mod dist;
 pub mod histogram;
+#[cfg(test)]
+mod proptests;
 pub mod ranktest;
 pub mod rng;
 pub mod window;
