@@ -2,7 +2,9 @@
 use std::io::Write;
 
 use super::Exporter;
-use crate::{capture::Capture, report::ReportOptions, stats::buckets::BucketGrid};
+use crate::{
+    capture::Capture, record::UsageError, report::ReportOptions, stats::buckets::BucketGrid,
+};
 
 pub struct Buckets(pub ReportOptions);
 
@@ -17,7 +19,8 @@ impl Exporter for Buckets {
             let Some(sel) = selected.get(&status.id).filter(|s| !s.durations.is_empty()) else {
                 continue;
             };
-            let grid = BucketGrid::plan(self.0.bucket_ns, self.0.max_ns, &[&sel.durations])?;
+            let grid = BucketGrid::plan(self.0.bucket_ns, self.0.max_ns, &[&sel.durations])
+                .map_err(|e| UsageError(e.to_string()))?;
             let total = sel.durations.len() as f64;
             for row in grid.count(&sel.durations) {
                 // An empty hi_ns is the open-ended last row.

@@ -20,7 +20,6 @@ use anyhow::Context as _;
 use crate::{
     capture::{Capture, format::read_file},
     cli::{ExportArgs, ExportFormat},
-    record::UsageError,
     report::{ReportOptions, check_functions},
 };
 
@@ -87,9 +86,6 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let capture = read_file(&args.file)?;
     check_functions(&capture, &args.filter.functions)?;
     let opts = ReportOptions::new(&args.filter, &args.buckets);
-    if opts.bucket_ns == 0 {
-        return Err(UsageError("--bucket-ns must be at least 1".into()).into());
-    }
     let exporter = exporter(args.format, opts);
     if args.output == Path::new("-") {
         let stdout = std::io::stdout();
