@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
     // To keep an input as a host regression test, replay it with this set: the built capture
     // file lands in that directory (copy it to damon-user/tests/data/fuzz-regressions/).
     if let Some(dir) = std::env::var_os("DAMON_FUZZ_DUMP") {
-        let name = format!("chunks-{:08x}.dtcap", crc32fast::hash(data));
+        let name = format!("chunks-{:08x}.bin", crc32fast::hash(data));
         let _ = std::fs::write(std::path::Path::new(&dir).join(name), &file);
     }
     let strict = capture::format::load(&file, true);
