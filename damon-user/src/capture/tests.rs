@@ -399,3 +399,23 @@ fn fuzz_regressions_never_panic() {
     }
     assert!(n > 0, "no regression inputs in {}", dir.display());
 }
+
+/// `fuzz/` compiles this module from its source on its own (`#[path]`), so the codec must not
+/// reach into the rest of the crate; this keeps that true without building the fuzz target.
+#[test]
+fn codec_depends_on_nothing_else_in_the_crate() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/capture");
+    for entry in std::fs::read_dir(&dir).expect("src/capture") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().map(|f| f.to_string_lossy().into_owned());
+        if matches!(name.as_deref(), Some("tests.rs" | "proptests.rs")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("source");
+        assert!(
+            !text.contains("crate::"),
+            "{} uses crate:: — the fuzz target could not compile it",
+            path.display()
+        );
+    }
+}
