@@ -111,8 +111,8 @@ impl LatencyHistogram {
         let mut slots = self.slots();
         let mut current = None;
         for &p in ps {
-            let rank = ((p / 100.0) * self.total as f64).ceil().max(1.0) as u64;
-            let rank = rank.min(self.total);
+            // Integer ranks: in floating point p99.9 of 10 000 calls picks the 9991st.
+            let rank = super::nearest_rank(p, self.total);
             while seen < rank {
                 let (slot, count) = slots.next()?;
                 seen += count;
@@ -290,6 +290,10 @@ mod tests {
             Some(vec![10, 500, 990, 1000, 1000])
         );
         assert_eq!(LatencyHistogram::default().percentiles(&[50.0]), None);
+        // p99.9 of 1000 exact values is the 999th; a float rank (0.999 * 1000 = 999.000…1,
+        // rounded up) gives the 1000th.
+        let many: Vec<u64> = (1..=1000).collect();
+        assert_eq!(hist(&many).percentiles(&[99.9]), Some(vec![999]));
         let big = hist(&[1_000_000]);
         let p = big.percentiles(&[50.0]).expect("one value")[0];
         assert!(
