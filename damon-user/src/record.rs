@@ -7,12 +7,11 @@ use std::{
 
 use anyhow::Context as _;
 use damon_common::FunctionId;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
     capture::format::CaptureWriter,
     cli::{RecordArgs, Selection},
-    session::{Session, StopReason},
+    session::{Session, StopReason, StopSignals},
 };
 
 /// Usage errors (exit status 2) as opposed to runtime failures (1).
@@ -56,9 +55,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let _rt = runtime.enter();
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sighup = signal(SignalKind::hangup())?;
+    let mut signals = StopSignals::install()?;
 
     let mut session = Session::start(&args.selection, args.ring_size, "stream")?;
     let mut writer = CaptureWriter::create(&args.output, args.force, session.meta())
@@ -83,9 +80,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
                     flush = true;
                 }
                 _ = &mut deadline => break StopReason::Duration,
-                _ = sigint.recv() => break StopReason::Interrupted,
-                _ = sigterm.recv() => break StopReason::Terminated,
-                _ = sighup.recv() => break StopReason::Terminated,
+                reason = signals.recv() => break reason,
             }
             received += batch.len() as u64;
             for r in batch.drain(..) {

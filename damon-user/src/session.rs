@@ -1,14 +1,16 @@
 //! A tracing session: diagnose, attach, stream records, stop with exact accounting.
 //!
-//! `record` and `live` both drive one; it owns the probes and the ring reader, and knows the
+//! `record`, `live` and `serve` drive one; it owns the probes and the ring reader, and knows the
 //! order in which stopping keeps `calls == records + dropped + in_flight` true.
 use std::{
     collections::BTreeMap,
+    task::Poll,
     time::{Instant, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, bail};
 use damon_common::CallRecord;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     capture::{FunctionCounters, Meta, Summary},
@@ -45,6 +47,39 @@ impl StopReason {
             StopReason::Quit => "quit",
             StopReason::Error => "error",
         }
+    }
+}
+
+/// Handlers for the stop signals, installed before the (slow) attach so that an early signal
+/// still ends the session cleanly.
+pub struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+    hangup: Signal,
+}
+
+impl StopSignals {
+    /// Must run inside the tokio runtime.
+    pub fn install() -> std::io::Result<StopSignals> {
+        Ok(StopSignals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next stop signal.
+    pub async fn recv(&mut self) -> StopReason {
+        std::future::poll_fn(|cx| {
+            if self.interrupt.poll_recv(cx).is_ready() {
+                return Poll::Ready(StopReason::Interrupted);
+            }
+            if self.terminate.poll_recv(cx).is_ready() || self.hangup.poll_recv(cx).is_ready() {
+                return Poll::Ready(StopReason::Terminated);
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 

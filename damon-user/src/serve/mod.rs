@@ -13,16 +13,13 @@ use std::{
 };
 
 use anyhow::Context as _;
-use tokio::{
-    net::TcpListener,
-    signal::unix::{SignalKind, signal},
-};
+use tokio::net::TcpListener;
 
 use crate::{
     cli::ServeArgs,
     export::openmetrics::{MetricsSnapshot, render},
     record::select_functions,
-    session::{Session, StopReason},
+    session::{Session, StopReason, StopSignals},
 };
 
 pub type Shared = Arc<Mutex<MetricsSnapshot>>;
@@ -56,9 +53,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let _rt = runtime.enter();
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sighup = signal(SignalKind::hangup())?;
+    let mut signals = StopSignals::install()?;
     // Bind before the (slow) attach, so a taken port fails at once and nothing is attached.
     let std_listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -86,9 +81,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 r = session.wait_and_drain(&mut batch) => { r?; continue; }
                 _ = tick.tick() => {}
                 _ = &mut deadline => break StopReason::Duration,
-                _ = sigint.recv() => break StopReason::Interrupted,
-                _ = sigterm.recv() => break StopReason::Terminated,
-                _ = sighup.recv() => break StopReason::Terminated,
+                reason = signals.recv() => break reason,
             }
             // Once a second, records and counters go in together, the ring drained before the
             // counters are read: every record then has its entry in `calls`, so a scrape

@@ -30,14 +30,14 @@ use tokio::sync::mpsc;
 use crate::{
     capture::format::read_file,
     cli::LiveArgs,
-    record::{UsageError, select_functions},
-    session::{Session, StopReason},
+    record::select_functions,
+    session::{Session, StopReason, StopSignals},
 };
 use app::{App, AppConfig, Effect, Event, Origin};
 use replay::{ReplaySchedule, ReplaySource};
 use source::{Collector, LiveSource};
 use spool::Spool;
-use terminal::{StopSignals, TerminalGuard};
+use terminal::TerminalGuard;
 
 /// Redraws per second, whatever the rate of records.
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(200);
@@ -262,21 +262,7 @@ fn narrowed(
     if names.is_empty() {
         return Ok(capture);
     }
-    for name in names {
-        if !capture.meta.functions.iter().any(|f| &f.name == name) {
-            let have: Vec<&str> = capture
-                .meta
-                .functions
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect();
-            return Err(UsageError(format!(
-                "the capture has no function `{name}` (it has: {})",
-                have.join(", ")
-            ))
-            .into());
-        }
-    }
+    crate::report::check_functions(&capture, names)?;
     capture.meta.functions.retain(|f| names.contains(&f.name));
     Ok(capture)
 }

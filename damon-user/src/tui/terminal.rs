@@ -1,9 +1,8 @@
 //! The real terminal: a guard that always gives it back (on exit, on error, on panic, and on
-//! SIGTERM/SIGHUP, which end the event loop), a key reader, and the stop signals.
+//! SIGTERM/SIGHUP, which end the event loop) and a key reader.
 use std::{
     io::{self, Stdout},
     sync::Once,
-    task::Poll,
     time::Duration,
 };
 
@@ -15,12 +14,9 @@ use ratatui::{
         terminal::{self, EnterAlternateScreen, LeaveAlternateScreen},
     },
 };
-use tokio::{
-    signal::unix::{Signal, SignalKind, signal},
-    sync::mpsc,
-};
+use tokio::sync::mpsc;
 
-use crate::{session::StopReason, tui::app::Event};
+use crate::tui::app::Event;
 
 /// Owns raw mode and the alternate screen while the live view runs.
 pub struct TerminalGuard {
@@ -103,37 +99,4 @@ pub fn spawn_key_reader(tx: mpsc::Sender<Event>) {
             }
         }
     });
-}
-
-/// Handlers for the stop signals, installed before the (slow) attach so that an early signal
-/// still ends the session cleanly.
-pub struct StopSignals {
-    interrupt: Signal,
-    terminate: Signal,
-    hangup: Signal,
-}
-
-impl StopSignals {
-    /// Must run inside the tokio runtime.
-    pub fn install() -> io::Result<StopSignals> {
-        Ok(StopSignals {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-            hangup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next stop signal.
-    pub async fn recv(&mut self) -> StopReason {
-        std::future::poll_fn(|cx| {
-            if self.interrupt.poll_recv(cx).is_ready() {
-                return Poll::Ready(StopReason::Interrupted);
-            }
-            if self.terminate.poll_recv(cx).is_ready() || self.hangup.poll_recv(cx).is_ready() {
-                return Poll::Ready(StopReason::Terminated);
-            }
-            Poll::Pending
-        })
-        .await
-    }
 }
