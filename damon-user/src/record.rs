@@ -11,7 +11,7 @@ use damon_common::FunctionId;
 use crate::{
     capture::format::CaptureWriter,
     cli::{RecordArgs, Selection},
-    session::{Session, StopReason, StopSignals},
+    session::{Session, StopReason, runtime_with_signals},
 };
 
 /// Usage errors (exit status 2) as opposed to runtime failures (1).
@@ -48,14 +48,8 @@ pub fn select_functions(sel: &Selection) -> anyhow::Result<Vec<FunctionId>> {
 pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     select_functions(&args.selection)?;
 
-    // Catch stop signals from the start: a Ctrl-C during the (slow) attach then ends the session
-    // as soon as it starts, with a complete capture, instead of killing us half-attached. This
-    // also overrides a SIG_IGN inherited by background jobs of non-interactive shells.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
-    let mut signals = StopSignals::install()?;
 
     let mut session = Session::start(&args.selection, args.ring_size, "stream")?;
     let mut writer = CaptureWriter::create(&args.output, args.force, session.meta())

@@ -50,6 +50,23 @@ impl StopReason {
     }
 }
 
+/// The single-threaded runtime a session runs on, with the stop signals already caught.
+///
+/// Signals are caught before the (slow) attach: a Ctrl-C during it then ends the session as
+/// soon as it starts, cleanly, instead of killing us half-attached; this also overrides a
+/// SIG_IGN inherited by background jobs of non-interactive shells. Callers `enter()` the
+/// runtime before [`Session::start`], which registers the ring buffer with its reactor.
+pub fn runtime_with_signals() -> anyhow::Result<(tokio::runtime::Runtime, StopSignals)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let signals = {
+        let _rt = runtime.enter();
+        StopSignals::install()?
+    };
+    Ok((runtime, signals))
+}
+
 /// Handlers for the stop signals, installed before the (slow) attach so that an early signal
 /// still ends the session cleanly.
 pub struct StopSignals {

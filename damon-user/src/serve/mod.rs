@@ -19,7 +19,7 @@ use crate::{
     cli::ServeArgs,
     export::openmetrics::{MetricsSnapshot, render},
     record::select_functions,
-    session::{Session, StopReason, StopSignals},
+    session::{Session, StopReason, runtime_with_signals},
 };
 
 pub type Shared = Arc<Mutex<MetricsSnapshot>>;
@@ -49,11 +49,8 @@ pub async fn accept_loop(listener: TcpListener, shared: Shared) {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     select_functions(&args.selection)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
-    let mut signals = StopSignals::install()?;
     // Bind before the (slow) attach, so a taken port fails at once and nothing is attached.
     let std_listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("listening on {}", args.listen))?;

@@ -31,7 +31,7 @@ use crate::{
     capture::format::read_file,
     cli::LiveArgs,
     record::select_functions,
-    session::{Session, StopReason, StopSignals},
+    session::{Session, StopReason, StopSignals, runtime_with_signals},
 };
 use app::{App, AppConfig, Effect, Event, Origin};
 use replay::{ReplaySchedule, ReplaySource};
@@ -151,11 +151,8 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
              use `damon-trace record` to trace without one"
         );
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
-    let mut signals = StopSignals::install()?;
 
     let (mut collector, mut spool, origin) = match (replay, &args.replay) {
         (Some(capture), Some(path)) => {
