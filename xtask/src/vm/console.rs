@@ -53,20 +53,7 @@ pub fn watch(
         _ => None,
     };
     let deadline = start + opts.timeout;
-    let mut lines = Lines {
-        id: format!(" id={nonce}"),
-        ready: initramfs::ready_marker(nonce),
-        echo: opts.echo && session.is_none(),
-        partial: Vec::new(),
-        started: false,
-        c: Console {
-            text: String::new(),
-            exit: None,
-            out_bytes: None,
-            boot: Duration::ZERO,
-            terminal: None,
-        },
-    };
+    let mut lines = Lines::new(nonce, opts.echo && session.is_none());
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let wait = if session.is_some() {
@@ -144,6 +131,24 @@ struct Lines {
 }
 
 impl Lines {
+    /// A console reader for the run with this marker nonce.
+    fn new(nonce: &str, echo: bool) -> Lines {
+        Lines {
+            id: format!(" id={nonce}"),
+            ready: initramfs::ready_marker(nonce),
+            echo,
+            partial: Vec::new(),
+            started: false,
+            c: Console {
+                text: String::new(),
+                exit: None,
+                out_bytes: None,
+                boot: Duration::ZERO,
+                terminal: None,
+            },
+        }
+    }
+
     /// Takes bytes up to at most one newline; returns true when they completed the line that
     /// says the command started.
     fn push(&mut self, piece: &[u8], start: Instant) -> Result<bool> {
@@ -310,20 +315,7 @@ mod tests {
 
     #[test]
     fn markers_are_found_behind_what_an_app_left_on_the_line() {
-        let mut lines = Lines {
-            id: " id=n1".to_owned(),
-            ready: initramfs::ready_marker("n1"),
-            echo: false,
-            partial: Vec::new(),
-            started: false,
-            c: Console {
-                text: String::new(),
-                exit: None,
-                out_bytes: None,
-                boot: Duration::ZERO,
-                terminal: None,
-            },
-        };
+        let mut lines = Lines::new("n1", false);
         let t = Instant::now();
         assert!(lines.push(b"DAMON_VM_READY id=n1\r\n", t).unwrap());
         assert!(
