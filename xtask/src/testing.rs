@@ -208,27 +208,42 @@ fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
         "VM tests",
         || {
             let mut c = cargo(&tc)?;
+            c.args(["test", "-p", "xtask"]);
+            for target in vm_test_targets()? {
+                c.args(["--test", &target]);
+            }
             // One guest at a time: TCG guests on 2 cores slow each other into timeouts.
-            c.args([
-                "test",
-                "-p",
-                "xtask",
-                "--test",
-                "vm",
-                "--",
-                "--ignored",
-                "--test-threads=1",
-            ])
-            .env("DAMON_TRACE_BIN", &bin);
+            c.args(["--", "--ignored", "--test-threads=1"])
+                .env("DAMON_TRACE_BIN", &bin);
             let counts = cargo_test(c)?;
             if counts.passed == 0 {
-                bail!("no VM test ran (xtask/tests/vm.rs should hold #[ignore]d `vm_` tests)");
+                bail!("no VM test ran (xtask/tests/vm*.rs should hold #[ignore]d `vm_` tests)");
             }
             Ok(counts)
         },
         |c| Some(*c),
     )?;
     Ok(())
+}
+
+/// The VM test files: every `xtask/tests/vm*.rs`, as cargo test target names.
+fn vm_test_targets() -> Result<Vec<String>> {
+    let dir = util::workspace_root().join("xtask/tests");
+    let mut targets = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if stem.starts_with("vm") && path.extension().is_some_and(|e| e == "rs") {
+            targets.push(stem.to_owned());
+        }
+    }
+    targets.sort();
+    if targets.is_empty() {
+        bail!("no VM test file in {}", dir.display());
+    }
+    Ok(targets)
 }
 
 #[cfg(test)]
@@ -247,5 +262,12 @@ mod tests {
             })
         );
         assert_eq!(parse_result_line("running 3 tests"), None);
+    }
+
+    #[test]
+    fn vm_test_files_are_found() {
+        let targets = vm_test_targets().expect("xtask/tests readable");
+        assert!(targets.contains(&"vm".to_owned()), "{targets:?}");
+        assert!(targets.iter().all(|t| t.starts_with("vm")), "{targets:?}");
     }
 }

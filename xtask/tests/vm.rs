@@ -1,9 +1,11 @@
 //! Tests that boot a real Debian kernel in QEMU (TCG). Each is `#[ignore]`d so that a plain
-//! `cargo test` stays fast and unprivileged; `cargo xtask test` runs them with
-//! `cargo test -p xtask --test vm -- --ignored --test-threads=1`. Name new ones `vm_*` and
-//! give each its own `out_dir`.
+//! `cargo test` stays fast and unprivileged; `cargo xtask test` runs every `tests/vm*.rs` with
+//! `cargo test -p xtask --test vm… -- --ignored --test-threads=1`. Name new ones `vm_*`, give
+//! each its own `out_dir`, and share helpers through `tests/common`.
 use std::{fs, time::Duration};
 
+mod common;
+use common::{FOUR, assert_traced, function, json, u};
 use xtask::{
     kernel::Kernel,
     vm::{self, Interactive, KeyStep, VmOptions},
@@ -100,48 +102,6 @@ exit 4";
     // The markers /init prints after the command are not part of the terminal's log.
     let last = log.screen();
     assert!(last.trim_end().ends_with("sleeping-now\n^C"), "{last}");
-}
-
-/// Reads a JSON file the guest wrote under /out.
-fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
-    let text = fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"))
-}
-
-fn function<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["functions"]
-        .as_array()
-        .expect("functions array")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("{name} missing from report"))
-}
-
-fn u(f: &serde_json::Value, key: &str) -> u64 {
-    f[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} not a number in {f}"))
-}
-
-/// A traced function with calls: the accounting invariant, and percentiles in order.
-fn assert_traced(f: &serde_json::Value, attach: &str) {
-    let name = &f["name"];
-    assert_eq!(f["attach"], attach, "{name}: {f}");
-    assert!(u(f, "calls") > 0, "{name} was never called: {f}");
-    assert_eq!(
-        u(f, "calls"),
-        u(f, "count") + u(f, "dropped") + u(f, "in_flight"),
-        "{name}: calls != count + dropped + in_flight: {f}"
-    );
-    let p: Vec<u64> = ["min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"]
-        .iter()
-        .map(|k| u(f, k))
-        .collect();
-    assert!(
-        p.windows(2).all(|w| w[0] <= w[1]),
-        "{name}: percentiles out of order {p:?}"
-    );
-    assert!(p[0] > 0, "{name}: a call cannot take 0 ns");
 }
 
 /// One boot covers the 7.2 checks: fentry on all four functions under the scenario, the same
@@ -287,13 +247,6 @@ wait $scenario || true";
     }
     assert_eq!(report["meta"]["complete"], true);
 }
-
-const FOUR: [&str; 4] = [
-    "damon_hot_score",
-    "damos_va_migrate_dests_add",
-    "damon_migrate_pages",
-    "lock_timer_base",
-];
 
 /// The number left of `calls` on the live screen's panel header of `name`, as printed
 /// (`1863`, `12.3k`), if that panel is on the screen.

@@ -1,0 +1,54 @@
+//! Helpers shared by the VM test files (`xtask/tests/vm*.rs`): reading what the guest wrote
+//! under /out and checking the report's invariants.
+#![allow(dead_code)] // each test file uses a subset
+use std::fs;
+
+/// The four built-in functions, in `FunctionId` order.
+pub const FOUR: [&str; 4] = [
+    "damon_hot_score",
+    "damos_va_migrate_dests_add",
+    "damon_migrate_pages",
+    "lock_timer_base",
+];
+
+/// Reads a JSON file the guest wrote under /out.
+pub fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
+    let text = fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"))
+}
+
+pub fn function<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["functions"]
+        .as_array()
+        .expect("functions array")
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("{name} missing from report"))
+}
+
+pub fn u(f: &serde_json::Value, key: &str) -> u64 {
+    f[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} not a number in {f}"))
+}
+
+/// A traced function with calls: the accounting invariant, and percentiles in order.
+pub fn assert_traced(f: &serde_json::Value, attach: &str) {
+    let name = &f["name"];
+    assert_eq!(f["attach"], attach, "{name}: {f}");
+    assert!(u(f, "calls") > 0, "{name} was never called: {f}");
+    assert_eq!(
+        u(f, "calls"),
+        u(f, "count") + u(f, "dropped") + u(f, "in_flight"),
+        "{name}: calls != count + dropped + in_flight: {f}"
+    );
+    let p: Vec<u64> = ["min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"]
+        .iter()
+        .map(|k| u(f, k))
+        .collect();
+    assert!(
+        p.windows(2).all(|w| w[0] <= w[1]),
+        "{name}: percentiles out of order {p:?}"
+    );
+    assert!(p[0] > 0, "{name}: a call cannot take 0 ns");
+}
