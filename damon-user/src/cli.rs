@@ -72,14 +72,14 @@ pub enum AttachChoice {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Capture file to write.
+    /// Capture file to write (created mode 0600; refused if it exists, unless --force).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
     /// How long to trace (e.g. 30s, 2m, 500ms). Ctrl-C ends earlier and still writes the file.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size)]
+    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
     pub ring_size: u32,
     /// Overwrite FILE if it exists.
     #[arg(long)]
@@ -100,16 +100,16 @@ pub struct LiveArgs {
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
     /// Replay speed: 1 is real time, 10 ten times faster, 0 as fast as possible.
-    #[arg(long, default_value_t = 1.0, requires = "replay", value_parser = parse_speed)]
+    #[arg(long, default_value_t = 1.0, requires = "replay", value_parser = parse_speed, allow_hyphen_values = true)]
     pub speed: f64,
     /// Width of the linear histogram buckets in ns (`+`/`-` change it on screen).
-    #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
+    #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000), allow_hyphen_values = true)]
     pub bucket_ns: u64,
     /// Length of the sliding window in seconds (`w` switches between it and since-start).
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600), allow_hyphen_values = true)]
     pub window: u32,
     /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, conflicts_with = "replay")]
+    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
     pub ring_size: u32,
     #[command(flatten)]
     pub selection: Selection,
@@ -192,9 +192,12 @@ pub struct ExportArgs {
     pub file: PathBuf,
     #[arg(long, value_enum)]
     pub format: ExportFormat,
-    /// Where to write: a file, or `-` for stdout.
+    /// Where to write: a file (created mode 0600), or `-` for stdout.
     #[arg(short, long, value_name = "OUT", default_value = "-")]
     pub output: PathBuf,
+    /// Overwrite OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub buckets: BucketArgs,
     #[command(flatten)]
@@ -207,10 +210,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
     /// Stop after this long (default: until SIGINT/SIGTERM).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size)]
+    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
     pub ring_size: u32,
     #[command(flatten)]
     pub selection: Selection,
@@ -220,11 +223,11 @@ pub struct ServeArgs {
 #[derive(Debug, Args, Clone, Copy)]
 pub struct BucketArgs {
     /// Width of the range table's rows in ns.
-    #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
     pub bucket_ns: u64,
     /// Upper edge of the last row (larger values share one `>= NS` row). Without it the rows
     /// reach past the p99, and widen (×2, ×5, ×10, …) if that would take over 40 lines.
-    #[arg(long, value_name = "NS")]
+    #[arg(long, value_name = "NS", allow_hyphen_values = true)]
     pub max_ns: Option<u64>,
 }
 
@@ -252,7 +255,7 @@ pub enum ScenarioCommand {
 #[derive(Debug, Args)]
 pub struct ScenarioArgs {
     /// How long to keep DAMON running before restoring the previous state.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Size of the workload's mapping in MiB.
     #[arg(long, default_value_t = 256)]
@@ -273,6 +276,9 @@ pub struct WorkloadArgs {
 /// Parses `1500ms`, `30s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    if s.starts_with('-') {
+        return Err(format!("duration `{s}` must be positive"));
+    }
     let split = s
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(s.len());
@@ -299,18 +305,26 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// The largest `--ring-size`: a sanity limit. 1 GiB of kernel memory is far more than any
+/// overload needs; a mistyped size should not ask the kernel for more.
+pub const MAX_RING_BYTES: u32 = 1 << 30;
+
 /// Ring buffer sizes must be a power of two and a multiple of the page size.
 pub fn parse_ring_size(s: &str) -> Result<u32, String> {
-    let v: u32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in bytes"))?;
+    let v: u64 = s.trim().parse().map_err(|_| {
+        format!("`{s}` is not a size in bytes (a power of two from 4096 to {MAX_RING_BYTES})")
+    })?;
     if v < 4096 || !v.is_power_of_two() {
         return Err(format!(
             "ring size {v} must be a power of two and at least 4096"
         ));
     }
-    Ok(v)
+    if v > u64::from(MAX_RING_BYTES) {
+        return Err(format!(
+            "ring size {v} is larger than the {MAX_RING_BYTES} bytes (1 GiB) damon-trace allows"
+        ));
+    }
+    Ok(v as u32)
 }
 
 #[cfg(test)]
@@ -325,6 +339,8 @@ mod tests {
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("nan").is_err());
+        assert!(parse_duration("1e9h").is_err());
         assert!(parse_duration("3 fortnights").is_err());
         assert!(parse_duration("").is_err());
     }
@@ -336,6 +352,10 @@ mod tests {
         assert!(parse_ring_size("6144").is_err());
         assert!(parse_ring_size("2048").is_err());
         assert!(parse_ring_size("big").is_err());
+        assert!(parse_ring_size("-4096").is_err());
+        assert_eq!(parse_ring_size("1073741824"), Ok(1 << 30));
+        assert!(parse_ring_size("2147483648").is_err());
+        assert!(parse_ring_size("99999999999999999999").is_err());
     }
 
     #[test]

@@ -76,16 +76,15 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
     let ident = kernel::KernelIdentity::read();
     let mut checks = Vec::new();
 
-    let caps = kernel::effective_caps().unwrap_or(0);
-    let privileged = has_caps(caps);
+    let privileged = privileges();
     checks.push(match &privileged {
         Ok(found) => check("privileges", Level::Ok, found, None),
-        Err(missing) => check(
-            "privileges",
-            Level::Fail,
-            format!("missing {missing}"),
-            Some("run as root (sudo damon-trace ...) or grant CAP_BPF and CAP_PERFMON"),
-        ),
+        Err(missing) => Check {
+            name: "privileges",
+            level: Level::Fail,
+            found: missing.found(),
+            remedy: Some(missing.remedy()),
+        },
     });
 
     let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
@@ -133,13 +132,12 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
 
     let damon = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
     checks.push(if damon.exists() {
-        let n = std::fs::read_to_string(damon.join("nr_kdamonds")).unwrap_or_default();
-        check(
-            "damon",
-            Level::Ok,
-            format!("DAMON sysfs present ({} kdamonds)", n.trim()),
-            None,
-        )
+        // nr_kdamonds is readable by root only.
+        let found = match std::fs::read_to_string(damon.join("nr_kdamonds")) {
+            Ok(n) => format!("DAMON sysfs present ({} kdamonds)", n.trim()),
+            Err(e) => format!("DAMON sysfs present (number of kdamonds unreadable: {e})"),
+        };
+        check("damon", Level::Ok, found, None)
     } else {
         check(
             "damon",
@@ -218,7 +216,53 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
     }
 }
 
-fn has_caps(caps: u64) -> Result<String, String> {
+/// The capabilities tracing needs and this process lacks (in its effective set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingCaps(pub Vec<&'static str>);
+
+impl MissingCaps {
+    /// "CAP_BPF and CAP_PERFMON".
+    pub fn names(&self) -> String {
+        self.0.join(" and ")
+    }
+
+    /// What the doctor table shows.
+    pub fn found(&self) -> String {
+        format!(
+            "missing {} (CAP_SYS_ADMIN would also do)",
+            self.names()
+        )
+    }
+
+    pub fn remedy(&self) -> String {
+        let caps = self.0.iter().map(|c| c.to_lowercase()).collect::<Vec<_>>();
+        format!(
+            "run as root (sudo damon-trace ...) or grant {}, e.g. `sudo setcap {}+ep $(command -v damon-trace)`",
+            self.names(),
+            caps.join(",")
+        )
+    }
+}
+
+/// Which capabilities tracing needs and this process lacks: CAP_BPF to load programs and
+/// CAP_PERFMON to attach them; CAP_SYS_ADMIN stands in for either.
+pub fn privileges() -> Result<String, MissingCaps> {
+    has_caps(kernel::effective_caps().unwrap_or(0))
+}
+
+/// The one-line error `record`, `live` and `serve` give before trying to trace without the
+/// privileges to (exit status 1: the invocation is right, the process lacks rights).
+pub fn require_privileges() -> anyhow::Result<()> {
+    privileges().map(drop).map_err(|m| {
+        anyhow::anyhow!(
+            "tracing needs {}, which this process does not have: {}",
+            m.names(),
+            m.remedy()
+        )
+    })
+}
+
+fn has_caps(caps: u64) -> Result<String, MissingCaps> {
     let (bpf, perfmon, admin) = (
         kernel::has_cap(caps, CAP_BPF),
         kernel::has_cap(caps, CAP_PERFMON),
@@ -235,7 +279,7 @@ fn has_caps(caps: u64) -> Result<String, String> {
             if !perfmon {
                 missing.push("CAP_PERFMON");
             }
-            Err(format!("{} (and no CAP_SYS_ADMIN)", missing.join(" and ")))
+            Err(MissingCaps(missing))
         }
     }
 }
@@ -343,4 +387,30 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(list: &[u32]) -> u64 {
+        list.iter().fold(0, |acc, &c| acc | 1u64 << c)
+    }
+
+    #[test]
+    fn names_exactly_the_missing_capabilities() {
+        assert!(has_caps(caps(&[CAP_BPF, CAP_PERFMON])).is_ok());
+        assert!(has_caps(caps(&[CAP_SYS_ADMIN])).is_ok());
+        assert_eq!(
+            has_caps(0).expect_err("none"),
+            MissingCaps(vec!["CAP_BPF", "CAP_PERFMON"])
+        );
+        let m = has_caps(caps(&[CAP_PERFMON])).expect_err("no bpf");
+        assert_eq!(m, MissingCaps(vec!["CAP_BPF"]));
+        assert!(m.remedy().contains("setcap cap_bpf+ep"), "{}", m.remedy());
+        assert_eq!(
+            has_caps(caps(&[CAP_BPF])).expect_err("no perfmon"),
+            MissingCaps(vec!["CAP_PERFMON"])
+        );
+    }
 }

@@ -23,8 +23,11 @@ use crate::cli::{Cli, Command};
 pub const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return clap_error(&err),
+    };
+    let result = preflight(&cli.command).and_then(|()| match cli.command {
         Command::Doctor(args) => doctor::run(&args),
         Command::Live(args) => tui::run_live(&args),
         Command::Record(args) => record::run(&args),
@@ -34,21 +37,99 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),
         Command::Workload(args) => damon::run_workload(&args),
-    };
+    });
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("damon-trace: error: {err:#}");
-            // Bad input (names, capture files) is the caller's to fix: same status as clap's.
-            let input = err.downcast_ref::<record::UsageError>().is_some()
-                || err
-                    .downcast_ref::<capture::format::CaptureError>()
-                    .is_some_and(|e| e.is_input());
-            if input {
-                ExitCode::from(EXIT_USAGE)
-            } else {
-                ExitCode::FAILURE
-            }
+            eprintln!("damon-trace: error: {}", one_line(&format!("{err:#}")));
+            ExitCode::from(exit_status(&err))
         }
     }
+}
+
+/// 2 for input the caller must fix (names, paths, capture files), 1 for everything else.
+fn exit_status(err: &anyhow::Error) -> u8 {
+    let input = err.downcast_ref::<record::UsageError>().is_some()
+        || err
+            .downcast_ref::<capture::format::CaptureError>()
+            .is_some_and(|e| e.is_input());
+    if input { EXIT_USAGE } else { 1 }
+}
+
+/// What can be checked without the kernel, checked before it: names, then output paths, then
+/// privileges. So `record -o EXISTING` says that the file exists (exit 2) on any machine, and
+/// an unprivileged `record` names the missing capabilities instead of a failed diagnosis.
+fn preflight(command: &Command) -> anyhow::Result<()> {
+    use capture::format::check_output;
+    match command {
+        Command::Record(a) => {
+            record::select_functions(&a.selection)?;
+            check_output(&a.output, a.force)?;
+            doctor::require_privileges()
+        }
+        Command::Live(a) if a.replay.is_none() => {
+            record::select_functions(&a.selection)?;
+            if let Some(path) = &a.record {
+                check_output(path, a.force)?;
+            }
+            doctor::require_privileges()
+        }
+        Command::Serve(a) => {
+            record::select_functions(&a.selection)?;
+            doctor::require_privileges()
+        }
+        Command::Export(a) if a.output != std::path::Path::new("-") => {
+            Ok(check_output(&a.output, a.force)?)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Errors are one line: a cause with embedded newlines (a kernel verifier log, a nested
+/// error) is folded.
+fn one_line(msg: &str) -> String {
+    msg.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Help and version go to stdout with status 0; a usage error becomes the same one line as
+/// every other error (`damon-trace: error: …`, with clap's tip if it has one), status 2.
+fn clap_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        // A bare `damon-trace` (or `damon-trace scenario`): the help is the answer.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            return ExitCode::from(EXIT_USAGE);
+        }
+        _ => {}
+    }
+    let text = err.render().to_string();
+    // clap's layout: the message (and indented argument lists or tips), a blank line, then
+    // "Usage: …" and "For more information, try '--help'.".
+    let mut parts = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line.trim_start_matches("error: ").to_owned());
+        }
+    }
+    let help = match std::env::args().nth(1) {
+        Some(sub) if err.kind() != ErrorKind::InvalidSubcommand && !sub.starts_with('-') => {
+            format!("damon-trace {sub} --help")
+        }
+        _ => "damon-trace --help".to_owned(),
+    };
+    eprintln!("damon-trace: error: {} (see `{help}`)", parts.join(" "));
+    ExitCode::from(EXIT_USAGE)
 }

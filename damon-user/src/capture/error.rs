@@ -8,12 +8,34 @@ pub enum CaptureError {
     Io { path: String, err: std::io::Error },
     #[error("cannot read capture {path}: {err}")]
     Unreadable { path: String, err: std::io::Error },
+    /// A directory, FIFO, device or socket given where a capture file was expected.
+    #[error("{path} is {what}, not a capture file")]
+    NotAFile { path: String, what: &'static str },
+    /// An output path that cannot or must not be written (exists, its directory is missing or
+    /// read-only); found before anything is traced.
+    #[error("cannot write {path}: {why}")]
+    Output { path: String, why: String },
+    /// An output file exists and overwriting it was not asked for.
+    #[error("cannot write {path}: it exists (pass --force to overwrite it)")]
+    Exists { path: String },
+    /// A capture error, with the file it is in.
+    #[error("{path}: {err}")]
+    InFile {
+        path: String,
+        err: Box<CaptureError>,
+    },
+    #[error("empty file: not a damon-trace capture")]
+    Empty,
     #[error("not a damon-trace capture (bad magic)")]
     BadMagic,
     #[error(
-        "capture format version {0} is not supported by this damon-trace (it reads versions 1 to {VERSION})"
+        "capture format version {0} is newer than this damon-trace {tool} reads (versions 1 to {VERSION}): \
+         read it with the damon-trace that wrote it, or a newer one",
+        tool = env!("CARGO_PKG_VERSION")
     )]
     UnsupportedVersion(u32),
+    #[error("capture format version 0 does not exist: the file header is corrupt")]
+    VersionZero,
     /// The file ends inside chunk `chunk`, at a point where that cannot be a killed writer's
     /// torn last chunk (or the strict reader was asked for).
     #[error(
@@ -36,6 +58,10 @@ pub enum CaptureError {
 impl CaptureError {
     /// Whether the error is about the input file itself (as opposed to writing one).
     pub fn is_input(&self) -> bool {
-        !matches!(self, CaptureError::Io { .. })
+        match self {
+            CaptureError::Io { .. } => false,
+            CaptureError::InFile { err, .. } => err.is_input(),
+            _ => true,
+        }
     }
 }

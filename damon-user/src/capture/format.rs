@@ -14,7 +14,7 @@
 use std::{
     fs::{File, OpenOptions},
     io::{Read, Write},
-    os::unix::fs::OpenOptionsExt as _,
+    os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _},
     path::Path,
 };
 
@@ -53,24 +53,7 @@ impl CaptureWriter {
     /// Creates the file (mode 0600; refuses to overwrite unless `force`) and writes the header
     /// and metadata.
     pub fn create(path: &Path, force: bool, meta: &Meta) -> Result<CaptureWriter, CaptureError> {
-        let mut opts = OpenOptions::new();
-        opts.write(true).mode(0o600);
-        if force {
-            opts.create(true).truncate(true);
-        } else {
-            opts.create_new(true);
-        }
-        let file = opts.open(path).map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                " (pass --force to overwrite)"
-            } else {
-                ""
-            };
-            CaptureError::Io {
-                path: format!("{}{hint}", path.display()),
-                err: e,
-            }
-        })?;
+        let file = create_private(path, force)?;
         let mut w = CaptureWriter {
             file,
             path: path.display().to_string(),
@@ -144,6 +127,114 @@ impl CaptureWriter {
             err,
         })?;
         Ok(self.records_written)
+    }
+}
+
+/// Creates an output file readable by its owner only (mode 0600, also when `force` overwrites an
+/// existing file of another mode); refuses an existing file unless `force`.
+pub fn create_private(path: &Path, force: bool) -> Result<File, CaptureError> {
+    let mut opts = OpenOptions::new();
+    opts.write(true).mode(0o600);
+    if force {
+        opts.create(true).truncate(true);
+    } else {
+        opts.create_new(true);
+    }
+    let io = |err: std::io::Error| {
+        if err.kind() == std::io::ErrorKind::AlreadyExists {
+            exists_error(path)
+        } else {
+            CaptureError::Io {
+                path: path.display().to_string(),
+                err,
+            }
+        }
+    };
+    let file = opts.open(path).map_err(io)?;
+    // `mode` applies only to a file this call creates; an overwritten one keeps its mode.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(io)?;
+    Ok(file)
+}
+
+fn exists_error(path: &Path) -> CaptureError {
+    CaptureError::Exists {
+        path: path.display().to_string(),
+    }
+}
+
+/// Checks, before anything is traced, that [`create_private`] will be able to create `path`:
+/// it must not exist (unless `force`, and then be a regular file) and its directory must take
+/// a new file. Leaves nothing behind.
+pub fn check_output(path: &Path, force: bool) -> Result<(), CaptureError> {
+    let out = |why: String| CaptureError::Output {
+        path: path.display().to_string(),
+        why,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(_) if !force => return Err(exists_error(path)),
+        Ok(_) => {
+            return match std::fs::metadata(path) {
+                Ok(m) if m.is_file() => OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map(drop)
+                    .map_err(|e| out(e.to_string())),
+                Ok(m) => Err(out(format!("it is {}", file_kind(&m.file_type())))),
+                Err(e) => Err(out(e.to_string())),
+            };
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(out(e.to_string())),
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => {}
+        Ok(m) => {
+            return Err(out(format!(
+                "{} is {}, not a directory",
+                parent.display(),
+                file_kind(&m.file_type())
+            )));
+        }
+        Err(e) => return Err(out(format!("{}: {e}", parent.display()))),
+    }
+    // Permissions, read-only mounts, ACLs, pseudo file systems: only trying tells.
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(file) => {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+            Ok(())
+        }
+        Err(e) => Err(out(e.to_string())),
+    }
+}
+
+/// "a directory", "a FIFO", … for messages.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a regular file"
     }
 }
 
@@ -237,16 +328,25 @@ pub fn read_file(path: &Path) -> Result<Capture, CaptureError> {
 }
 
 /// [`read_file`], with how the file was stored.
+///
+/// Only regular files are read: a directory, FIFO, device or socket is refused before it is
+/// opened (opening a FIFO without a writer would block forever, reading a device might never
+/// end).
 pub fn load_file(path: &Path) -> Result<Loaded, CaptureError> {
-    let mut file = File::open(path).map_err(io_err(path))?;
-    if file.metadata().map_err(io_err(path))?.is_dir() {
-        return Err(io_err(path)(std::io::Error::other(
-            "is a directory, not a capture file",
-        )));
+    let kind = std::fs::metadata(path).map_err(io_err(path))?.file_type();
+    if !kind.is_file() {
+        return Err(CaptureError::NotAFile {
+            path: path.display().to_string(),
+            what: file_kind(&kind),
+        });
     }
+    let mut file = File::open(path).map_err(io_err(path))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(io_err(path))?;
-    load(&bytes, false)
+    load(&bytes, false).map_err(|err| CaptureError::InFile {
+        path: path.display().to_string(),
+        err: Box::new(err),
+    })
 }
 
 #[cfg(test)]
@@ -258,6 +358,9 @@ pub fn parse(bytes: &[u8]) -> Result<Capture, CaptureError> {
 /// Parses capture bytes. Unless `strict`, a file ending inside a chunk after the metadata and
 /// before any summary — what `kill -9` leaves — yields the complete chunks. Never panics.
 pub fn load(bytes: &[u8], strict: bool) -> Result<Loaded, CaptureError> {
+    if bytes.is_empty() {
+        return Err(CaptureError::Empty);
+    }
     if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
         return Err(CaptureError::BadMagic);
     }
@@ -266,6 +369,7 @@ pub fn load(bytes: &[u8], strict: bool) -> Result<Loaded, CaptureError> {
     let torn = match version {
         1 => v1::walk(bytes, &mut asm)?,
         2 => walk_v2(bytes, &mut asm)?,
+        0 => return Err(CaptureError::VersionZero),
         v => return Err(CaptureError::UnsupportedVersion(v)),
     }
     .or((bytes.len() == HEADER_LEN).then_some(chunk::Torn {

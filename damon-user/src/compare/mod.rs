@@ -277,6 +277,14 @@ fn name_hash(name: &str) -> u64 {
 
 fn header_warnings(b: &Capture, a: &Capture) -> Vec<String> {
     let mut w = Vec::new();
+    let (vb, va) = (&b.meta.tool_version, &a.meta.tool_version);
+    if vb != va {
+        // Readable formats compare; the probes' cost or the accounting may have changed.
+        w.push(format!(
+            "the captures were written by different damon-trace versions: before {vb}, after \
+             {va}: part of any difference may be the tool's"
+        ));
+    }
     let (mb, ma) = (&b.meta.cpu_model, &a.meta.cpu_model);
     if mb.is_empty() || ma.is_empty() {
         w.push(

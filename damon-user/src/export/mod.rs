@@ -9,7 +9,6 @@ pub mod openmetrics;
 mod tests;
 
 use std::{
-    fs::File,
     io::{BufWriter, Write},
     path::Path,
     process::ExitCode,
@@ -18,7 +17,10 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
-    capture::{Capture, format::read_file},
+    capture::{
+        Capture,
+        format::{create_private, read_file},
+    },
     cli::{ExportArgs, ExportFormat},
     report::{ReportOptions, check_functions},
 };
@@ -93,8 +95,8 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         exporter.export(&capture, &mut out)?;
         out.flush()?;
     } else {
-        let file = File::create(&args.output)
-            .with_context(|| format!("creating {}", args.output.display()))?;
+        // Mode 0600 like captures: an export holds the same per-call data.
+        let file = create_private(&args.output, args.force)?;
         let mut out = BufWriter::new(file);
         exporter
             .export(&capture, &mut out)

@@ -166,8 +166,7 @@ fn create_unique(dir: &Path, name: &str, meta: &Meta) -> anyhow::Result<(PathBuf
         let path = dir.join(file);
         match CaptureWriter::create(&path, false, meta) {
             Ok(w) => return Ok((path, w)),
-            Err(CaptureError::Io { err, .. })
-                if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(CaptureError::Exists { .. }) => {}
             Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
         }
     }
