@@ -377,11 +377,13 @@ pub fn render_text(d: &Diagnosis) -> String {
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let functions = crate::record::select_functions(&args.selection)?;
     let d = diagnose(&functions);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&d)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&d)? + "\n"
     } else {
-        print!("{}", render_text(&d));
-    }
+        render_text(&d)
+    };
+    // Not print!: it panics when stdout is a closed pipe.
+    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     Ok(if d.can_trace {
         ExitCode::SUCCESS
     } else {

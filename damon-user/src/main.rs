@@ -40,11 +40,20 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // `damon-trace export … | head`: the reader has what it wanted.
+        Err(err) if broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("damon-trace: error: {}", one_line(&format!("{err:#}")));
             ExitCode::from(exit_status(&err))
         }
     }
+}
+
+fn broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// 2 for input the caller must fix (names, paths, capture files), 1 for everything else.

@@ -184,7 +184,12 @@ pub fn check_output(path: &Path, force: bool) -> Result<(), CaptureError> {
                 Err(e) => Err(out(e.to_string())),
             };
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        // Absent, or a path through a non-directory: the parent check below says which.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) => {}
         Err(e) => return Err(out(e.to_string())),
     }
     let parent = match path.parent() {

@@ -333,7 +333,8 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         CompareFormat::Json => serde_json::to_string_pretty(&cmp)? + "\n",
         CompareFormat::Markdown => render::markdown(&cmp),
     };
-    print!("{text}");
+    // Not print!: it panics when stdout is a closed pipe.
+    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     if let Some(path) = &args.plot {
         eprintln!("plot: {}", path.display());
     }

@@ -326,6 +326,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         ReportFormat::Csv => render::csv(&report),
         ReportFormat::Markdown => render::markdown(&report),
     };
-    print!("{text}");
+    // Not print!: it panics when stdout is a closed pipe.
+    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

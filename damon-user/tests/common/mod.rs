@@ -1,0 +1,191 @@
+//! Running the real `damon-trace` binary with a deadline, and reading captures' metadata
+//! without the crate (it has no library target).
+#![allow(dead_code)] // each test file uses its own part
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_damon-trace");
+
+/// Longest any bad-input case may take: they must fail fast, and a hang (a FIFO opened for
+/// reading, a forgotten prompt) fails the test instead of stalling it.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+pub struct Run {
+    /// `None`: killed by a signal.
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` (stdin from /dev/null, RUST_BACKTRACE=1 so that a panic would show its
+/// backtrace) and kills it if it outlives [`DEADLINE`].
+pub fn run_cmd(mut cmd: Command) -> Run {
+    let what = format!("{cmd:?}");
+    cmd.env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let out_t = drain(child.stdout.take().expect("stdout"));
+    let err_t = drain(child.stderr.take().expect("stderr"));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still ran after {DEADLINE:?} (it must not hang)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Run {
+        status: status.code(),
+        stdout: out_t.join().expect("stdout reader"),
+        stderr: err_t.join().expect("stderr reader"),
+    }
+}
+
+/// Reads a pipe to its end on a thread (so a child filling one pipe cannot block).
+fn drain(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = r.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
+    })
+}
+
+pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    run_cmd(cmd)
+}
+
+/// The one-line error contract: exit `status`, exactly one non-empty stderr line, starting
+/// `damon-trace: error:`, no panic or backtrace anywhere. Returns that line.
+pub fn error_line(label: &str, r: &Run, status: i32) -> Result<String, String> {
+    no_panic(label, r)?;
+    if r.status != Some(status) {
+        return Err(format!(
+            "{label}: exit status {:?}, expected {status}; stderr: {}",
+            r.status, r.stderr
+        ));
+    }
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    match lines[..] {
+        [line] if line.starts_with("damon-trace: error: ") => Ok(line.to_owned()),
+        _ => Err(format!("{label}: stderr must be one error line:\n{}", r.stderr)),
+    }
+}
+
+pub fn assert_error(label: &str, r: &Run, status: i32) -> String {
+    error_line(label, r, status).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn no_panic(label: &str, r: &Run) -> Result<(), String> {
+    for text in [&r.stdout, &r.stderr] {
+        for bad in ["panicked", "RUST_BACKTRACE", "stack backtrace"] {
+            if text.contains(bad) {
+                return Err(format!("{label}: output contains `{bad}`:\n{text}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn assert_no_panic(label: &str, r: &Run) {
+    no_panic(label, r).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The file header and chunks of a capture, undone: (version, [(kind, payload)]).
+pub fn chunks(bytes: &[u8]) -> (u32, Vec<(u32, Vec<u8>)>) {
+    assert_eq!(&bytes[..8], b"DMNTRCAP");
+    let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+    let version = u32_at(8);
+    let mut out = Vec::new();
+    let mut pos = 16;
+    while pos < bytes.len() {
+        match version {
+            1 => {
+                let kind = u32_at(pos);
+                let len = u64::from_le_bytes(bytes[pos + 8..pos + 16].try_into().expect("8"));
+                let start = pos + 16;
+                let end = start + len as usize;
+                out.push((kind, bytes[start..end].to_vec()));
+                pos = end;
+            }
+            2 => {
+                let (kind, raw_len, stored_len) = (u32_at(pos), u32_at(pos + 4), u32_at(pos + 8));
+                let start = pos + 16;
+                let end = start + stored_len as usize;
+                let mut raw = vec![0u8; raw_len as usize];
+                let n = ruzstd::decoding::FrameDecoder::new()
+                    .decode_all(&bytes[start..end], &mut raw)
+                    .expect("zstd chunk");
+                assert_eq!(n, raw.len());
+                out.push((kind, raw));
+                pos = end;
+            }
+            v => panic!("format version {v}"),
+        }
+    }
+    (version, out)
+}
+
+/// The metadata JSON of a capture file.
+pub fn meta_json(bytes: &[u8]) -> serde_json::Value {
+    let (_, chunks) = chunks(bytes);
+    assert_eq!(chunks[0].0, 1, "metadata first");
+    serde_json::from_slice(&chunks[0].1).expect("metadata JSON")
+}
+
+/// A version-2 chunk, framed as the crate's writer frames it (zstd, CRC over header and
+/// payload).
+pub fn encode_v2_chunk(kind: u32, raw: &[u8]) -> Vec<u8> {
+    let stored =
+        ruzstd::encoding::compress_to_vec(raw, ruzstd::encoding::CompressionLevel::Fastest);
+    let mut out = Vec::new();
+    out.extend_from_slice(&kind.to_le_bytes());
+    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&out);
+    crc.update(&stored);
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(&stored);
+    out
+}
+
+/// A version-2 capture with its metadata changed by `edit` and every other chunk as it was,
+/// with valid checksums: what another damon-trace could have written.
+pub fn rewrite_meta(v2: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let (version, chunks) = chunks(v2);
+    assert_eq!(version, 2, "rewrite a version-2 capture");
+    let mut out = v2[..16].to_vec();
+    let mut edit = Some(edit);
+    for (kind, raw) in chunks {
+        match (kind, edit.take()) {
+            (1, Some(edit)) => {
+                let mut meta: serde_json::Value = serde_json::from_slice(&raw).expect("meta");
+                edit(&mut meta);
+                out.extend(encode_v2_chunk(kind, &serde_json::to_vec(&meta).expect("json")));
+            }
+            (_, e) => {
+                edit = e;
+                out.extend(encode_v2_chunk(kind, &raw));
+            }
+        }
+    }
+    out
+}
