@@ -228,10 +228,7 @@ impl MissingCaps {
 
     /// What the doctor table shows.
     pub fn found(&self) -> String {
-        format!(
-            "missing {} (CAP_SYS_ADMIN would also do)",
-            self.names()
-        )
+        format!("missing {} (CAP_SYS_ADMIN would also do)", self.names())
     }
 
     pub fn remedy(&self) -> String {

@@ -100,79 +100,404 @@ fn cases(c: &Corpus) -> Vec<Case> {
     let listen = "127.0.0.1:0";
     let mut v = vec![
         // Durations, sizes and numbers, in every subcommand that takes them.
-        case("record --duration 10x", &["record", "-o", &out, "--duration", "10x"], 2, &["unknown unit `x`"]),
-        case("record --duration -5s", &["record", "-o", &out, "--duration", "-5s"], 2, &["must be positive"]),
-        case("record --duration 0", &["record", "-o", &out, "--duration", "0"], 2, &["must be positive"]),
-        case("record --duration 1000h", &["record", "-o", &out, "--duration", "1000h"], 2, &["at most a week"]),
-        case("record --duration 1e999s", &["record", "-o", &out, "--duration", "99999999999999999999999999h"], 2, &["at most a week"]),
-        case("record --duration empty", &["record", "-o", &out, "--duration", ""], 2, &["not a duration"]),
-        case("record --ring-size 4095", &["record", "-o", &out, "--ring-size", "4095"], 2, &["power of two"]),
-        case("record --ring-size abc", &["record", "-o", &out, "--ring-size", "abc"], 2, &["not a size"]),
-        case("record --ring-size -4096", &["record", "-o", &out, "--ring-size", "-4096"], 2, &["not a size"]),
-        case("record --ring-size 8 GiB", &["record", "-o", &out, "--ring-size", "8589934592"], 2, &["larger than"]),
-        case("record --ring-size 2^70", &["record", "-o", &out, "--ring-size", "1180591620717411303424"], 2, &["not a size"]),
-        case("record --attach bogus", &["record", "-o", &out, "--attach", "bogus"], 2, &["bogus"]),
+        case(
+            "record --duration 10x",
+            &["record", "-o", &out, "--duration", "10x"],
+            2,
+            &["unknown unit `x`"],
+        ),
+        case(
+            "record --duration -5s",
+            &["record", "-o", &out, "--duration", "-5s"],
+            2,
+            &["must be positive"],
+        ),
+        case(
+            "record --duration 0",
+            &["record", "-o", &out, "--duration", "0"],
+            2,
+            &["must be positive"],
+        ),
+        case(
+            "record --duration 1000h",
+            &["record", "-o", &out, "--duration", "1000h"],
+            2,
+            &["at most a week"],
+        ),
+        case(
+            "record --duration 1e999s",
+            &[
+                "record",
+                "-o",
+                &out,
+                "--duration",
+                "99999999999999999999999999h",
+            ],
+            2,
+            &["at most a week"],
+        ),
+        case(
+            "record --duration empty",
+            &["record", "-o", &out, "--duration", ""],
+            2,
+            &["not a duration"],
+        ),
+        case(
+            "record --ring-size 4095",
+            &["record", "-o", &out, "--ring-size", "4095"],
+            2,
+            &["power of two"],
+        ),
+        case(
+            "record --ring-size abc",
+            &["record", "-o", &out, "--ring-size", "abc"],
+            2,
+            &["not a size"],
+        ),
+        case(
+            "record --ring-size -4096",
+            &["record", "-o", &out, "--ring-size", "-4096"],
+            2,
+            &["not a size"],
+        ),
+        case(
+            "record --ring-size 8 GiB",
+            &["record", "-o", &out, "--ring-size", "8589934592"],
+            2,
+            &["larger than"],
+        ),
+        case(
+            "record --ring-size 2^70",
+            &[
+                "record",
+                "-o",
+                &out,
+                "--ring-size",
+                "1180591620717411303424",
+            ],
+            2,
+            &["not a size"],
+        ),
+        case(
+            "record --attach bogus",
+            &["record", "-o", &out, "--attach", "bogus"],
+            2,
+            &["bogus"],
+        ),
         case("record without -o", &["record"], 2, &["--output"]),
-        case("live --bucket-ns 0", &["live", "--bucket-ns", "0"], 2, &["--bucket-ns"]),
-        case("live --bucket-ns -1", &["live", "--bucket-ns", "-1"], 2, &["--bucket-ns"]),
-        case("live --window 0", &["live", "--window", "0"], 2, &["--window"]),
-        case("live --window abc", &["live", "--window", "abc"], 2, &["--window"]),
-        case("live --window 99999", &["live", "--window", "99999"], 2, &["--window"]),
-        case("live --ring-size 4095", &["live", "--ring-size", "4095"], 2, &["power of two"]),
-        case("live --speed -1", &["live", "--replay", &fx, "--speed", "-1"], 2, &["--speed"]),
-        case("live --speed fast", &["live", "--replay", &fx, "--speed", "fast"], 2, &["not a speed"]),
-        case("live --speed inf", &["live", "--replay", &fx, "--speed", "inf"], 2, &["--speed"]),
-        case("live --speed without --replay", &["live", "--speed", "2"], 2, &["--replay"]),
-        case("serve --listen garbage", &["serve", "--listen", "garbage"], 2, &["--listen"]),
-        case("serve --listen port 99999", &["serve", "--listen", "127.0.0.1:99999"], 2, &["--listen"]),
-        case("serve --listen without port", &["serve", "--listen", "127.0.0.1"], 2, &["--listen"]),
-        case("serve --duration 10x", &["serve", "--listen", listen, "--duration", "10x"], 2, &["unknown unit"]),
-        case("serve --ring-size 4095", &["serve", "--listen", listen, "--ring-size", "4095"], 2, &["power of two"]),
-        case("report --bucket-ns 0", &["report", &fx, "--bucket-ns", "0"], 2, &["--bucket-ns"]),
-        case("report --max-ns -1", &["report", &fx, "--max-ns", "-1"], 2, &["--max-ns"]),
-        case("report --cpu abc", &["report", &fx, "--cpu", "abc"], 2, &["--cpu"]),
-        case("report --format yaml", &["report", &fx, "--format", "yaml"], 2, &["yaml"]),
-        case("compare --bucket-ns 0", &["compare", &fx, &fx, "--bucket-ns", "0"], 2, &["--bucket-ns"]),
-        case("export --format missing", &["export", &fx], 2, &["--format"]),
-        case("export --format nope", &["export", &fx, "--format", "nope"], 2, &["nope"]),
-        case("export csv-buckets --bucket-ns 0", &["export", &fx, "--format", "csv-buckets", "--bucket-ns", "0"], 2, &["--bucket-ns"]),
-        case("scenario --duration 10x", &["scenario", "migrate-hot", "--duration", "10x"], 2, &["unknown unit"]),
-        case("scenario --workload-mib abc", &["scenario", "migrate-hot", "--workload-mib", "abc"], 2, &["--workload-mib"]),
+        case(
+            "live --bucket-ns 0",
+            &["live", "--bucket-ns", "0"],
+            2,
+            &["--bucket-ns"],
+        ),
+        case(
+            "live --bucket-ns -1",
+            &["live", "--bucket-ns", "-1"],
+            2,
+            &["--bucket-ns"],
+        ),
+        case(
+            "live --window 0",
+            &["live", "--window", "0"],
+            2,
+            &["--window"],
+        ),
+        case(
+            "live --window abc",
+            &["live", "--window", "abc"],
+            2,
+            &["--window"],
+        ),
+        case(
+            "live --window 99999",
+            &["live", "--window", "99999"],
+            2,
+            &["--window"],
+        ),
+        case(
+            "live --ring-size 4095",
+            &["live", "--ring-size", "4095"],
+            2,
+            &["power of two"],
+        ),
+        case(
+            "live --speed -1",
+            &["live", "--replay", &fx, "--speed", "-1"],
+            2,
+            &["--speed"],
+        ),
+        case(
+            "live --speed fast",
+            &["live", "--replay", &fx, "--speed", "fast"],
+            2,
+            &["not a speed"],
+        ),
+        case(
+            "live --speed inf",
+            &["live", "--replay", &fx, "--speed", "inf"],
+            2,
+            &["--speed"],
+        ),
+        case(
+            "live --speed without --replay",
+            &["live", "--speed", "2"],
+            2,
+            &["--replay"],
+        ),
+        case(
+            "serve --listen garbage",
+            &["serve", "--listen", "garbage"],
+            2,
+            &["--listen"],
+        ),
+        case(
+            "serve --listen port 99999",
+            &["serve", "--listen", "127.0.0.1:99999"],
+            2,
+            &["--listen"],
+        ),
+        case(
+            "serve --listen without port",
+            &["serve", "--listen", "127.0.0.1"],
+            2,
+            &["--listen"],
+        ),
+        case(
+            "serve --duration 10x",
+            &["serve", "--listen", listen, "--duration", "10x"],
+            2,
+            &["unknown unit"],
+        ),
+        case(
+            "serve --ring-size 4095",
+            &["serve", "--listen", listen, "--ring-size", "4095"],
+            2,
+            &["power of two"],
+        ),
+        case(
+            "report --bucket-ns 0",
+            &["report", &fx, "--bucket-ns", "0"],
+            2,
+            &["--bucket-ns"],
+        ),
+        case(
+            "report --max-ns -1",
+            &["report", &fx, "--max-ns", "-1"],
+            2,
+            &["--max-ns"],
+        ),
+        case(
+            "report --cpu abc",
+            &["report", &fx, "--cpu", "abc"],
+            2,
+            &["--cpu"],
+        ),
+        case(
+            "report --format yaml",
+            &["report", &fx, "--format", "yaml"],
+            2,
+            &["yaml"],
+        ),
+        case(
+            "compare --bucket-ns 0",
+            &["compare", &fx, &fx, "--bucket-ns", "0"],
+            2,
+            &["--bucket-ns"],
+        ),
+        case(
+            "export --format missing",
+            &["export", &fx],
+            2,
+            &["--format"],
+        ),
+        case(
+            "export --format nope",
+            &["export", &fx, "--format", "nope"],
+            2,
+            &["nope"],
+        ),
+        case(
+            "export csv-buckets --bucket-ns 0",
+            &["export", &fx, "--format", "csv-buckets", "--bucket-ns", "0"],
+            2,
+            &["--bucket-ns"],
+        ),
+        case(
+            "scenario --duration 10x",
+            &["scenario", "migrate-hot", "--duration", "10x"],
+            2,
+            &["unknown unit"],
+        ),
+        case(
+            "scenario --workload-mib abc",
+            &["scenario", "migrate-hot", "--workload-mib", "abc"],
+            2,
+            &["--workload-mib"],
+        ),
         case("unknown subcommand", &["trace"], 2, &["trace"]),
         // Function names: unknown or repeated, the error lists what exists.
-        case("record --functions nope", &["record", "-o", &out, "--functions", "nope"], 2, &["nope", FOUR]),
-        case("record --functions twice", &["record", "-o", &out, "--functions", "lock_timer_base,lock_timer_base"], 2, &["twice"]),
-        case("live --functions nope", &["live", "--functions", "nope"], 2, &["nope", FOUR]),
-        case("serve --functions nope", &["serve", "--listen", listen, "--functions", "nope"], 2, &["nope", FOUR]),
-        case("doctor --functions nope", &["doctor", "--functions", "nope"], 2, &["nope", FOUR]),
-        case("report --functions nope", &["report", &fx, "--functions", "nope"], 2, &["nope", "lock_timer_base", "damon_hot_score"]),
-        case("export --functions nope", &["export", &fx, "--format", "csv", "--functions", "nope"], 2, &["nope", "lock_timer_base", "damon_hot_score"]),
-        case("compare --functions nope", &["compare", &fx, &fx, "--functions", "nope"], 2, &["nope", "neither"]),
-        case("live --replay --functions nope", &["live", "--replay", &fx, "--functions", "nope"], 2, &["nope"]),
+        case(
+            "record --functions nope",
+            &["record", "-o", &out, "--functions", "nope"],
+            2,
+            &["nope", FOUR],
+        ),
+        case(
+            "record --functions twice",
+            &[
+                "record",
+                "-o",
+                &out,
+                "--functions",
+                "lock_timer_base,lock_timer_base",
+            ],
+            2,
+            &["twice"],
+        ),
+        case(
+            "live --functions nope",
+            &["live", "--functions", "nope"],
+            2,
+            &["nope", FOUR],
+        ),
+        case(
+            "serve --functions nope",
+            &["serve", "--listen", listen, "--functions", "nope"],
+            2,
+            &["nope", FOUR],
+        ),
+        case(
+            "doctor --functions nope",
+            &["doctor", "--functions", "nope"],
+            2,
+            &["nope", FOUR],
+        ),
+        case(
+            "report --functions nope",
+            &["report", &fx, "--functions", "nope"],
+            2,
+            &["nope", "lock_timer_base", "damon_hot_score"],
+        ),
+        case(
+            "export --functions nope",
+            &["export", &fx, "--format", "csv", "--functions", "nope"],
+            2,
+            &["nope", "lock_timer_base", "damon_hot_score"],
+        ),
+        case(
+            "compare --functions nope",
+            &["compare", &fx, &fx, "--functions", "nope"],
+            2,
+            &["nope", "neither"],
+        ),
+        case(
+            "live --replay --functions nope",
+            &["live", "--replay", &fx, "--functions", "nope"],
+            2,
+            &["nope"],
+        ),
         // Output paths: existing (refused without --force), unusable directories. Checked before
         // the kernel, so these are input errors (2) even on a host that cannot trace.
-        case("record -o existing", &["record", "-o", &exists], 2, &["exists", "--force"]),
-        case("record -o dir --force", &["record", "-o", &dir, "--force"], 2, &["directory"]),
-        case("record -o under a file", &["record", "-o", &under_file], 2, &["not a directory"]),
-        case("record -o in /proc", &["record", "-o", "/proc/damon-trace-nonexistent/out.dtcap"], 2, &["No such file"]),
-        case("live --record existing", &["live", "--record", &exists], 2, &["exists", "--force"]),
-        case("live --record under a file", &["live", "--record", &under_file], 2, &["not a directory"]),
-        case("export -o existing", &["export", &fx, "--format", "json", "-o", &exists], 2, &["exists", "--force"]),
-        case("export -o under a file", &["export", &fx, "--format", "json", "-o", &under_file], 2, &["not a directory"]),
-        case("export -o in /proc", &["export", &fx, "--format", "json", "-o", "/proc/damon-trace-nonexistent/x.json"], 2, &["No such file"]),
-        case("export -o a directory --force", &["export", &fx, "--format", "json", "-o", &dir, "--force"], 2, &["directory"]),
+        case(
+            "record -o existing",
+            &["record", "-o", &exists],
+            2,
+            &["exists", "--force"],
+        ),
+        case(
+            "record -o dir --force",
+            &["record", "-o", &dir, "--force"],
+            2,
+            &["directory"],
+        ),
+        case(
+            "record -o under a file",
+            &["record", "-o", &under_file],
+            2,
+            &["not a directory"],
+        ),
+        case(
+            "record -o in /proc",
+            &["record", "-o", "/proc/damon-trace-nonexistent/out.dtcap"],
+            2,
+            &["No such file"],
+        ),
+        case(
+            "live --record existing",
+            &["live", "--record", &exists],
+            2,
+            &["exists", "--force"],
+        ),
+        case(
+            "live --record under a file",
+            &["live", "--record", &under_file],
+            2,
+            &["not a directory"],
+        ),
+        case(
+            "export -o existing",
+            &["export", &fx, "--format", "json", "-o", &exists],
+            2,
+            &["exists", "--force"],
+        ),
+        case(
+            "export -o under a file",
+            &["export", &fx, "--format", "json", "-o", &under_file],
+            2,
+            &["not a directory"],
+        ),
+        case(
+            "export -o in /proc",
+            &[
+                "export",
+                &fx,
+                "--format",
+                "json",
+                "-o",
+                "/proc/damon-trace-nonexistent/x.json",
+            ],
+            2,
+            &["No such file"],
+        ),
+        case(
+            "export -o a directory --force",
+            &["export", &fx, "--format", "json", "-o", &dir, "--force"],
+            2,
+            &["directory"],
+        ),
     ];
     // Captures that cannot be read, in every subcommand that reads one.
     let broken: [(&str, &[&'static str]); 13] = [
         ("empty.dtcap", &["empty.dtcap", "empty file"]),
-        ("garbage.dtcap", &["garbage.dtcap", "not a damon-trace capture"]),
+        (
+            "garbage.dtcap",
+            &["garbage.dtcap", "not a damon-trace capture"],
+        ),
         // (noise after a header reads as a chunk longer than the file: a torn first chunk)
-        ("garbage-after-header.dtcap", &["garbage-after-header.dtcap", "truncated in chunk 0"]),
-        ("cut-in-header.dtcap", &["cut-in-header.dtcap", "not a damon-trace capture"]),
-        ("cut-in-metadata.dtcap", &["cut-in-metadata.dtcap", "truncated in chunk 0"]),
+        (
+            "garbage-after-header.dtcap",
+            &["garbage-after-header.dtcap", "truncated in chunk 0"],
+        ),
+        (
+            "cut-in-header.dtcap",
+            &["cut-in-header.dtcap", "not a damon-trace capture"],
+        ),
+        (
+            "cut-in-metadata.dtcap",
+            &["cut-in-metadata.dtcap", "truncated in chunk 0"],
+        ),
         ("flipped.dtcap", &["flipped.dtcap", "checksum mismatch"]),
         ("v0.dtcap", &["v0.dtcap", "version 0"]),
-        ("v3.dtcap", &["v3.dtcap", "version 3 is newer", "versions 1 to 2", "newer one"]),
+        (
+            "v3.dtcap",
+            &[
+                "v3.dtcap",
+                "version 3 is newer",
+                "versions 1 to 2",
+                "newer one",
+            ],
+        ),
         ("vmax.dtcap", &["vmax.dtcap", "version 4294967295 is newer"]),
         ("dir.dtcap", &["dir.dtcap", "is a directory"]),
         ("fifo.dtcap", &["fifo.dtcap", "is a FIFO"]),
@@ -195,8 +520,14 @@ fn cases(c: &Corpus) -> Vec<Case> {
         v.push(with("report BROKEN", s(&["report", &path])));
         v.push(with("compare BROKEN GOOD", s(&["compare", &path, &fx])));
         v.push(with("compare GOOD BROKEN", s(&["compare", &fx, &path])));
-        v.push(with("export BROKEN", s(&["export", &path, "--format", "json"])));
-        v.push(with("live --replay BROKEN", s(&["live", "--replay", &path])));
+        v.push(with(
+            "export BROKEN",
+            s(&["export", &path, "--format", "json"]),
+        ));
+        v.push(with(
+            "live --replay BROKEN",
+            s(&["live", "--replay", &path]),
+        ));
     }
     v
 }
@@ -241,11 +572,11 @@ fn bad_input_gives_one_line_and_the_right_status() {
 #[test]
 fn compare_across_tool_versions_warns() {
     let c = Corpus::new();
-    let mine = meta_json(&std::fs::read(data("ab-after-7.2.dtcap")).expect("fixture"))
-        ["tool_version"]
-        .as_str()
-        .expect("tool_version")
-        .to_owned();
+    let mine =
+        meta_json(&std::fs::read(data("ab-after-7.2.dtcap")).expect("fixture"))["tool_version"]
+            .as_str()
+            .expect("tool_version")
+            .to_owned();
     for format in ["table", "json", "markdown"] {
         let r = run(&[
             "compare",

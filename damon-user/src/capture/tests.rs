@@ -420,3 +420,45 @@ fn codec_depends_on_nothing_else_in_the_crate() {
         );
     }
 }
+
+/// Captures are private: mode 0600 when created, and when `force` overwrites a file that had
+/// another mode; without `force` an existing file is refused and left alone.
+#[test]
+fn captures_are_created_0600() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c.dtcap");
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    CaptureWriter::create(&path, false, &meta()).expect("create");
+    assert_eq!(mode(&path), 0o600);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    assert!(matches!(
+        CaptureWriter::create(&path, false, &meta()),
+        Err(CaptureError::Exists { .. })
+    ));
+    assert_eq!(mode(&path), 0o644, "refused: untouched");
+    CaptureWriter::create(&path, true, &meta()).expect("force");
+    assert_eq!(mode(&path), 0o600, "overwritten: private");
+}
+
+/// The output check finds what would stop a capture from being written, and leaves nothing.
+#[test]
+fn output_check_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("new.dtcap");
+    check_output(&path, false).expect("writable");
+    assert!(!path.exists());
+    std::fs::write(&path, b"old").expect("write");
+    assert!(matches!(
+        check_output(&path, false),
+        Err(CaptureError::Exists { .. })
+    ));
+    check_output(&path, true).expect("force");
+    assert_eq!(std::fs::read(&path).expect("read"), b"old", "not truncated");
+    let under = path.join("x.dtcap");
+    let e = check_output(&under, false).expect_err("parent is a file");
+    assert!(e.to_string().contains("not a directory"), "{e}");
+    assert!(e.is_input());
+    let e = check_output(dir.path(), true).expect_err("a directory");
+    assert!(e.to_string().contains("a directory"), "{e}");
+}

@@ -85,7 +85,10 @@ pub fn error_line(label: &str, r: &Run, status: i32) -> Result<String, String> {
     let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     match lines[..] {
         [line] if line.starts_with("damon-trace: error: ") => Ok(line.to_owned()),
-        _ => Err(format!("{label}: stderr must be one error line:\n{}", r.stderr)),
+        _ => Err(format!(
+            "{label}: stderr must be one error line:\n{}",
+            r.stderr
+        )),
     }
 }
 
@@ -179,7 +182,10 @@ pub fn rewrite_meta(v2: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec
             (1, Some(edit)) => {
                 let mut meta: serde_json::Value = serde_json::from_slice(&raw).expect("meta");
                 edit(&mut meta);
-                out.extend(encode_v2_chunk(kind, &serde_json::to_vec(&meta).expect("json")));
+                out.extend(encode_v2_chunk(
+                    kind,
+                    &serde_json::to_vec(&meta).expect("json"),
+                ));
             }
             (_, e) => {
                 edit = e;
