@@ -251,6 +251,12 @@ mod tests {
         let (path, n) = spool.finish(&summary).expect("finish").expect("recording");
         assert_eq!((path, n), (record_path.clone(), 3612));
         assert_eq!(read_file(&record_path).expect("record").records.len(), 3612);
+        // `--record` captures and `s` snapshots are private to their owner.
+        use std::os::unix::fs::PermissionsExt as _;
+        for p in [&record_path, &first, &second] {
+            let mode = std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", p.display());
+        }
     }
 
     #[test]
