@@ -125,7 +125,7 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["at most a week"],
         ),
         case(
-            "record --duration 1e999s",
+            "record --duration 10^26 h",
             &[
                 "record",
                 "-o",
@@ -542,6 +542,8 @@ fn bad_input_gives_one_line_and_the_right_status() {
         let label = format!("{} ({})", case.label, case.args.join(" "));
         let r = run(&case.args);
         let outcome = error_line(&label, &r, case.status).and_then(|line| {
+            // The corpus and its answers, for `--nocapture`.
+            println!("{}  {label}\n     {line}", case.status);
             match case.says.iter().find(|s| !line.contains(*s)) {
                 Some(s) => Err(format!("{label}: `{s}` missing from: {line}")),
                 None if !r.stdout.is_empty() => Err(format!("{label}: stdout: {}", r.stdout)),
