@@ -168,6 +168,9 @@ pub struct CompareArgs {
     /// Also draw both distributions, one chart per function, into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Overwrite the --plot file if it exists.
+    #[arg(long, requires = "plot")]
+    pub force: bool,
     #[command(flatten)]
     pub buckets: BucketArgs,
     #[command(flatten)]

@@ -90,6 +90,10 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
         Command::Export(a) if a.output != std::path::Path::new("-") => {
             Ok(check_output(&a.output, a.force)?)
         }
+        Command::Compare(a) => match &a.plot {
+            Some(path) => Ok(check_output(path, a.force)?),
+            None => Ok(()),
+        },
         _ => Ok(()),
     }
 }

@@ -466,6 +466,18 @@ fn cases(c: &Corpus) -> Vec<Case> {
             2,
             &["directory"],
         ),
+        case(
+            "compare --plot existing",
+            &["compare", &fx, &fx, "--plot", &exists],
+            2,
+            &["exists", "--force"],
+        ),
+        case(
+            "compare --plot under a file",
+            &["compare", &fx, &fx, "--plot", &under_file],
+            2,
+            &["not a directory"],
+        ),
     ];
     // Captures that cannot be read, in every subcommand that reads one.
     let broken: [(&str, &[&'static str]); 13] = [
@@ -646,6 +658,31 @@ fn export_output_is_private_and_needs_force_to_overwrite() {
             .expect("read")
             .starts_with("function,"),
         "overwritten"
+    );
+    assert_eq!(mode(&out), 0o600, "--force leaves the file private");
+}
+
+/// `compare --plot` writes its SVG 0600 and overwrites only with `--force`.
+#[test]
+fn compare_plot_is_private_and_needs_force_to_overwrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("ab.svg");
+    let fx = fixture();
+    let o = out.display().to_string();
+    let r = run(&["compare", &fx, &fx, "--plot", &o]);
+    assert_eq!(r.status, Some(0), "{}", r.stderr);
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&out), 0o600);
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let r = run(&["compare", &fx, &fx, "--plot", &o]);
+    assert_error("compare --plot over existing", &r, 2);
+    let r = run(&["compare", &fx, &fx, "--plot", &o, "--force"]);
+    assert_eq!(r.status, Some(0), "{}", r.stderr);
+    assert!(
+        std::fs::read_to_string(&out)
+            .expect("read")
+            .contains("<svg"),
+        "an SVG"
     );
     assert_eq!(mode(&out), 0o600, "--force leaves the file private");
 }

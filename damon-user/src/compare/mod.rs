@@ -326,7 +326,8 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         &opts,
     )?;
     if let Some(path) = &args.plot {
-        plot::write_svg(&cmp, path).with_context(|| format!("writing {}", path.display()))?;
+        plot::write_svg(&cmp, path, args.force)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let text = match args.format {
         CompareFormat::Table => render::table(&cmp),

@@ -156,8 +156,12 @@ pub fn render_svg(cmp: &Comparison) -> anyhow::Result<String> {
     Ok(svg)
 }
 
-pub fn write_svg(cmp: &Comparison, path: &Path) -> anyhow::Result<()> {
+/// Writes the chart to `path`, created 0600 like every output; an existing file only with
+/// `force`.
+pub fn write_svg(cmp: &Comparison, path: &Path, force: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
     let svg = render_svg(cmp)?;
-    std::fs::write(path, svg)?;
+    let mut file = crate::capture::format::create_private(path, force)?;
+    file.write_all(svg.as_bytes())?;
     Ok(())
 }
