@@ -68,6 +68,9 @@ pub struct FunctionReport {
     pub calls: u64,
     /// Records kept in the capture (`calls == count + dropped + in_flight`).
     pub count: u64,
+    /// Records the kernel wrote into the ring buffer (equals `count` unless records were lost
+    /// between the ring and the file, which the warnings then say).
+    pub emitted: u64,
     /// Calls seen but not recorded (ring full, stamp map full, nested too deep).
     pub dropped: u64,
     /// Entered but not exited when tracing stopped.
@@ -236,6 +239,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             mode: "stream",
             calls: k.calls,
             count: sel.count,
+            emitted: k.emitted,
             dropped: k.dropped(),
             in_flight: k.in_flight,
             ring_full: k.ring_full,
@@ -307,6 +311,12 @@ fn accounting_warnings(
             f.dropped,
             f.in_flight,
             f.calls as i128 - (f.count + f.dropped + f.in_flight) as i128
+        ));
+    }
+    if f.emitted != f.count {
+        warnings.push(format!(
+            "{}: the kernel wrote {} records into the ring buffer but the capture holds {}",
+            f.name, f.emitted, f.count
         ));
     }
     warnings.extend(crate::record::drop_warning(&f.name, k, ring_size));
