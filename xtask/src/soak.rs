@@ -28,6 +28,10 @@ pub const FUNCTIONS: [&str; 4] = [
 /// catches a leak of a few KiB/s.
 pub const RSS_GROWTH_FACTOR: f64 = 1.25;
 pub const RSS_SLACK_KIB: u64 = 1024;
+/// The same rule on RssAnon (the heap, where a leak would show; VmRSS is mostly the binary's
+/// text and the ring buffer's shared pages, mapped whole from the start) with a tighter
+/// slack: a quarter of MiB.
+pub const ANON_SLACK_KIB: u64 = 256;
 
 /// The guest script: scenario in the background, `record` for `seconds`, a sample of the
 /// recorder every `every_s` seconds into /out/samples.txt, then the capture's JSON report.
@@ -118,6 +122,8 @@ pub struct Analysis {
     pub early_max_rss_kib: u64,
     /// `early_max × 1.25 + 1 MiB`: no sample after warm-up may exceed it.
     pub rss_bound_kib: u64,
+    /// `early_max(RssAnon) × 1.25 + 256 KiB`, likewise.
+    pub anon_bound_kib: u64,
     pub totals: Totals,
     pub duration_s: f64,
     /// Each check that failed, in words.
@@ -137,6 +143,8 @@ impl Analysis {
             .collect();
         let early_max = early.iter().map(|s| s.rss_kib).max().unwrap_or(0);
         let bound = (early_max as f64 * RSS_GROWTH_FACTOR) as u64 + RSS_SLACK_KIB;
+        let early_anon = early.iter().map(|s| s.anon_kib).max().unwrap_or(0);
+        let anon_bound = (early_anon as f64 * RSS_GROWTH_FACTOR) as u64 + ANON_SLACK_KIB;
         if samples.len() < 5 {
             failures.push(format!(
                 "only {} samples of the recorder (expected one every few seconds)",
@@ -149,6 +157,16 @@ impl Analysis {
                     "RSS grew: {} KiB at {:.0} s > bound {bound} KiB (warm-up peak {early_max} \
                      KiB × {RSS_GROWTH_FACTOR} + {RSS_SLACK_KIB} KiB)",
                     s.rss_kib, s.t_s
+                ));
+                break;
+            }
+        }
+        for s in samples.iter().skip(early.len()) {
+            if s.anon_kib > anon_bound {
+                failures.push(format!(
+                    "RssAnon grew: {} KiB at {:.0} s > bound {anon_bound} KiB (warm-up peak \
+                     {early_anon} KiB × {RSS_GROWTH_FACTOR} + {ANON_SLACK_KIB} KiB)",
+                    s.anon_kib, s.t_s
                 ));
                 break;
             }
@@ -204,6 +222,7 @@ impl Analysis {
             warmup_s,
             early_max_rss_kib: early_max,
             rss_bound_kib: bound,
+            anon_bound_kib: anon_bound,
             totals,
             duration_s,
             failures,
@@ -228,13 +247,14 @@ impl Analysis {
         let last = self.samples.last().map_or(0, |s| s.rss_kib);
         format!(
             "{} samples over {:.0} s: VmRSS {rss_min}..{rss_max} KiB (first {first}, last \
-             {last}; bound after {:.0} s warm-up {} KiB), RssAnon {anon_min}..{anon_max} KiB, \
-             open fds {fd_min}..{fd_max}; {} calls = {} records + {} dropped + {} in flight \
+             {last}; bound after {:.0} s warm-up {} KiB), RssAnon {anon_min}..{anon_max} KiB \
+             (bound {} KiB), open fds {fd_min}..{fd_max}; {} calls = {} records + {} dropped + {} in flight \
              ({:.0} calls/s) — {}",
             self.samples.len(),
             self.duration_s,
             self.warmup_s,
             self.rss_bound_kib,
+            self.anon_bound_kib,
             t.calls,
             t.records,
             t.dropped,
@@ -255,6 +275,7 @@ impl Analysis {
             "warmup_s": self.warmup_s,
             "early_max_rss_kib": self.early_max_rss_kib,
             "rss_bound_kib": self.rss_bound_kib,
+            "anon_bound_kib": self.anon_bound_kib,
             "totals": {
                 "calls": self.totals.calls,
                 "records": self.totals.records,
@@ -385,6 +406,7 @@ mod tests {
         assert!(a.failures.is_empty(), "{:?}", a.failures);
         assert_eq!(a.early_max_rss_kib, 9400);
         assert_eq!(a.rss_bound_kib, 9400 * 5 / 4 + 1024);
+        assert_eq!(a.anon_bound_kib, 9250 * 5 / 4 + 256);
         assert_eq!(a.totals.calls, 400);
         assert!(a.summary().ends_with("PASS"), "{}", a.summary());
         assert!(
@@ -403,6 +425,7 @@ mod tests {
         let a = Analysis::new(grow, &report(100, 80, 10));
         let all = a.failures.join("\n");
         assert!(all.contains("RSS grew: 13000 KiB at 15 s"), "{all}");
+        assert!(all.contains("RssAnon grew: 11850 KiB at 12 s"), "{all}");
         assert!(all.contains("open fds grew from 12 to 13"), "{all}");
         assert!(all.contains("calls 100 != records 80"), "{all}");
         assert!(parse_samples("1 2 3").is_err());

@@ -2,7 +2,7 @@
 //! under the migrate-hot scenario in the 7.2 guest while the guest samples the recorder's
 //! VmRSS and open fds every 3 s. Checks (shared with `cargo xtask soak`, see
 //! `xtask::soak::Analysis`): no sample after the first quarter exceeds 1.25 times the warm-up
-//! peak plus 1 MiB, the fd count never rises above its first sample, and every call is a
+//! peak plus 1 MiB (RssAnon, the heap: plus 256 KiB), the fd count never rises above its first sample, and every call is a
 //! record, a counted drop or in flight, with every record the kernel emitted in the capture.
 use xtask::{kernel::Kernel, soak};
 
