@@ -266,6 +266,22 @@ pub struct ScenarioArgs {
     /// Size of its hot (repeatedly written) part in MiB.
     #[arg(long, default_value_t = 32)]
     pub hot_mib: u64,
+    /// DAMON sampling interval (monitoring_attrs/intervals/sample_us).
+    #[arg(long, value_name = "DURATION", default_value = "5ms", value_parser = parse_duration)]
+    pub sample_interval: Duration,
+    /// DAMON aggregation interval (aggr_us); the scheme is applied once per aggregation
+    /// unless --apply-interval says otherwise.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration)]
+    pub aggr_interval: Duration,
+    /// How often the scheme is applied (schemes/0/apply_interval_us); each application scores
+    /// every region with damon_hot_score in one burst. Default: every aggregation.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub apply_interval: Option<Duration>,
+    /// Split the workload into at least N DAMON regions (nr_regions/min = N, max = max(N,
+    /// 1000)). Many regions with short intervals make damon_hot_score bursts of N calls:
+    /// a way to overload a small --ring-size on purpose. Default: the kernel's (10 to 1000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(3..=1_000_000))]
+    pub regions: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use damon_common::FunctionId;
 
 use crate::{
-    capture::format::CaptureWriter,
+    capture::{FunctionCounters, Summary, format::CaptureWriter},
     cli::{RecordArgs, Selection},
     session::{Session, StopReason, runtime_with_signals},
 };
@@ -99,7 +99,6 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let written = writer
         .finish(&summary)
         .with_context(|| format!("finishing capture {}", args.output.display()))?;
-    let dropped: u64 = summary.counters.values().map(|c| c.dropped()).sum();
     let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
     eprintln!(
         "wrote {} records ({} calls seen) to {} in {:.1} s",
@@ -108,12 +107,101 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         args.output.display(),
         summary.duration_ns as f64 / 1e9
     );
-    if dropped > 0 {
-        eprintln!(
-            "warning: {dropped} calls were dropped (see `damon-trace report`); a larger --ring-size may help"
-        );
+    for w in accounting_warnings(&summary, function_name, args.ring_size, written) {
+        eprintln!("damon-trace: warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A built-in function's symbol by id.
+pub fn function_name(id: u32) -> String {
+    FunctionId::try_from(id)
+        .map(|f| f.symbol().to_owned())
+        .unwrap_or_else(|id| format!("function {id}"))
+}
+
+/// The end-of-session warnings: one line per function that lost calls, saying how many of how
+/// many, why and what helps; and a line if the counters do not add up to what was written
+/// (`calls == records + dropped + in flight` must hold; if not, that is a bug to report).
+pub fn accounting_warnings(
+    summary: &Summary,
+    name: impl Fn(u32) -> String,
+    ring_size: u32,
+    written: u64,
+) -> Vec<String> {
+    let mut out: Vec<String> = summary
+        .counters
+        .iter()
+        .filter_map(|(&id, c)| drop_warning(&name(id), c, ring_size))
+        .collect();
+    let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
+    let accounted: u64 = summary
+        .counters
+        .values()
+        .map(|c| c.dropped() + c.in_flight)
+        .sum::<u64>()
+        + written;
+    if calls != accounted {
+        out.push(format!(
+            "the kernel counted {calls} calls but records ({written}) + dropped + in flight =              {accounted}: {} calls unaccounted (please report this)",
+            calls as i128 - accounted as i128
+        ));
+    }
+    out
+}
+
+/// What a function lost, why, and what helps: `12345 of 20000 calls of damon_hot_score were
+/// not recorded: the ring buffer (4096 B) was full; use --ring-size 4194304 (or larger) to keep
+/// more`. `None` when nothing was lost.
+pub fn drop_warning(name: &str, c: &FunctionCounters, ring_size: u32) -> Option<String> {
+    let dropped = c.dropped();
+    if dropped == 0 {
+        return None;
+    }
+    let mut why = Vec::new();
+    if c.ring_full > 0 {
+        why.push(format!(
+            "the ring buffer ({ring_size} B) was full{}",
+            if c.ring_full == dropped {
+                String::new()
+            } else {
+                format!(" for {}", c.ring_full)
+            }
+        ));
+    }
+    if c.stamp_full > 0 {
+        why.push(format!(
+            "the entry-stamp map ({} open calls) was full for {}",
+            damon_common::MAX_IN_FLIGHT,
+            c.stamp_full
+        ));
+    }
+    if c.too_deep > 0 {
+        why.push(format!(
+            "{} nested deeper than {} calls on one task",
+            c.too_deep,
+            damon_common::STAMP_DEPTH
+        ));
+    }
+    let mut line = format!(
+        "{dropped} of {} calls of {name} were not recorded: {}",
+        c.calls,
+        why.join(", ")
+    );
+    if c.ring_full > 0 {
+        line.push_str(&format!(
+            "; use --ring-size {} (or larger) to keep more",
+            suggested_ring_size(ring_size)
+        ));
+    }
+    Some(line)
+}
+
+/// Four times the ring, at least the default, at most 1 GiB (all powers of two).
+pub fn suggested_ring_size(ring_size: u32) -> u32 {
+    ring_size
+        .saturating_mul(4)
+        .clamp(damon_common::DEFAULT_RING_BYTES, 1 << 30)
 }
 
 /// Progress on stderr: rewritten in place on a terminal, a plain line every 5 s otherwise
@@ -146,6 +234,76 @@ mod tests {
             functions: names.iter().map(|s| s.to_string()).collect(),
             attach: AttachChoice::Auto,
         }
+    }
+
+    fn summary(counters: &[(u32, FunctionCounters)]) -> Summary {
+        Summary {
+            duration_ns: 1,
+            end_reason: "duration".into(),
+            counters: counters.iter().copied().collect(),
+            malformed_items: 0,
+            damon_end: None,
+        }
+    }
+
+    #[test]
+    fn end_warning_names_function_counts_reason_and_remedy() {
+        let hot = FunctionCounters {
+            calls: 20000,
+            emitted: 7655,
+            ring_full: 12345,
+            ..Default::default()
+        };
+        let timer = FunctionCounters {
+            calls: 10,
+            emitted: 9,
+            in_flight: 1,
+            ..Default::default()
+        };
+        let w = accounting_warnings(&summary(&[(0, hot), (3, timer)]), function_name, 4096, 7664);
+        assert_eq!(
+            w,
+            [
+                "12345 of 20000 calls of damon_hot_score were not recorded: the ring buffer \
+                 (4096 B) was full; use --ring-size 4194304 (or larger) to keep more"
+            ]
+        );
+        let mixed = FunctionCounters {
+            calls: 100,
+            emitted: 90,
+            ring_full: 5,
+            stamp_full: 3,
+            too_deep: 2,
+            ..Default::default()
+        };
+        let w = accounting_warnings(&summary(&[(2, mixed)]), function_name, 1 << 24, 90);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("10 of 100 calls of damon_migrate_pages were not recorded: the ring buffer (16777216 B) was full for 5, the entry-stamp map (16384 open calls) was full for 3, 2 nested deeper than 4"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].ends_with("use --ring-size 67108864 (or larger) to keep more"));
+    }
+
+    #[test]
+    fn end_warning_when_the_counters_do_not_add_up() {
+        let c = FunctionCounters {
+            calls: 10,
+            emitted: 10,
+            ..Default::default()
+        };
+        assert!(accounting_warnings(&summary(&[(0, c)]), function_name, 4096, 10).is_empty());
+        let w = accounting_warnings(&summary(&[(0, c)]), function_name, 4096, 8);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("2 calls unaccounted"), "{}", w[0]);
+    }
+
+    #[test]
+    fn ring_size_suggestion() {
+        assert_eq!(suggested_ring_size(4096), damon_common::DEFAULT_RING_BYTES);
+        assert_eq!(suggested_ring_size(8 << 20), 32 << 20);
+        assert_eq!(suggested_ring_size(1 << 30), 1 << 30);
     }
 
     #[test]

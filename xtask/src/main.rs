@@ -7,6 +7,7 @@ use xtask::{
     bootstrap, build,
     demo::{self, Demo},
     kernel::{self, Kernel},
+    soak,
     testing::{self, TestOptions},
     vm::{self, Interactive, VmOptions},
 };
@@ -88,6 +89,17 @@ enum Cmd {
         /// Use this static damon-trace instead of building one.
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
+    },
+    /// Long soak outside CI: `damon-trace record` for MINUTES under the migrate-hot scenario
+    /// in a guest, sampling the recorder's RSS and open fds; writes the curve as Markdown and
+    /// JSON under target/soak/ and fails if memory grows, fds grow, or a call is unaccounted.
+    Soak {
+        /// How long to record.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=24 * 60))]
+        minutes: u64,
+        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        #[arg(long, default_value = "7.2")]
+        kernel: Kernel,
     },
     /// Run every check: fmt, clippy, host tests, then the VM tests.
     Test {
@@ -213,6 +225,11 @@ fn real_main() -> Result<ExitCode> {
             let status = demo::run(&demo, binary)?;
             let code = u8::try_from(status).context("exit status out of range")?;
             return Ok(ExitCode::from(code));
+        }
+        Cmd::Soak { minutes, kernel } => {
+            if !soak::run(kernel, minutes)? {
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Cmd::Test { skip_vm } => testing::run_all(&TestOptions { skip_vm })?,
     }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::sysfs::write_attr;
+use crate::{cli::ScenarioArgs, record::UsageError};
 
 /// DAMON intervals (µs): sample often enough that a hot page is seen within an aggregation.
 pub const SAMPLE_US: u64 = 5_000;
@@ -134,6 +135,79 @@ pub struct MigrateHotConfig {
     pub target_nid: u32,
     /// Also write `dests/` (kernels that have it; otherwise only `target_nid`).
     pub use_dests: bool,
+    pub tuning: Tuning,
+}
+
+/// How often DAMON samples, aggregates and applies the scheme, and into how many regions it
+/// splits the target. The scheme scores every region (`damon_hot_score`) once per apply
+/// interval, in one burst inside kdamond: many regions and short intervals make dense bursts
+/// (the overload test uses that to overflow a small ring buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    pub sample_us: u64,
+    pub aggr_us: u64,
+    /// `schemes/<N>/apply_interval_us`; `None` keeps the kernel's default (0: every
+    /// aggregation).
+    pub apply_us: Option<u64>,
+    /// `monitoring_attrs/nr_regions/{min,max}`; `None` keeps the kernel's defaults (10, 1000).
+    pub regions: Option<(u64, u64)>,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            sample_us: SAMPLE_US,
+            aggr_us: AGGR_US,
+            apply_us: None,
+            regions: None,
+        }
+    }
+}
+
+/// DAMON's own floor for `nr_regions/min`.
+pub const MIN_REGIONS: u64 = 3;
+
+impl Tuning {
+    /// Checks what the kernel would refuse only when the kdamond is turned on (with a bare
+    /// EINVAL), so that the user gets the reason up front.
+    pub fn validate(&self) -> Result<(), UsageError> {
+        if self.sample_us == 0 || self.aggr_us < self.sample_us {
+            return Err(UsageError(format!(
+                "--aggr-interval ({} µs) must be at least --sample-interval ({} µs)",
+                self.aggr_us, self.sample_us
+            )));
+        }
+        if let Some((min, max)) = self.regions
+            && (min < MIN_REGIONS || max < min)
+        {
+            return Err(UsageError(format!(
+                "--regions {min}: DAMON needs at least {MIN_REGIONS} regions"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The tuning `scenario migrate-hot` was asked for, checked.
+    pub fn from_args(args: &ScenarioArgs) -> Result<Tuning, UsageError> {
+        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let mut t = Tuning {
+            sample_us: us(args.sample_interval),
+            aggr_us: us(args.aggr_interval),
+            apply_us: args.apply_interval.map(us),
+            regions: None,
+        };
+        if let Some(n) = args.regions {
+            t = t.with_regions(n);
+        }
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// `--regions N`: at least N regions, and room for DAMON's default maximum above that.
+    pub fn with_regions(mut self, n: u64) -> Tuning {
+        self.regions = Some((n, n.max(1000)));
+        self
+    }
 }
 
 /// One write, relative to the `kdamonds` directory.
@@ -171,10 +245,17 @@ pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
         Monitor::Paddr { .. } => OpsKind::Paddr,
     };
     out.push(w(&format!("{CTX}/operations"), ops.name()));
+    let t = &cfg.tuning;
     let iv = format!("{CTX}/monitoring_attrs/intervals");
-    out.push(w(&format!("{iv}/sample_us"), SAMPLE_US));
-    out.push(w(&format!("{iv}/aggr_us"), AGGR_US));
-    out.push(w(&format!("{iv}/update_us"), UPDATE_US));
+    out.push(w(&format!("{iv}/sample_us"), t.sample_us));
+    out.push(w(&format!("{iv}/aggr_us"), t.aggr_us));
+    out.push(w(&format!("{iv}/update_us"), UPDATE_US.max(t.aggr_us)));
+    if let Some((min, max)) = t.regions {
+        let nr = format!("{CTX}/monitoring_attrs/nr_regions");
+        // Max first: the kernel checks min <= max only on commit, but keep every step valid.
+        out.push(w(&format!("{nr}/max"), max));
+        out.push(w(&format!("{nr}/min"), min));
+    }
     out.push(w(&format!("{CTX}/targets/nr_targets"), 1));
     match cfg.monitor {
         Monitor::Vaddr { pid } => out.push(w(&format!("{CTX}/targets/0/pid_target"), pid)),
@@ -186,6 +267,9 @@ pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
         }
     }
     out.push(w(&format!("{S}/action"), "migrate_hot"));
+    if let Some(us) = t.apply_us {
+        out.push(w(&format!("{S}/apply_interval_us"), us));
+    }
     out.push(w(&format!("{S}/target_nid"), cfg.target_nid));
     if cfg.use_dests {
         out.push(w(&format!("{S}/dests/nr_dests"), 1));
@@ -271,6 +355,7 @@ mod tests {
             monitor: Monitor::Vaddr { pid: 4242 },
             target_nid: 1,
             use_dests: true,
+            tuning: Tuning::default(),
         });
         assert_eq!(value_of(&ws, "0/contexts/0/operations"), Some("vaddr"));
         assert_eq!(
@@ -316,6 +401,44 @@ mod tests {
     }
 
     #[test]
+    fn tuning_sets_regions_and_intervals_only_when_asked() {
+        let cfg = |tuning| MigrateHotConfig {
+            monitor: Monitor::Vaddr { pid: 1 },
+            target_nid: 1,
+            use_dests: true,
+            tuning,
+        };
+        let nr = "0/contexts/0/monitoring_attrs/nr_regions";
+        let apply = "0/contexts/0/schemes/0/apply_interval_us";
+        let iv = "0/contexts/0/monitoring_attrs/intervals";
+        let plain = migrate_hot_writes(&cfg(Tuning::default()));
+        assert!(value_of(&plain, &format!("{nr}/min")).is_none());
+        assert!(value_of(&plain, apply).is_none());
+        assert_eq!(value_of(&plain, &format!("{iv}/aggr_us")), Some("100000"));
+        let dense = Tuning {
+            sample_us: 1_000,
+            aggr_us: 10_000,
+            apply_us: Some(10_000),
+            regions: None,
+        }
+        .with_regions(2000);
+        dense.validate().expect("valid");
+        let ws = migrate_hot_writes(&cfg(dense));
+        assert_eq!(value_of(&ws, &format!("{nr}/min")), Some("2000"));
+        assert_eq!(value_of(&ws, &format!("{nr}/max")), Some("2000"));
+        assert_eq!(value_of(&ws, apply), Some("10000"));
+        assert_eq!(value_of(&ws, &format!("{iv}/sample_us")), Some("1000"));
+        assert_eq!(value_of(&ws, &format!("{iv}/aggr_us")), Some("10000"));
+        assert_eq!(Tuning::default().with_regions(50).regions, Some((50, 1000)));
+        assert!(Tuning::default().with_regions(2).validate().is_err());
+        let slow_sample = Tuning {
+            sample_us: 200_000,
+            ..Tuning::default()
+        };
+        assert!(slow_sample.validate().is_err());
+    }
+
+    #[test]
     fn kernel_6_12_falls_back_to_paddr_without_dests() {
         let f = features(&["vaddr", "fvaddr", "paddr"], false, false, true);
         let d = choose_ops(&f).expect("choose");
@@ -328,6 +451,7 @@ mod tests {
             },
             target_nid: 1,
             use_dests: false,
+            tuning: Tuning::default(),
         });
         assert_eq!(value_of(&ws, "0/contexts/0/operations"), Some("paddr"));
         let r = "0/contexts/0/targets/0/regions";

@@ -12,8 +12,8 @@ use anyhow::{Context, Result, bail};
 use super::{
     kdamond::{KDAMOND_STATE, refresh_stats, turn_on},
     plan::{
-        Features, MigrateHotConfig, Monitor, OpsKind, apply, choose_ops, largest_system_ram,
-        migrate_hot_writes, skeleton, target_node,
+        Features, MigrateHotConfig, Monitor, OpsKind, Tuning, apply, choose_ops,
+        largest_system_ram, migrate_hot_writes, skeleton, target_node,
     },
     restore::{PriorState, RestoreGuard},
     signals::{StopSignals, signal_name},
@@ -31,6 +31,7 @@ fn status(msg: &str) {
 }
 
 pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode> {
+    let tuning = Tuning::from_args(args)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!(
@@ -84,6 +85,7 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
         monitor,
         target_nid,
         use_dests: features.has_dests,
+        tuning,
     };
     apply(&kd, &migrate_hot_writes(&cfg)).context("configuring the kdamond")?;
     let target = match monitor {

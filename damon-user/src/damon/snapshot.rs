@@ -290,6 +290,7 @@ pub(crate) mod tests {
                 },
                 target_nid: 1,
                 use_dests: dests,
+                tuning: Default::default(),
             };
             apply(&root.kdamonds(), &migrate_hot_writes(&cfg)).expect("apply");
             fs::write(root.kdamonds().join("0/state"), "on\n").expect("w");

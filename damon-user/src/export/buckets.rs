@@ -1,4 +1,9 @@
 //! `--format csv-buckets`: the range table of every function, one line per row.
+//!
+//! Each row also carries its function's accounting (`calls,records,dropped,in_flight`: the
+//! kernel's totals, `calls == records + dropped + in_flight`), so a spreadsheet sees how much
+//! the table leaves out. A function that was called but has no record in range (all dropped,
+//! or filtered out) gets one row with empty bounds and count 0.
 use std::io::Write;
 
 use super::Exporter;
@@ -10,13 +15,22 @@ pub struct Buckets(pub ReportOptions);
 
 impl Exporter for Buckets {
     fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
-        writeln!(out, "function,lo_ns,hi_ns,count,percent")?;
+        writeln!(
+            out,
+            "function,lo_ns,hi_ns,count,percent,calls,records,dropped,in_flight"
+        )?;
         let selected = crate::report::select(c, &self.0);
         for status in &c.meta.functions {
             if !self.0.functions.is_empty() && !self.0.functions.contains(&status.name) {
                 continue;
             }
+            let records = selected.get(&status.id).map_or(0, |s| s.count);
+            let k = crate::report::counters(c, status.id, records);
+            let accounting = format!("{},{records},{},{}", k.calls, k.dropped(), k.in_flight);
             let Some(sel) = selected.get(&status.id).filter(|s| !s.durations.is_empty()) else {
+                if k.calls > 0 {
+                    writeln!(out, "{},,,0,0.0000,{accounting}", status.name)?;
+                }
                 continue;
             };
             let grid = BucketGrid::plan(self.0.bucket_ns, self.0.max_ns, &[&sel.durations])
@@ -27,7 +41,7 @@ impl Exporter for Buckets {
                 let hi = row.hi_ns.map(|h| h.to_string()).unwrap_or_default();
                 writeln!(
                     out,
-                    "{},{},{hi},{},{:.4}",
+                    "{},{},{hi},{},{:.4},{accounting}",
                     status.name,
                     row.lo_ns,
                     row.count,

@@ -193,3 +193,127 @@ fn le_is_inclusive_and_seconds_are_exact() {
         "{text}"
     );
 }
+
+/// 7.2 guest, `--ring-size 4096`, recorder paused 80 % of the time (see
+/// `tui::test_support::overload_fixture`): most calls were dropped.
+fn overload() -> Capture {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/overload-7.2.dtcap");
+    read_file(&path).expect("overload fixture")
+}
+
+fn export_overload(format: ExportFormat) -> String {
+    let mut out = Vec::new();
+    exporter(format, opts())
+        .export(&overload(), &mut out)
+        .expect("export");
+    String::from_utf8(out).expect("utf-8")
+}
+
+/// (name, calls, records, dropped) of the overload fixture, from its summary.
+const OVERLOAD: [(&str, u64, u64, u64); 4] = [
+    ("damon_hot_score", 125_830, 7197, 118_633),
+    ("damos_va_migrate_dests_add", 671, 142, 529),
+    ("damon_migrate_pages", 660, 146, 514),
+    ("lock_timer_base", 846, 604, 242),
+];
+
+#[test]
+fn overload_json_accounts_for_every_call() {
+    let v: serde_json::Value =
+        serde_json::from_str(&export_overload(ExportFormat::Json)).expect("valid JSON");
+    let accounting = v["accounting"].as_array().expect("accounting");
+    assert_eq!(accounting.len(), 4);
+    let records = v["records"].as_array().expect("records");
+    for (a, (name, calls, kept, dropped)) in accounting.iter().zip(OVERLOAD) {
+        let n = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("{k}: {a}"));
+        assert_eq!(a["function"], name);
+        assert_eq!(
+            (n("calls"), n("records"), n("dropped")),
+            (calls, kept, dropped)
+        );
+        assert_eq!(n("ring_full"), dropped, "{a}");
+        assert_eq!(
+            n("calls"),
+            n("records") + n("dropped") + n("in_flight"),
+            "{a}"
+        );
+        let listed = records.iter().filter(|r| r["function"] == name).count() as u64;
+        assert_eq!(listed, kept, "{name}");
+    }
+}
+
+#[test]
+fn overload_csv_buckets_carry_the_drops() {
+    let text = export_overload(ExportFormat::CsvBuckets);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("function,lo_ns,hi_ns,count,percent,calls,records,dropped,in_flight")
+    );
+    let mut seen: BTreeMap<String, (u64, [u64; 4])> = BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), 9, "{l}");
+        let n = |i: usize| f[i].parse::<u64>().unwrap_or_else(|_| panic!("{l}"));
+        let acc = [n(5), n(6), n(7), n(8)];
+        let e = seen.entry(f[0].to_owned()).or_insert((0, acc));
+        assert_eq!(e.1, acc, "accounting differs between rows of {}", f[0]);
+        e.0 += n(3);
+    }
+    for (name, calls, kept, dropped) in OVERLOAD {
+        let (rows, [c, r, d, inf]) = seen[name];
+        assert_eq!((c, r, d), (calls, kept, dropped), "{name}");
+        assert_eq!(c, r + d + inf, "{name}");
+        assert_eq!(rows, kept, "{name}: the rows hold every record");
+    }
+}
+
+#[test]
+fn csv_buckets_list_a_function_whose_calls_were_all_dropped() {
+    let mut c = overload();
+    c.records.retain(|r| r.func != 3);
+    let mut out = Vec::new();
+    exporter(ExportFormat::CsvBuckets, opts())
+        .export(&c, &mut out)
+        .expect("export");
+    let text = String::from_utf8(out).expect("utf-8");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("lock_timer_base,"))
+        .collect();
+    // Records 0 (none left), yet the kernel's calls and drops are still said.
+    assert_eq!(rows, ["lock_timer_base,,,0,0.0000,846,0,242,0"]);
+}
+
+#[test]
+fn overload_openmetrics_counts_drops() {
+    let samples = parse_samples(&export_overload(ExportFormat::Openmetrics));
+    let get = |name: &str, func: &str, reason: Option<&str>| {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == name
+                    && l.get("function").map(String::as_str) == Some(func)
+                    && reason.is_none_or(|r| l.get("reason").map(String::as_str) == Some(r))
+            })
+            .map(|s| s.2 as u64)
+            .unwrap_or_else(|| panic!("{name} {func}"))
+    };
+    for (name, calls, kept, dropped) in OVERLOAD {
+        assert_eq!(get("damon_trace_calls_total", name, None), calls);
+        assert_eq!(
+            get("damon_trace_call_duration_seconds_count", name, None),
+            kept
+        );
+        assert_eq!(
+            get("damon_trace_dropped_total", name, Some("ring_full")),
+            dropped
+        );
+        assert_eq!(
+            get("damon_trace_dropped_total", name, Some("stamp_full"))
+                + get("damon_trace_dropped_total", name, Some("too_deep")),
+            0
+        );
+        assert_eq!(get("damon_trace_in_flight", name, None), 0);
+    }
+}

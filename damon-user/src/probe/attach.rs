@@ -9,7 +9,8 @@ use aya::{
     programs::{FEntry, FExit, KProbe, ProgramError},
 };
 use damon_common::{
-    Counter, FunctionId, MAP_COUNTERS, MAP_EVENTS, MAP_STAMPS, StampStack, stamp_key_func,
+    Counter, FunctionId, MAP_COUNTERS, MAP_EVENTS, MAP_STAMPS, STAMP_DEPTH, StampStack,
+    stamp_key_func,
 };
 
 use crate::{
@@ -231,7 +232,9 @@ impl Tracer {
         for entry in stamps.iter() {
             let (key, stack) = entry?;
             if let Some(c) = out.get_mut(&stamp_key_func(key)) {
-                c.in_flight += u64::from(stack.depth);
+                // Entries beyond STAMP_DEPTH were already counted as too deep (dropped):
+                // counting them as in flight too would count them twice.
+                c.in_flight += u64::from(stack.depth.min(STAMP_DEPTH as u32));
             }
         }
         Ok(out)

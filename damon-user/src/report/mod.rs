@@ -39,6 +39,8 @@ pub struct ReportMeta {
     pub start_unix_ns: u64,
     pub duration_ns: Option<u64>,
     pub end_reason: Option<String>,
+    /// Ring buffer size the capture was recorded with (bytes).
+    pub ring_size: u32,
     /// False when the capture has no summary (the recorder was killed).
     pub complete: bool,
     /// The probe's own cost per attach mode, when the capture has it.
@@ -66,6 +68,9 @@ pub struct FunctionReport {
     pub calls: u64,
     /// Records kept in the capture (`calls == count + dropped + in_flight`).
     pub count: u64,
+    /// Records the kernel wrote into the ring buffer (equals `count` unless records were lost
+    /// between the ring and the file, which the warnings then say).
+    pub emitted: u64,
     /// Calls seen but not recorded (ring full, stamp map full, nested too deep).
     pub dropped: u64,
     /// Entered but not exited when tracing stopped.
@@ -234,6 +239,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             mode: "stream",
             calls: k.calls,
             count: sel.count,
+            emitted: k.emitted,
             dropped: k.dropped(),
             in_flight: k.in_flight,
             ring_full: k.ring_full,
@@ -253,7 +259,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             value,
             buckets,
         };
-        accounting_warnings(&f, &mut warnings);
+        accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
         functions.push(f);
     }
     if let Some(s) = &capture.summary
@@ -277,6 +283,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             start_unix_ns: m.start_unix_ns,
             duration_ns: capture.summary.as_ref().map(|s| s.duration_ns),
             end_reason: capture.summary.as_ref().map(|s| s.end_reason.clone()),
+            ring_size: m.ring_size,
             complete: capture.summary.is_some(),
             calibration: m.calibration.clone(),
             filter: filtered.then(|| FilterEcho {
@@ -289,7 +296,12 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
     })
 }
 
-fn accounting_warnings(f: &FunctionReport, warnings: &mut Vec<String>) {
+fn accounting_warnings(
+    f: &FunctionReport,
+    k: &FunctionCounters,
+    ring_size: u32,
+    warnings: &mut Vec<String>,
+) {
     if f.calls != f.count + f.dropped + f.in_flight {
         warnings.push(format!(
             "{}: calls ({}) != records ({}) + dropped ({}) + in flight ({}): {} calls unaccounted",
@@ -301,13 +313,13 @@ fn accounting_warnings(f: &FunctionReport, warnings: &mut Vec<String>) {
             f.calls as i128 - (f.count + f.dropped + f.in_flight) as i128
         ));
     }
-    if f.dropped > 0 {
+    if f.emitted != f.count {
         warnings.push(format!(
-            "{}: {} calls dropped (ring full {}, stamp map full {}, nested too deep {}); \
-             a larger --ring-size helps with ring drops",
-            f.name, f.dropped, f.ring_full, f.stamp_full, f.too_deep
+            "{}: the kernel wrote {} records into the ring buffer but the capture holds {}",
+            f.name, f.emitted, f.count
         ));
     }
+    warnings.extend(crate::record::drop_warning(&f.name, k, ring_size));
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {

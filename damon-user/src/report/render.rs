@@ -123,7 +123,8 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
         if f.orphan_exits > 0 {
             let _ = writeln!(
                 out,
-                "{}: {} exits of calls that began before attach (not counted)",
+                "{}: {} exits without a traced entry (calls already running when the entry \
+                 probe was attached, or started after it was detached; not in calls)",
                 f.name, f.orphan_exits
             );
         }

@@ -123,7 +123,7 @@ fn accounts_and_summarises() {
     assert!(
         table.contains("damon_hot_score")
             && table.contains("missing")
-            && table.contains("exits of calls")
+            && table.contains("exits without a traced entry")
             && table.contains("p99.9"),
         "{table}"
     );
@@ -232,4 +232,75 @@ fn real_capture() {
         ];
         assert!(p.windows(2).all(|w| w[0] <= w[1]), "{p:?}");
     }
+}
+
+/// The overloaded 7.2 capture (`--ring-size 4096`): the table, JSON and warnings show the drops,
+/// and `calls == records + dropped + in_flight` holds per function and in total.
+#[test]
+fn overload_capture_shows_drops_and_accounts_for_every_call() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/overload-7.2.dtcap");
+    let c = read_file(&path).expect("overload fixture");
+    let r = build(&c, &opts()).expect("report");
+    assert_eq!(r.meta.ring_size, 4096);
+    let (mut calls, mut kept, mut dropped, mut in_flight) = (0, 0, 0, 0);
+    for f in &r.functions {
+        assert_eq!(f.calls, f.count + f.dropped + f.in_flight, "{}", f.name);
+        assert_eq!(f.dropped, f.ring_full, "{}", f.name);
+        calls += f.calls;
+        kept += f.count;
+        dropped += f.dropped;
+        in_flight += f.in_flight;
+    }
+    assert_eq!(
+        (calls, kept, dropped, in_flight),
+        (128_007, 8089, 119_918, 0)
+    );
+    assert_eq!(calls, kept + dropped + in_flight);
+    assert!(
+        calls >= 10 * kept,
+        "dropped dominates: {calls} calls, {kept} records"
+    );
+    assert!(
+        !r.warnings.iter().any(|w| w.contains("unaccounted")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(
+        r.warnings[0],
+        "118633 of 125830 calls of damon_hot_score were not recorded: the ring buffer (4096 B) \
+         was full; use --ring-size 4194304 (or larger) to keep more"
+    );
+    assert_eq!(r.warnings.len(), 4, "{:?}", r.warnings);
+
+    let table = render::table(&r, None);
+    let hot = table
+        .lines()
+        .find(|l| l.starts_with("damon_hot_score "))
+        .expect("hot score row");
+    let cells: Vec<&str> = hot.split_whitespace().collect();
+    assert_eq!(cells[2..6], ["125830", "7197", "118633", "0"], "{hot}");
+    assert!(
+        table.contains("warning: 118633 of 125830 calls of damon_hot_score"),
+        "{table}"
+    );
+
+    let json: serde_json::Value =
+        serde_json::from_str(&serde_json::to_string(&r).expect("serialise")).expect("json");
+    let f = &json["functions"][0];
+    assert_eq!(
+        (f["calls"].as_u64(), f["count"].as_u64()),
+        (Some(125_830), Some(7197))
+    );
+    assert_eq!(
+        (f["dropped"].as_u64(), f["ring_full"].as_u64()),
+        (Some(118_633), Some(118_633))
+    );
+    assert_eq!(json["meta"]["ring_size"], 4096);
+
+    let md = render::markdown(&r);
+    assert!(
+        md.contains("| `damon_hot_score` | fentry | 125830 | 7197 | 118633 | 0 |"),
+        "{md}"
+    );
+    assert!(render::csv(&r).contains("damon_hot_score,fentry,stream,125830,7197,7197,118633,0,"));
 }

@@ -230,6 +230,7 @@ fn finish(
     mut spool: Spool,
     outcome: &anyhow::Result<StopReason>,
 ) -> anyhow::Result<()> {
+    let ring_size = collector.meta().ring_size;
     let Collector::Live(live) = collector else {
         return Ok(());
     };
@@ -244,9 +245,11 @@ fn finish(
             summary.duration_ns as f64 / 1e9
         );
     }
-    let dropped: u64 = summary.counters.values().map(|c| c.dropped()).sum();
-    if dropped > 0 {
-        eprintln!("warning: {dropped} calls were dropped; a larger --ring-size may help");
+    for (&id, c) in &summary.counters {
+        let name = crate::record::function_name(id);
+        if let Some(w) = crate::record::drop_warning(&name, c, ring_size) {
+            eprintln!("damon-trace: warning: {w}");
+        }
     }
     Ok(())
 }

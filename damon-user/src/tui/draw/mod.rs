@@ -64,19 +64,20 @@ fn status_line(app: &App, area: Rect, buf: &mut Buffer) {
             .add_modifier(Modifier::BOLD),
     );
     let dropped = app.total_dropped();
-    let left = Line::from(vec![
-        origin,
-        Span::raw(format!(
-            " {}  {}  {} rec/s  ",
-            app.kernel_release,
-            format::clock(app.elapsed),
-            format::count(app.records_per_sec)
-        )),
-        Span::styled(
-            format!("{} dropped", format::count(dropped)),
-            if dropped > 0 { ALERT } else { Style::new() },
-        ),
-    ]);
+    let left_line = |kernel: &str| {
+        Line::from(vec![
+            origin.clone(),
+            Span::raw(format!(
+                " {kernel}{}  {} rec/s  ",
+                format::clock(app.elapsed),
+                format::count(app.records_per_sec)
+            )),
+            Span::styled(
+                format!("{} dropped", format::count(dropped)),
+                if dropped > 0 { ALERT } else { Style::new() },
+            ),
+        ])
+    };
     let (text, style) = match (&app.recording, &app.origin) {
         (Some(path), _) => (
             format!("● REC {path}"),
@@ -87,7 +88,13 @@ fn status_line(app: &App, area: Rect, buf: &mut Buffer) {
         (None, Origin::Replay { file, .. }) => (file.clone(), Style::new()),
         (None, Origin::Live) => ("not recording".to_owned(), Style::new()),
     };
-    // The recording state gets what the rest leaves, and never less than a readable tail.
+    // The recording state gets what the rest leaves, and never less than a readable tail;
+    // the drop count is never cut: the kernel release gives way first.
+    let min_right = (text.chars().count() as u16).min(24) + 2;
+    let mut left = left_line(&format!("{}  ", app.kernel_release));
+    if left.width() as u16 + min_right > area.width {
+        left = left_line("");
+    }
     let left_len = left.width() as u16;
     let room = area
         .width

@@ -8,7 +8,7 @@ use crate::{
     capture::{AttachState, FunctionCounters},
     tui::{
         app::{Event, Origin},
-        test_support::{fixture, press, render, replayed},
+        test_support::{fixture, overload_fixture, press, render, replayed},
     },
 };
 
@@ -118,4 +118,40 @@ fn tiny_terminals_do_not_break() {
     for (w, h) in [(1, 1), (20, 5), (40, 10)] {
         render(&app, w, h);
     }
+}
+
+/// The overloaded capture replayed to its end: the header shows the total dropped in the alert
+/// style, each panel its own drops (highlighted), and calls = records + dropped.
+#[test]
+fn overload_drops_highlighted_80x24() {
+    use ratatui::{Terminal, backend::TestBackend, style::Color};
+    let app = replayed(overload_fixture(), u64::MAX);
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+    terminal
+        .draw(|f| super::draw(f, &app))
+        .expect("draw into a test backend");
+    let buffer = terminal.backend().buffer().clone();
+    let screen = crate::tui::test_support::text(&buffer);
+    // 118633 + 529 + 514 + 242 dropped; hot score: 7197 records + 118633 dropped = 125830 calls.
+    assert_eq!(app.total_dropped(), 119_918);
+    for expected in ["119.9k dropped", "125.8k calls", "dropped 118.6k"] {
+        assert!(screen.contains(expected), "{expected}:\n{screen}");
+    }
+    // Every cell of every "dropped" label with a non-zero count is drawn in red.
+    let lines: Vec<&str> = screen.lines().collect();
+    let mut highlighted = 0;
+    for (y, line) in lines.iter().enumerate() {
+        let Some(at) = line.find("dropped") else {
+            continue;
+        };
+        let x = line[..at].chars().count() as u16;
+        assert_eq!(
+            buffer[(x, y as u16)].bg,
+            Color::Red,
+            "`dropped` not highlighted on line {y}: {line}"
+        );
+        highlighted += 1;
+    }
+    assert!(highlighted >= 2, "{screen}");
+    insta::assert_snapshot!("overload_80x24", screen);
 }

@@ -1,0 +1,433 @@
+//! Soak: `damon-trace record` for minutes under the migrate-hot scenario in a guest, while the
+//! guest samples the recorder's memory (VmRSS and its parts) and open file descriptors. The
+//! checks — memory flat after warm-up, no fd growth, every call accounted for — are shared by
+//! the 1-minute CI test (`xtask/tests/vm_soak.rs`) and `cargo xtask soak` (10 minutes by
+//! default, outside CI), which also writes the curve under `target/soak/`.
+use std::{fmt::Write as _, fs, path::Path, time::Duration};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+use crate::{
+    kernel::Kernel,
+    util::{self, status},
+    vm::{self, VmOptions},
+};
+
+/// The four built-in functions, in `FunctionId` order.
+pub const FUNCTIONS: [&str; 4] = [
+    "damon_hot_score",
+    "damos_va_migrate_dests_add",
+    "damon_migrate_pages",
+    "lock_timer_base",
+];
+
+/// Slack on top of the warm-up peak: the allocator may keep freed chunks and touch new pages
+/// (a quarter), plus one MiB for page-granular noise. A leak of one record's worth per call
+/// (tens of bytes at hundreds of calls a second) exceeds it within minutes; the CI minute
+/// catches a leak of a few KiB/s.
+pub const RSS_GROWTH_FACTOR: f64 = 1.25;
+pub const RSS_SLACK_KIB: u64 = 1024;
+/// The same rule on RssAnon (the heap, where a leak would show; VmRSS is mostly the binary's
+/// text and the ring buffer's shared pages, mapped whole from the start) with a tighter
+/// slack: a quarter of MiB.
+pub const ANON_SLACK_KIB: u64 = 256;
+
+/// The guest script: scenario in the background, `record` for `seconds`, a sample of the
+/// recorder every `every_s` seconds into /out/samples.txt, then the capture's JSON report.
+pub fn guest_script(seconds: u64, every_s: u64) -> String {
+    format!(
+        "set -e
+damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+sleep 3
+damon-trace record -o /out/soak.dtcap --duration {seconds}s 2> /out/record.err &
+rec=$!
+# The capture file appears once the probes are attached: sampling starts there.
+while [ ! -s /out/soak.dtcap ]; do sleep 0.2; done
+set +e
+while :; do
+  st=$(cat /proc/$rec/status 2>/dev/null) || break
+  case \"$st\" in *'State:'*'Z (zombie)'*) break;; esac
+  fds=$(ls /proc/$rec/fd 2>/dev/null | wc -l)
+  now=$(cut -d' ' -f1 /proc/uptime)
+  echo \"$st\" | awk -v t=$now -v fds=$fds \\
+    '/^VmRSS/{{r=$2}} /^RssAnon/{{a=$2}} /^RssFile/{{f=$2}} /^RssShmem/{{s=$2}} \\
+     END{{if (r != \"\") print t, r, a, f, s, fds}}' >> /out/samples.txt
+  sleep {every_s}
+done
+set -e
+wait $rec
+damon-trace report /out/soak.dtcap --format json > /out/report.json
+ls -l /out/soak.dtcap > /out/capture-size.txt
+kill -INT $scenario 2>/dev/null || true
+wait $scenario || true",
+        scenario = seconds + 60,
+    )
+}
+
+/// One look at the recorder: time since the first sample, memory in KiB, open fds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    pub t_s: f64,
+    pub rss_kib: u64,
+    pub anon_kib: u64,
+    pub file_kib: u64,
+    pub shmem_kib: u64,
+    pub fds: u64,
+}
+
+/// Parses the guest's `uptime rss anon file shmem fds` lines; times become relative.
+pub fn parse_samples(text: &str) -> Result<Vec<Sample>> {
+    let mut out: Vec<Sample> = Vec::new();
+    let mut t0 = None;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != 6 {
+            bail!("sample line `{line}` does not have 6 fields");
+        }
+        let t: f64 = f[0].parse().with_context(|| format!("time in `{line}`"))?;
+        let n = |i: usize| -> Result<u64> {
+            f[i].parse()
+                .with_context(|| format!("field {i} of `{line}`"))
+        };
+        let t0 = *t0.get_or_insert(t);
+        out.push(Sample {
+            t_s: t - t0,
+            rss_kib: n(1)?,
+            anon_kib: n(2)?,
+            file_kib: n(3)?,
+            shmem_kib: n(4)?,
+            fds: n(5)?,
+        });
+    }
+    Ok(out)
+}
+
+/// The capture's accounting, summed over the four functions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub calls: u64,
+    pub records: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+}
+
+/// What a soak showed, and whether it passed.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub samples: Vec<Sample>,
+    /// Samples before this time are warm-up (the first quarter of the run, at least 2).
+    pub warmup_s: f64,
+    pub early_max_rss_kib: u64,
+    /// `early_max × 1.25 + 1 MiB`: no sample after warm-up may exceed it.
+    pub rss_bound_kib: u64,
+    /// `early_max(RssAnon) × 1.25 + 256 KiB`, likewise.
+    pub anon_bound_kib: u64,
+    pub totals: Totals,
+    pub duration_s: f64,
+    /// Each check that failed, in words.
+    pub failures: Vec<String>,
+}
+
+impl Analysis {
+    pub fn new(samples: Vec<Sample>, report: &Value) -> Analysis {
+        let mut failures = Vec::new();
+        let last_t = samples.last().map_or(0.0, |s| s.t_s);
+        let warmup_s = last_t / 4.0;
+        let early: Vec<&Sample> = samples
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| *i < 2 || s.t_s <= warmup_s)
+            .map(|(_, s)| s)
+            .collect();
+        let early_max = early.iter().map(|s| s.rss_kib).max().unwrap_or(0);
+        let bound = (early_max as f64 * RSS_GROWTH_FACTOR) as u64 + RSS_SLACK_KIB;
+        let early_anon = early.iter().map(|s| s.anon_kib).max().unwrap_or(0);
+        let anon_bound = (early_anon as f64 * RSS_GROWTH_FACTOR) as u64 + ANON_SLACK_KIB;
+        if samples.len() < 5 {
+            failures.push(format!(
+                "only {} samples of the recorder (expected one every few seconds)",
+                samples.len()
+            ));
+        }
+        for s in samples.iter().skip(early.len()) {
+            if s.rss_kib > bound {
+                failures.push(format!(
+                    "RSS grew: {} KiB at {:.0} s > bound {bound} KiB (warm-up peak {early_max} \
+                     KiB × {RSS_GROWTH_FACTOR} + {RSS_SLACK_KIB} KiB)",
+                    s.rss_kib, s.t_s
+                ));
+                break;
+            }
+        }
+        for s in samples.iter().skip(early.len()) {
+            if s.anon_kib > anon_bound {
+                failures.push(format!(
+                    "RssAnon grew: {} KiB at {:.0} s > bound {anon_bound} KiB (warm-up peak \
+                     {early_anon} KiB × {RSS_GROWTH_FACTOR} + {ANON_SLACK_KIB} KiB)",
+                    s.anon_kib, s.t_s
+                ));
+                break;
+            }
+        }
+        if let Some(first) = samples.first()
+            && let Some(s) = samples.iter().find(|s| s.fds > first.fds)
+        {
+            failures.push(format!(
+                "open fds grew from {} to {} at {:.0} s",
+                first.fds, s.fds, s.t_s
+            ));
+        }
+        let mut totals = Totals::default();
+        if report["meta"]["complete"] != true {
+            failures.push("the capture is incomplete (no summary)".to_owned());
+        }
+        for name in FUNCTIONS {
+            let Some(f) = report["functions"]
+                .as_array()
+                .and_then(|a| a.iter().find(|f| f["name"] == name))
+            else {
+                failures.push(format!("{name} is not in the report"));
+                continue;
+            };
+            let n = |k: &str| f[k].as_u64().unwrap_or(0);
+            let (calls, records, dropped, in_flight) =
+                (n("calls"), n("count"), n("dropped"), n("in_flight"));
+            if calls != records + dropped + in_flight {
+                failures.push(format!(
+                    "{name}: calls {calls} != records {records} + dropped {dropped} + in flight \
+                     {in_flight}"
+                ));
+            }
+            if let Some(emitted) = f["emitted"].as_u64()
+                && emitted != records
+            {
+                failures.push(format!(
+                    "{name}: the kernel wrote {emitted} records into the ring but the capture \
+                     holds {records}"
+                ));
+            }
+            totals.calls += calls;
+            totals.records += records;
+            totals.dropped += dropped;
+            totals.in_flight += in_flight;
+        }
+        if totals.calls == 0 {
+            failures.push("no call was traced".to_owned());
+        }
+        let duration_s = report["meta"]["duration_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
+        Analysis {
+            samples,
+            warmup_s,
+            early_max_rss_kib: early_max,
+            rss_bound_kib: bound,
+            anon_bound_kib: anon_bound,
+            totals,
+            duration_s,
+            failures,
+        }
+    }
+
+    fn range(&self, f: impl Fn(&Sample) -> u64) -> (u64, u64) {
+        let v: Vec<u64> = self.samples.iter().map(f).collect();
+        (
+            v.iter().copied().min().unwrap_or(0),
+            v.iter().copied().max().unwrap_or(0),
+        )
+    }
+
+    /// One paragraph: the RSS and fd ranges and the accounting.
+    pub fn summary(&self) -> String {
+        let (rss_min, rss_max) = self.range(|s| s.rss_kib);
+        let (anon_min, anon_max) = self.range(|s| s.anon_kib);
+        let (fd_min, fd_max) = self.range(|s| s.fds);
+        let t = self.totals;
+        let first = self.samples.first().map_or(0, |s| s.rss_kib);
+        let last = self.samples.last().map_or(0, |s| s.rss_kib);
+        format!(
+            "{} samples over {:.0} s: VmRSS {rss_min}..{rss_max} KiB (first {first}, last \
+             {last}; bound after {:.0} s warm-up {} KiB), RssAnon {anon_min}..{anon_max} KiB \
+             (bound {} KiB), open fds {fd_min}..{fd_max}; {} calls = {} records + {} dropped + {} in flight \
+             ({:.0} calls/s) — {}",
+            self.samples.len(),
+            self.duration_s,
+            self.warmup_s,
+            self.rss_bound_kib,
+            self.anon_bound_kib,
+            t.calls,
+            t.records,
+            t.dropped,
+            t.in_flight,
+            t.calls as f64 / self.duration_s.max(1e-9),
+            if self.failures.is_empty() {
+                "PASS".to_owned()
+            } else {
+                format!("FAIL: {}", self.failures.join("; "))
+            }
+        )
+    }
+
+    pub fn to_json(&self, kernel_release: &str) -> Value {
+        json!({
+            "kernel_release": kernel_release,
+            "duration_s": self.duration_s,
+            "warmup_s": self.warmup_s,
+            "early_max_rss_kib": self.early_max_rss_kib,
+            "rss_bound_kib": self.rss_bound_kib,
+            "anon_bound_kib": self.anon_bound_kib,
+            "totals": {
+                "calls": self.totals.calls,
+                "records": self.totals.records,
+                "dropped": self.totals.dropped,
+                "in_flight": self.totals.in_flight,
+            },
+            "passed": self.failures.is_empty(),
+            "failures": self.failures,
+            "samples": self.samples.iter().map(|s| json!({
+                "t_s": s.t_s,
+                "rss_kib": s.rss_kib,
+                "anon_kib": s.anon_kib,
+                "file_kib": s.file_kib,
+                "shmem_kib": s.shmem_kib,
+                "fds": s.fds,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    pub fn to_markdown(&self, kernel_release: &str) -> String {
+        let mut out = format!(
+            "# damon-trace soak on {kernel_release}\n\n{}\n\n",
+            self.summary()
+        );
+        out.push_str("| t (s) | VmRSS (KiB) | RssAnon | RssFile | RssShmem | fds |\n");
+        out.push_str("|--:|--:|--:|--:|--:|--:|\n");
+        for s in &self.samples {
+            let _ = writeln!(
+                out,
+                "| {:.0} | {} | {} | {} | {} | {} |",
+                s.t_s, s.rss_kib, s.anon_kib, s.file_kib, s.shmem_kib, s.fds
+            );
+        }
+        out
+    }
+}
+
+/// Boots the guest, runs the soak script, and reads back samples and report.
+pub fn run_in_guest(
+    kernel: Kernel,
+    seconds: u64,
+    every_s: u64,
+    out_dir: &Path,
+) -> Result<(Analysis, String)> {
+    let mut opts = VmOptions::new(kernel, guest_script(seconds, every_s));
+    opts.out_dir = out_dir.to_path_buf();
+    opts.timeout = Duration::from_secs(seconds + 240);
+    opts.echo = false;
+    let outcome = vm::run(&opts)?;
+    if outcome.status != 0 {
+        bail!(
+            "the soak script failed with status {}; console tail:\n{}",
+            outcome.status,
+            tail(&outcome.console, 40)
+        );
+    }
+    let read = |name: &str| {
+        fs::read_to_string(out_dir.join(name)).with_context(|| format!("reading /out/{name}"))
+    };
+    let samples = parse_samples(&read("samples.txt")?)?;
+    let report: Value = serde_json::from_str(&read("report.json")?).context("report.json")?;
+    Ok((Analysis::new(samples, &report), outcome.kernel_release))
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// `cargo xtask soak`: the long soak; the curve goes to `target/soak/`.
+pub fn run(kernel: Kernel, minutes: u64) -> Result<bool> {
+    let seconds = minutes * 60;
+    let every_s = if minutes <= 2 { 3 } else { 5 };
+    let dir = util::target_dir().join("soak");
+    let out_dir = dir.join("out");
+    status(
+        "soak",
+        format!("recording {minutes} min under migrate-hot, sampling every {every_s} s"),
+    );
+    let (analysis, release) = run_in_guest(kernel, seconds, every_s, &out_dir)?;
+    let stem = format!("soak-{release}-{minutes}m");
+    fs::create_dir_all(&dir)?;
+    let md = dir.join(format!("{stem}.md"));
+    let js = dir.join(format!("{stem}.json"));
+    fs::write(&md, analysis.to_markdown(&release))?;
+    fs::write(
+        &js,
+        serde_json::to_string_pretty(&analysis.to_json(&release))? + "\n",
+    )?;
+    println!("{}", analysis.summary());
+    println!("curve: {} and {}", md.display(), js.display());
+    Ok(analysis.failures.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(calls: u64, count: u64, dropped: u64) -> Value {
+        let f = |name: &str| {
+            json!({"name": name, "calls": calls, "count": count, "dropped": dropped,
+                   "in_flight": 0, "emitted": count})
+        };
+        json!({
+            "meta": {"complete": true, "duration_ns": 60_000_000_000u64},
+            "functions": FUNCTIONS.map(f),
+        })
+    }
+
+    fn samples(rss: &[u64], fds: &[u64]) -> String {
+        rss.iter()
+            .zip(fds)
+            .enumerate()
+            .map(|(i, (r, f))| format!("{}.5 {r} {} 100 50 {f}\n", 100 + 3 * i, r - 150))
+            .collect()
+    }
+
+    #[test]
+    fn flat_memory_and_exact_accounting_pass() {
+        let s = parse_samples(&samples(
+            &[9000, 9400, 9500, 9450, 9600, 9500, 9550, 9500],
+            &[12; 8],
+        ))
+        .expect("parse");
+        assert_eq!(s[0].t_s, 0.0);
+        assert_eq!((s[1].t_s, s[1].anon_kib, s[1].fds), (3.0, 9250, 12));
+        let a = Analysis::new(s, &report(100, 90, 10));
+        assert!(a.failures.is_empty(), "{:?}", a.failures);
+        assert_eq!(a.early_max_rss_kib, 9400);
+        assert_eq!(a.rss_bound_kib, 9400 * 5 / 4 + 1024);
+        assert_eq!(a.anon_bound_kib, 9250 * 5 / 4 + 256);
+        assert_eq!(a.totals.calls, 400);
+        assert!(a.summary().ends_with("PASS"), "{}", a.summary());
+        assert!(
+            a.to_markdown("7.2")
+                .contains("| 21 | 9500 | 9350 | 100 | 50 | 12 |")
+        );
+    }
+
+    #[test]
+    fn growth_fd_leaks_and_gaps_fail() {
+        let grow = parse_samples(&samples(
+            &[9000, 9000, 10000, 11000, 12000, 13000, 14000, 16000],
+            &[12, 12, 12, 12, 13, 12, 12, 12],
+        ))
+        .expect("parse");
+        let a = Analysis::new(grow, &report(100, 80, 10));
+        let all = a.failures.join("\n");
+        assert!(all.contains("RSS grew: 13000 KiB at 15 s"), "{all}");
+        assert!(all.contains("RssAnon grew: 11850 KiB at 12 s"), "{all}");
+        assert!(all.contains("open fds grew from 12 to 13"), "{all}");
+        assert!(all.contains("calls 100 != records 80"), "{all}");
+        assert!(parse_samples("1 2 3").is_err());
+    }
+}
