@@ -136,6 +136,14 @@ for sig in INT TERM; do
     damon-trace report /out/$sig.dtcap --format json > /out/$sig.json
 done
 snap after-signals
+
+# doctor predicts probes that attach but never fire.
+echo 0 > /proc/sys/kernel/ftrace_enabled
+damon-trace doctor --json --functions lock_timer_base > /out/ftrace-off.json
+echo 1 > /proc/sys/kernel/ftrace_enabled
+echo 0 > /sys/kernel/debug/kprobes/enabled
+damon-trace doctor --json --functions lock_timer_base > /out/kprobes-off.json
+echo 1 > /sys/kernel/debug/kprobes/enabled
 exit 0"
     );
     let mut opts = VmOptions::new(Kernel::Debian72, cmd);
@@ -164,6 +172,7 @@ exit 0"
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    println!("--- record on a full filesystem (status 1) ---\n{err}");
     // It failed after attaching: the attach lines came first.
     assert!(err.contains("lock_timer_base"), "{err}");
     assert_as_before(dir, &before, "after-full");
@@ -181,6 +190,7 @@ exit 0"
             .unwrap_or_else(|| panic!("no leftovers check: {during}"));
         assert_eq!(left["level"], "warn", "{left}");
         let found = left["found"].as_str().expect("found");
+        println!("doctor while a {attach} recorder runs: {found}");
         assert!(
             found.contains(&format!("pid {} (damon-trace)", pid.trim())),
             "{found}"
@@ -223,6 +233,11 @@ exit 0"
             u(timer, "count") > 0,
             "nothing survived the SIGKILL: {timer}"
         );
+        println!(
+            "SIGKILLed {attach} recorder: {} records read back, warnings {}",
+            u(timer, "count"),
+            killed["warnings"]
+        );
         assert!(
             killed["warnings"].as_array().is_some_and(|w| w
                 .iter()
@@ -255,6 +270,21 @@ exit 0"
         assert_traced(function(&report, "lock_timer_base"), "fentry");
     }
     assert_as_before(dir, &before, "after-signals");
+
+    for (file, name, what) in [
+        ("ftrace-off.json", "ftrace", "ftrace_enabled is 0"),
+        ("kprobes-off.json", "kprobes", "kprobes/enabled is 0"),
+    ] {
+        let d = json(dir, file);
+        let c = d["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{file}: no {name} check: {d}"));
+        assert_eq!(c["level"], "warn", "{c}");
+        assert!(c["found"].as_str().is_some_and(|f| f.contains(what)), "{c}");
+    }
 }
 
 /// `scenario migrate-hot` over a DAMON state someone left (a stopped, configured kdamond and
@@ -360,6 +390,7 @@ exit 0"#;
         assert_eq!(after, before, "SIG{sig}: DAMON not restored\n{err}");
         let procs = read(dir, &format!("{sig}.procs"));
         assert!(procs.is_empty(), "SIG{sig}: left running:\n{procs}");
+        println!("--- scenario SIG{sig}: status {rc}, stderr ---\n{err}");
         if sig == "KILL" {
             assert!(err.contains("its guardian restored"), "{err}");
         } else {
@@ -380,7 +411,9 @@ exit 0"#;
             .unwrap_or_else(|| panic!("{file}: no scenario check: {d}"))
             .clone()
     };
+    println!("DAMON state saved and restored each time:\n{before}");
     let stale = check("stale-doctor.json");
+    println!("doctor after scenario and guardian were SIGKILLed: {stale}");
     assert_eq!(stale["level"], "warn", "{stale}");
     assert!(
         stale["found"]

@@ -317,8 +317,7 @@ pub fn scenario_leftover(root: &SysfsRoot) -> Option<ScenarioLeftover> {
     Some(ScenarioLeftover::Left {
         found: format!(
             "kdamond {i} (state {state}) still has the configuration of a damon-trace scenario \
-             that did not finish and was not restored: DAMON's previous state is lost, and \
-             while it stays no other kdamond configuration of yours is there"
+             that did not finish and was not restored (the configuration it replaced is lost)"
         ),
         remedy,
     })
