@@ -2,7 +2,11 @@
 //!
 //! Every check reports what it found and, when it fails, the remedy. The same diagnosis runs
 //! before `record` so that it fails fast with the cause instead of a raw errno.
-use std::{path::Path, process::ExitCode};
+use std::{
+    path::Path,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
 use damon_common::FunctionId;
 use serde::Serialize;
@@ -78,7 +82,7 @@ fn check(
 /// Runs every check; `functions` are those the user selected.
 pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
     // First, before anything here loads a program of its own (the trials below do).
-    let bpf_objects = list_bpf_objects();
+    let bpf_objects = settled_bpf_objects();
     let ident = kernel::KernelIdentity::read();
     let mut checks = Vec::new();
 
@@ -327,6 +331,24 @@ fn leftovers_check(objects: &BpfObjects) -> Check {
             "another damon-trace is running: its probes add to the same functions; stop it first"
         }),
     )
+}
+
+/// How long doctor waits for objects of ours that nobody holds to go away.
+const FREEING_GRACE: Duration = Duration::from_secs(3);
+
+/// The kernel's BPF objects, once those of ours that no process holds are gone: the kernel
+/// frees the maps of a closed program only after an RCU grace period, so right after a
+/// damon-trace exits its maps are still listed for a moment (seen in the 7.2 guest).
+fn settled_bpf_objects() -> BpfObjects {
+    let deadline = Instant::now() + FREEING_GRACE;
+    loop {
+        let objects = list_bpf_objects();
+        let unheld = !objects.ours().is_empty() && holders(&objects).is_empty();
+        if !unheld || Instant::now() >= deadline {
+            return objects;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Processes holding a file descriptor of one of our objects: `pid N (comm)`.

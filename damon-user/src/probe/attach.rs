@@ -437,7 +437,8 @@ fn our_map_names() -> Vec<String> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BpfObject {
     pub id: u32,
-    /// Kernel type, lower case without prefix: `tracing`, `kprobe`, `ringbuf`, `perf_event`.
+    /// Kernel type, lower case without prefix: programs `tracing`, `kprobe`; maps `ringbuf`,
+    /// `percpuarray`, `hash`; links `tracing`, `perfevent`.
     #[serde(rename = "type")]
     pub kind: String,
     /// Programs and maps: the (truncated) name; links have none.
@@ -463,7 +464,7 @@ pub struct BpfObjects {
 }
 
 impl BpfObjects {
-    /// Ours only, programs then maps then links, as `type name/id` strings for messages.
+    /// Ours only, programs then maps then links, for messages: `program NAME (id N, TYPE)`.
     pub fn ours(&self) -> Vec<String> {
         let describe = |what: &str, o: &BpfObject| match (&o.name, o.program_id) {
             (Some(n), _) => format!("{what} {n} (id {}, {})", o.id, o.kind),
