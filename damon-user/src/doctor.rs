@@ -2,15 +2,20 @@
 //!
 //! Every check reports what it found and, when it fails, the remedy. The same diagnosis runs
 //! before `record` so that it fails fast with the cause instead of a raw errno.
-use std::{path::Path, process::ExitCode};
+use std::{
+    path::Path,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
 use damon_common::FunctionId;
 use serde::Serialize;
 
 use crate::{
     cli::DoctorArgs,
+    damon::ScenarioLeftover,
     probe::{
-        attach::{ProbeTrial, try_each},
+        attach::{BpfObjects, ProbeTrial, list_bpf_objects, try_each},
         kernel::{self, CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, Kallsyms, Lockdown, SymbolPresence},
     },
 };
@@ -50,6 +55,9 @@ pub struct FunctionDiagnosis {
 pub struct Diagnosis {
     pub kernel_release: String,
     pub checks: Vec<Check>,
+    /// Every BPF program, map and link the kernel held when doctor started (before its own
+    /// trial attaches), ours marked.
+    pub bpf_objects: BpfObjects,
     pub functions: Vec<FunctionDiagnosis>,
     /// Whether at least one selected function can be traced.
     pub can_trace: bool,
@@ -73,6 +81,8 @@ fn check(
 
 /// Runs every check; `functions` are those the user selected.
 pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
+    // First, before anything here loads a program of its own (the trials below do).
+    let bpf_objects = settled_bpf_objects();
     let ident = kernel::KernelIdentity::read();
     let mut checks = Vec::new();
 
@@ -114,7 +124,15 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
 
     let kallsyms = Kallsyms::read().unwrap_or_default();
     let kprobes = kernel::kprobes_supported(&kallsyms);
-    checks.push(if kprobes {
+    let kprobes_off = std::fs::read_to_string(KPROBES_ENABLED).is_ok_and(|v| v.trim() == "0");
+    checks.push(if kprobes && kprobes_off {
+        check(
+            "kprobes",
+            Level::Warn,
+            format!("kprobes are disabled globally ({KPROBES_ENABLED} is 0): kprobe probes attach but never fire"),
+            Some("echo 1 > /sys/kernel/debug/kprobes/enabled (fentry, the default, is not affected)"),
+        )
+    } else if kprobes {
         check(
             "kprobes",
             Level::Ok,
@@ -130,35 +148,24 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
         )
     });
 
-    let damon = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
-    checks.push(if damon.exists() {
-        // nr_kdamonds is readable by root only.
-        let found = match std::fs::read_to_string(damon.join("nr_kdamonds")) {
-            Ok(n) => format!("DAMON sysfs present ({} kdamonds)", n.trim()),
-            Err(e) => format!("DAMON sysfs present (number of kdamonds unreadable: {e})"),
-        };
-        check("damon", Level::Ok, found, None)
-    } else {
-        check(
-            "damon",
-            Level::Warn,
-            "no /sys/kernel/mm/damon: DAMON functions will not be called",
-            Some("use a kernel with CONFIG_DAMON_SYSFS=y"),
-        )
-    });
-
-    let leftovers = crate::probe::attach::our_loaded_programs();
-    if !leftovers.is_empty() {
-        checks.push(check(
-            "leftovers",
-            Level::Warn,
-            format!(
-                "{} damon-trace programs are loaded now: {}",
-                leftovers.len(),
-                leftovers.join(", ")
+    checks.push(damon_check());
+    checks.push(
+        match crate::damon::scenario_leftover(&crate::damon::SysfsRoot::system()) {
+            None => check(
+                "scenario",
+                Level::Ok,
+                "no kdamond configured by an unfinished damon-trace scenario",
+                None,
             ),
-            Some("another damon-trace is running, or one was killed while attaching"),
-        ));
+            Some(ScenarioLeftover::Running(found)) => check("scenario", Level::Ok, found, None),
+            Some(ScenarioLeftover::Left { found, remedy }) => {
+                check("scenario", Level::Warn, found, Some(&remedy))
+            }
+        },
+    );
+    checks.push(leftovers_check(&bpf_objects));
+    if let Some(c) = memlock_check(&ident.release) {
+        checks.push(c);
     }
 
     let ftrace = kernel::ftrace_functions();
@@ -176,6 +183,17 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
             Some("fentry needs ftrace; an EPERM here means a security policy restricts tracing"),
         ),
     });
+    if std::fs::read_to_string(FTRACE_ENABLED).is_ok_and(|v| v.trim() == "0") {
+        checks.push(check(
+            "ftrace",
+            Level::Warn,
+            format!(
+                "function tracing is off ({FTRACE_ENABLED} is 0): fentry/fexit probes attach \
+                 but never fire"
+            ),
+            Some("sysctl kernel.ftrace_enabled=1, or trace with --attach kprobe"),
+        ));
+    }
     let ftrace = ftrace.ok();
     let trials: Vec<ProbeTrial> = if privileged.is_ok() {
         try_each(functions)
@@ -210,10 +228,241 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
     Diagnosis {
         kernel_release: ident.release,
         checks,
+        bpf_objects,
         functions: diag_functions,
         can_trace,
         verdict,
     }
+}
+
+/// kernel.ftrace_enabled: 0 leaves fentry/fexit trampolines unpatched (verified on 7.2: the
+/// attach succeeds and no call is counted).
+const FTRACE_ENABLED: &str = "/proc/sys/kernel/ftrace_enabled";
+
+/// Writing 0 here disarms every kprobe in the kernel without unregistering them (verified on
+/// 7.2: the attach succeeds and no call is counted).
+const KPROBES_ENABLED: &str = "/sys/kernel/debug/kprobes/enabled";
+
+fn damon_check() -> Check {
+    let kdamonds = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
+    if !kdamonds.exists() {
+        return check(
+            "damon",
+            Level::Warn,
+            "no /sys/kernel/mm/damon: DAMON functions will not be called",
+            Some("use a kernel with CONFIG_DAMON_SYSFS=y"),
+        );
+    }
+    // nr_kdamonds is readable by root only.
+    let n: u32 = match std::fs::read_to_string(kdamonds.join("nr_kdamonds")) {
+        Ok(t) => t.trim().parse().unwrap_or(0),
+        Err(e) => {
+            return check(
+                "damon",
+                Level::Ok,
+                format!("DAMON sysfs present (number of kdamonds unreadable: {e})"),
+                None,
+            );
+        }
+    };
+    let running = (0..n)
+        .filter(|i| {
+            std::fs::read_to_string(kdamonds.join(format!("{i}/state")))
+                .is_ok_and(|s| s.trim() == "on")
+        })
+        .count();
+    let found = if running > 0 {
+        format!("DAMON sysfs present ({n} kdamonds, {running} running)")
+    } else {
+        format!(
+            "DAMON sysfs present ({n} kdamonds, none running: the three DAMON functions are \
+             called only while a kdamond runs, e.g. under `damon-trace scenario migrate-hot`)"
+        )
+    };
+    check("damon", Level::Ok, found, None)
+}
+
+/// Programs, maps or links of ours loaded now: another damon-trace is running (named, with its
+/// pid, from /proc/*/fdinfo), or something pinned them.
+fn leftovers_check(objects: &BpfObjects) -> Check {
+    if let Some(e) = &objects.error
+        && e.contains("Operation not permitted")
+    {
+        // BPF_*_GET_NEXT_ID needs CAP_SYS_ADMIN even where CAP_BPF suffices to trace.
+        return check(
+            "leftovers",
+            Level::Ok,
+            "not checked: listing the kernel's BPF objects needs CAP_SYS_ADMIN",
+            None,
+        );
+    }
+    if let Some(e) = &objects.error {
+        return check(
+            "leftovers",
+            Level::Warn,
+            format!("cannot list the kernel's BPF objects: {e}"),
+            Some("run as root to list them"),
+        );
+    }
+    let ours = objects.ours();
+    if ours.is_empty() {
+        return check(
+            "leftovers",
+            Level::Ok,
+            format!(
+                "no damon-trace program, map or link loaded (kernel holds {} programs, {} maps, {} links)",
+                objects.programs.len(),
+                objects.maps.len(),
+                objects.links.len()
+            ),
+            None,
+        );
+    }
+    let holders = holders(objects);
+    let who = if holders.is_empty() {
+        "held by no process (pinned in bpffs?)".to_owned()
+    } else {
+        format!("held by {}", holders.join(", "))
+    };
+    check(
+        "leftovers",
+        Level::Warn,
+        format!(
+            "{} damon-trace objects are loaded now, {who}: {}",
+            ours.len(),
+            ours.join(", ")
+        ),
+        Some(if holders.is_empty() {
+            "look for pins: `grep -rl . /sys/fs/bpf`, and remove them"
+        } else {
+            "another damon-trace is running: its probes add to the same functions; stop it first"
+        }),
+    )
+}
+
+/// How long doctor waits for objects of ours that nobody holds to go away.
+const FREEING_GRACE: Duration = Duration::from_secs(3);
+
+/// The kernel's BPF objects, once those of ours that no process holds are gone: the kernel
+/// frees the maps of a closed program only after an RCU grace period, so right after a
+/// damon-trace exits its maps are still listed for a moment (seen in the 7.2 guest).
+fn settled_bpf_objects() -> BpfObjects {
+    let deadline = Instant::now() + FREEING_GRACE;
+    loop {
+        let objects = list_bpf_objects();
+        let unheld = !objects.ours().is_empty() && holders(&objects).is_empty();
+        if !unheld || Instant::now() >= deadline {
+            return objects;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Processes holding a file descriptor of one of our objects: `pid N (comm)`.
+fn holders(objects: &BpfObjects) -> Vec<String> {
+    let ids = |v: &[crate::probe::attach::BpfObject]| -> Vec<u32> {
+        v.iter().filter(|o| o.ours).map(|o| o.id).collect()
+    };
+    let (progs, maps, links) = (
+        ids(&objects.programs),
+        ids(&objects.maps),
+        ids(&objects.links),
+    );
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.filter_map(Result::ok) {
+        let pid = p.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fdinfo")) else {
+            continue;
+        };
+        let holds = fds.filter_map(Result::ok).any(|fd| {
+            let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+            info.lines().any(|l| {
+                let mut kv = l.splitn(2, ':');
+                let (k, v) = (kv.next().unwrap_or(""), kv.next().unwrap_or("").trim());
+                let Ok(id) = v.parse::<u32>() else {
+                    return false;
+                };
+                match k {
+                    "prog_id" => progs.contains(&id),
+                    "map_id" => maps.contains(&id),
+                    "link_id" => links.contains(&id),
+                    _ => false,
+                }
+            })
+        });
+        if holds {
+            let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+            out.push(format!("pid {pid} ({})", comm.trim()));
+        }
+    }
+    out
+}
+
+/// `(major, minor)` of a release string such as `5.10.0-21-amd64`.
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Bytes our maps lock with the default ring size (ring, stamp hash, per-CPU counters) plus
+/// room for the programs: what RLIMIT_MEMLOCK must allow on kernels that charge it.
+fn memlock_needed() -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(64, |n| n.get() as u64);
+    let stamp = 8 + std::mem::size_of::<damon_common::StampStack>() as u64 + 64;
+    u64::from(damon_common::DEFAULT_RING_BYTES)
+        + u64::from(damon_common::MAX_IN_FLIGHT) * stamp
+        + cpus * u64::from(damon_common::MAX_FUNCS * damon_common::NR_COUNTERS) * 8
+        + (1 << 20)
+}
+
+/// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK (later ones to the memory cgroup):
+/// a low limit there makes map creation fail with EPERM.
+fn memlock_check(release: &str) -> Option<Check> {
+    let old = kernel_version(release).is_some_and(|v| v < (5, 11));
+    if !old {
+        return None;
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
+        return None;
+    }
+    let need = memlock_needed();
+    let cur = lim.rlim_cur;
+    Some(if cur == libc::RLIM_INFINITY || cur >= need {
+        check(
+            "memlock",
+            Level::Ok,
+            format!(
+                "RLIMIT_MEMLOCK allows the {} KiB the maps lock on this kernel (< 5.11)",
+                need >> 10
+            ),
+            None,
+        )
+    } else {
+        check(
+            "memlock",
+            Level::Fail,
+            format!(
+                "RLIMIT_MEMLOCK is {} KiB; this kernel (< 5.11) charges BPF maps to it and they need about {} KiB",
+                cur >> 10,
+                need >> 10
+            ),
+            Some("raise it: `ulimit -l unlimited` (or LimitMEMLOCK=infinity in a systemd unit)"),
+        )
+    })
 }
 
 /// The capabilities tracing needs and this process lacks (in its effective set).
@@ -298,6 +547,16 @@ fn verdict(
     if let Some(c) = checks
         .iter()
         .find(|c| c.name == "privileges" && c.level == Level::Fail)
+    {
+        return format!(
+            "cannot trace: {}; {}",
+            c.found,
+            c.remedy.as_deref().unwrap_or("")
+        );
+    }
+    if let Some(c) = checks
+        .iter()
+        .find(|c| c.name == "memlock" && c.level == Level::Fail)
     {
         return format!(
             "cannot trace: {}; {}",
@@ -410,6 +669,61 @@ mod tests {
         assert_eq!(
             has_caps(caps(&[CAP_BPF])).expect_err("no perfmon"),
             MissingCaps(vec!["CAP_PERFMON"])
+        );
+    }
+
+    #[test]
+    fn kernel_versions_and_the_memlock_cutoff() {
+        assert_eq!(kernel_version("5.10.0-21-amd64"), Some((5, 10)));
+        assert_eq!(kernel_version("7.2.0-rc3"), Some((7, 2)));
+        assert_eq!(kernel_version("garbage"), None);
+        assert!(
+            memlock_check("6.12.1").is_none(),
+            "5.11+ charges the memory cgroup"
+        );
+        assert!(memlock_check("5.10.0").is_some());
+        assert!(memlock_needed() > u64::from(damon_common::DEFAULT_RING_BYTES));
+    }
+
+    #[test]
+    fn leftovers_name_our_objects_and_stay_ok_without_them() {
+        use crate::probe::attach::BpfObject;
+        let obj = |id, kind: &str, name: Option<&str>, ours| BpfObject {
+            id,
+            kind: kind.to_owned(),
+            name: name.map(str::to_owned),
+            program_id: None,
+            ours,
+        };
+        let mut objects = BpfObjects {
+            programs: vec![obj(3, "tracing", Some("iter_prog"), false)],
+            ..BpfObjects::default()
+        };
+        let c = leftovers_check(&objects);
+        assert_eq!(c.level, Level::Ok, "{c:?}");
+        assert!(c.found.contains("1 programs, 0 maps, 0 links"), "{c:?}");
+        objects
+            .programs
+            .push(obj(9, "tracing", Some("fentry_lock_tim"), true));
+        objects.maps.push(obj(4, "ringbuf", Some("EVENTS"), true));
+        let c = leftovers_check(&objects);
+        assert_eq!(c.level, Level::Warn, "{c:?}");
+        assert!(
+            c.found.contains("program fentry_lock_tim (id 9, tracing)")
+                && c.found.contains("map EVENTS (id 4, ringbuf)"),
+            "{c:?}"
+        );
+        objects.error = Some("listing maps: Operation not permitted (os error 1)".to_owned());
+        let c = leftovers_check(&objects);
+        assert!(
+            c.level == Level::Ok && c.found.contains("CAP_SYS_ADMIN"),
+            "{c:?}"
+        );
+        objects.error = Some("listing maps: Bad address".to_owned());
+        let c = leftovers_check(&objects);
+        assert!(
+            c.level == Level::Warn && c.found.contains("cannot list"),
+            "{c:?}"
         );
     }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use crate::cli::{ScenarioCommand, WorkloadArgs};
 
+mod guardian;
 mod kdamond;
 mod plan;
 mod restore;
@@ -18,6 +19,7 @@ mod snapshot;
 mod sysfs;
 mod workload;
 
+pub use restore::{ScenarioLeftover, scenario_leftover};
 pub use snapshot::snapshot;
 pub use sysfs::SysfsRoot;
 

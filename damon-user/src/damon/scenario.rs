@@ -10,6 +10,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 use super::{
+    guardian::Guardian,
     kdamond::{KDAMOND_STATE, refresh_stats, turn_on},
     plan::{
         Features, MigrateHotConfig, Monitor, OpsKind, Tuning, apply, choose_ops,
@@ -42,10 +43,13 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
     let signals = StopSignals::install()?;
     // Refusals (no DAMON, another DAMON user) happen here, before anything changes.
     let prior = PriorState::capture(root)?;
+    // Forked now, while this process has one thread (the workload adds a reader thread).
+    let mut guardian = Guardian::start(root, &prior)?;
     let has_node1 = root.node_dir(1).is_dir();
     let mut workload =
         WorkloadChild::spawn(args.workload_mib, args.hot_mib, has_node1.then_some(0))?;
     let pid = workload.pid();
+    guardian.workload(pid);
     status(&format!(
         "workload pid {pid}: {} MiB mapped, first {} MiB hot",
         args.workload_mib, args.hot_mib
@@ -56,7 +60,7 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
     let pages_before = process_node_pages(root, pid);
 
     // Declared after `workload`, so dropped (DAMON restored) before the workload is killed.
-    let mut guard = RestoreGuard::new(root, prior);
+    let mut guard = RestoreGuard::new(root, prior).with_guardian(guardian);
     if guard.disable_damon_stat()? {
         status(
             "DAMON_STAT was enabled: off for the run (its kdamond blocks others), back on after",

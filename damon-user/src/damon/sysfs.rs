@@ -57,6 +57,10 @@ impl SysfsRoot {
         self.root.join("proc/kallsyms")
     }
 
+    pub fn proc_dir(&self) -> PathBuf {
+        self.root.join("proc")
+    }
+
     pub fn proc_file(&self, pid: u32, name: &str) -> PathBuf {
         self.root.join(format!("proc/{pid}/{name}"))
     }
