@@ -145,6 +145,7 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
             }
         );
     }
+    out.push_str(&super::damon::render_table(r));
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n{} ({}, {} records)", f.name, f.attach, f.matched);

@@ -1,0 +1,366 @@
+//! The DAMON parts of a report: cost per aggregation interval, and the DAMON configuration at
+//! the start and end of the capture (pure).
+use std::fmt::Write as _;
+
+use damon_common::FunctionId;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{FunctionReport, Report};
+use crate::{
+    capture::Capture,
+    stats::intervals::{self, Boundaries, KdamondIntervals, PerInterval},
+};
+
+/// How the capture's interval boundaries were found, and what was lost.
+#[derive(Debug, Clone, Serialize)]
+pub struct IntervalsReport {
+    /// "tracepoint:damon:damon_aggregated".
+    pub hook: String,
+    pub attached: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Boundary markers in the capture.
+    pub markers: u64,
+    /// Markers the kernel lost (ring full): the two intervals around a lost one count as one.
+    pub markers_dropped: u64,
+    pub kdamonds: Vec<KdamondIntervals>,
+}
+
+/// The DAMON sysfs configuration at start and end, and what differs.
+#[derive(Debug, Clone, Serialize)]
+pub struct DamonContext {
+    pub start: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<Value>,
+    /// `start` and `end` differ (false without an end snapshot).
+    pub changed_at_end: bool,
+    /// `path: start -> end` of every value that differs.
+    pub changes: Vec<String>,
+}
+
+/// Whether per-interval numbers are computed for this function: DAMON functions that were
+/// traced.
+fn wants_intervals(f: &FunctionReport, id: u32) -> bool {
+    FunctionId::try_from(id).is_ok_and(FunctionId::is_damon)
+        && matches!(f.attach, "fentry" | "kprobe")
+}
+
+/// Fills `per_interval` of the DAMON functions and returns the interval facts, with warnings.
+pub fn add_intervals(
+    capture: &Capture,
+    functions: &mut [(u32, &mut FunctionReport)],
+    warnings: &mut Vec<String>,
+) -> Option<IntervalsReport> {
+    let hook = capture.meta.intervals.as_ref()?;
+    let bounds = Boundaries::from_marks(&capture.marks);
+    let counters = capture.summary.as_ref().and_then(|s| s.intervals);
+    let dropped = counters.map_or(0, |c| c.ring_full);
+    if dropped > 0 {
+        warnings.push(format!(
+            "{dropped} aggregation-interval boundaries were lost (ring full): the intervals on \
+             both sides of each are counted as one"
+        ));
+    }
+    for (id, f) in functions.iter_mut() {
+        if !wants_intervals(f, *id) {
+            continue;
+        }
+        let calls: Vec<_> = capture
+            .records
+            .iter()
+            .filter(|r| r.func == *id)
+            .copied()
+            .collect();
+        let p = intervals::per_interval(&calls, &bounds);
+        if let Some(p) = &p
+            && let Err(e) = p.check(&calls)
+        {
+            warnings.push(format!("{}: per-interval accounting: {e}", f.name));
+        }
+        f.per_interval = p;
+    }
+    Some(IntervalsReport {
+        hook: hook.hook.clone(),
+        attached: hook.attached,
+        detail: hook.detail.clone(),
+        markers: capture.marks.len() as u64,
+        markers_dropped: dropped,
+        kdamonds: intervals::kdamonds(&bounds),
+    })
+}
+
+/// The DAMON context of a capture, when it has a start snapshot.
+pub fn context(capture: &Capture) -> Option<DamonContext> {
+    let start = capture.meta.damon.clone()?;
+    let end = capture.summary.as_ref().and_then(|s| s.damon_end.clone());
+    let mut changes = Vec::new();
+    if let Some(end) = &end {
+        diff("", &start, end, &mut changes);
+    }
+    Some(DamonContext {
+        changed_at_end: !changes.is_empty(),
+        start,
+        end,
+        changes,
+    })
+}
+
+/// Appends `path: a -> b` for every leaf that differs.
+fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                diff(
+                    &p,
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                diff(&format!("{path}[{i}]"), u, v, out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: {a} -> {b}")),
+        _ => {}
+    }
+}
+
+fn us(v: &Value) -> String {
+    match v.as_u64() {
+        Some(u) if u >= 1_000_000 && u % 1000 == 0 => format!("{} s", u as f64 / 1e6),
+        Some(u) if u >= 1000 => format!("{} ms", u as f64 / 1e3),
+        Some(u) => format!("{u} us"),
+        None => "?".to_owned(),
+    }
+}
+
+/// One line per running or configured kdamond context: ops, intervals, targets, schemes.
+pub fn context_lines(snapshot: &Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    if snapshot["damon_stat_enabled"] == Value::Bool(true) {
+        lines.push(format!(
+            "DAMON_STAT enabled (kdamond pid {})",
+            snapshot["damon_stat_kdamond_pid"]
+        ));
+    }
+    for k in snapshot["kdamonds"].as_array().into_iter().flatten() {
+        for c in k["contexts"].as_array().into_iter().flatten() {
+            let mut l = format!(
+                "kdamond {} {} pid {}: {} sample {} aggr {} update {} regions {}..{}",
+                k["index"],
+                k["state"].as_str().unwrap_or("?"),
+                k["pid"],
+                c["operations"].as_str().unwrap_or("?"),
+                us(&c["sample_us"]),
+                us(&c["aggr_us"]),
+                us(&c["update_us"]),
+                c["nr_regions_min"],
+                c["nr_regions_max"],
+            );
+            for t in c["targets"].as_array().into_iter().flatten() {
+                let _ = write!(l, "; target pid {}", t["pid"]);
+                for r in t["regions"].as_array().into_iter().flatten() {
+                    if let (Some(a), Some(b)) = (r[0].as_u64(), r[1].as_u64()) {
+                        let _ = write!(l, " [{a:#x}, {b:#x})");
+                    }
+                }
+            }
+            for s in c["schemes"].as_array().into_iter().flatten() {
+                let _ = write!(l, "; scheme {}", s["action"].as_str().unwrap_or("?"));
+                if let Some(n) = s["target_nid"].as_i64().filter(|n| *n >= 0) {
+                    let _ = write!(l, " target_nid {n}");
+                }
+                if let Some(d) = s["dests"].as_array().filter(|d| !d.is_empty()) {
+                    let d: Vec<String> = d.iter().map(|x| format!("{}:{}", x[0], x[1])).collect();
+                    let _ = write!(l, " dests {}", d.join(","));
+                }
+                let _ = write!(
+                    l,
+                    " quota {} ms {} B / {} ms weights sz {} acc {} age {}",
+                    s["quota_ms"],
+                    s["quota_bytes"],
+                    s["quota_reset_interval_ms"],
+                    s["weight_sz_permil"],
+                    s["weight_nr_accesses_permil"],
+                    s["weight_age_permil"]
+                );
+                if let Some(a) = s["apply_interval_us"].as_u64().filter(|a| *a > 0) {
+                    let _ = write!(l, " apply every {}", us(&Value::from(a)));
+                }
+                let filters = s["filters"].as_array().map_or(0, Vec::len);
+                let _ = write!(l, " filters {filters}");
+            }
+            lines.push(l);
+        }
+    }
+    lines
+}
+
+/// The table report's DAMON blocks: context at start and its changes, then the per-interval
+/// table of the DAMON functions.
+pub fn render_table(r: &Report) -> String {
+    let mut out = String::new();
+    if let Some(ctx) = &r.meta.damon {
+        let lines = context_lines(&ctx.start);
+        let _ = writeln!(out, "\nDAMON at start:");
+        if lines.is_empty() {
+            let _ = writeln!(out, "  no kdamond configured");
+        }
+        for l in lines {
+            let _ = writeln!(out, "  {l}");
+        }
+        match (&ctx.end, ctx.changed_at_end) {
+            (None, _) => {
+                let _ = writeln!(out, "DAMON at end: not recorded");
+            }
+            (Some(_), false) => {
+                let _ = writeln!(out, "DAMON at end: unchanged");
+            }
+            (Some(_), true) => {
+                let _ = writeln!(out, "DAMON at end: {} values changed", ctx.changes.len());
+                for c in ctx.changes.iter().take(12) {
+                    let _ = writeln!(out, "  {c}");
+                }
+                if ctx.changes.len() > 12 {
+                    let _ = writeln!(
+                        out,
+                        "  … {} more (see --format json)",
+                        ctx.changes.len() - 12
+                    );
+                }
+            }
+        }
+    }
+    let Some(iv) = &r.intervals else {
+        return out;
+    };
+    if !iv.attached {
+        let _ = writeln!(
+            out,
+            "\nper aggregation interval: no boundaries ({} not attached: {})",
+            iv.hook,
+            iv.detail.as_deref().unwrap_or("unknown reason")
+        );
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nper aggregation interval ({}; {} boundaries, {} lost)",
+        iv.hook, iv.markers, iv.markers_dropped
+    );
+    for k in &iv.kdamonds {
+        let _ = writeln!(
+            out,
+            "  kdamond tid {}: {} intervals, length mean {:.1} ms min {:.1} max {:.1}",
+            k.tid,
+            k.intervals,
+            k.mean_interval_ns / 1e6,
+            k.min_interval_ns as f64 / 1e6,
+            k.max_interval_ns as f64 / 1e6
+        );
+    }
+    let rows: Vec<(&str, &PerInterval)> = r
+        .functions
+        .iter()
+        .filter_map(|f| f.per_interval.as_ref().map(|p| (f.name.as_str(), p)))
+        .collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:<27} {:>9} {:>7} {:>9} {:>12} {:>11} {:>11} {:>11} {:>8}",
+        "function",
+        "intervals",
+        "w/calls",
+        "calls/int",
+        "mean ns/int",
+        "p50 ns/int",
+        "p99 ns/int",
+        "max ns/int",
+        "outside"
+    );
+    for (name, p) in rows {
+        let _ = writeln!(
+            out,
+            "{:<27} {:>9} {:>7} {:>9.1} {:>12.0} {:>11} {:>11} {:>11} {:>8}",
+            name,
+            p.intervals,
+            p.intervals_with_calls,
+            p.mean_calls,
+            p.mean_total_ns,
+            p.p50_total_ns,
+            p.p99_total_ns,
+            p.max_total_ns,
+            p.calls_outside + p.calls_not_kdamond
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(time in the function per interval = sum of its call durations; an interval holds \
+         the calls its kdamond entered between two boundaries; outside = calls before the \
+         first or after the last boundary, or by a thread that is not a kdamond)"
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn diff_lists_changed_leaves() {
+        let a = json!({"kdamonds": [{"state": "on", "pid": 5, "x": [1, 2]}], "s": true});
+        let b = json!({"kdamonds": [{"state": "off", "pid": null, "x": [1, 2]}], "s": true});
+        let mut out = Vec::new();
+        diff("", &a, &b, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                "kdamonds[0].pid: 5 -> null".to_owned(),
+                "kdamonds[0].state: \"on\" -> \"off\"".to_owned()
+            ]
+        );
+        let mut none = Vec::new();
+        diff("", &a, &a, &mut none);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn context_line_names_ops_intervals_and_scheme() {
+        let snap = json!({
+            "damon_stat_enabled": false,
+            "kdamonds": [{"index": 0, "state": "on", "pid": 88, "contexts": [{
+                "operations": "vaddr", "sample_us": 5000, "aggr_us": 100000,
+                "update_us": 1000000, "nr_regions_min": 10, "nr_regions_max": 1000,
+                "targets": [{"pid": 321, "regions": []}],
+                "schemes": [{"action": "migrate_hot", "target_nid": 1, "dests": [[1, 1]],
+                    "quota_ms": 100, "quota_bytes": 33554432, "quota_reset_interval_ms": 1000,
+                    "weight_sz_permil": 0, "weight_nr_accesses_permil": 700,
+                    "weight_age_permil": 300, "apply_interval_us": 0, "filters": []}]
+            }]}]
+        });
+        assert_eq!(
+            context_lines(&snap),
+            vec![
+                "kdamond 0 on pid 88: vaddr sample 5 ms aggr 100 ms update 1 s regions 10..1000; \
+                 target pid 321; scheme migrate_hot target_nid 1 dests 1:1 quota 100 ms \
+                 33554432 B / 1000 ms weights sz 0 acc 700 age 300 filters 0"
+                    .to_owned()
+            ]
+        );
+    }
+}
