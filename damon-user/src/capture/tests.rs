@@ -500,7 +500,11 @@ fn interval_marks_get_their_own_chunks_and_read_back_apart_from_calls() {
         emitted: 4,
         ring_full: 0,
     });
-    assert_eq!(w.finish(&s).expect("finish"), 10, "only calls count as records");
+    assert_eq!(
+        w.finish(&s).expect("finish"),
+        10,
+        "only calls count as records"
+    );
     let c = read_file(&path).expect("read");
     assert_eq!(c.records, (0..10).map(rec).collect::<Vec<_>>());
     assert_eq!(
@@ -516,7 +520,9 @@ fn interval_marks_get_their_own_chunks_and_read_back_apart_from_calls() {
     let mut pos = HEADER_LEN;
     let mut kinds = Vec::new();
     while pos + 16 <= bytes.len() {
-        kinds.push(u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4")));
+        kinds.push(u32::from_le_bytes(
+            bytes[pos..pos + 4].try_into().expect("4"),
+        ));
         let stored = u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().expect("4"));
         pos += 16 + stored as usize;
     }

@@ -33,10 +33,13 @@ pub struct DamonContext {
     pub start: Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end: Option<Value>,
-    /// `start` and `end` differ (false without an end snapshot).
+    /// The configuration differs at the end (false without an end snapshot); scheme stats
+    /// advancing is not a change.
     pub changed_at_end: bool,
-    /// `path: start -> end` of every value that differs.
+    /// `path: start -> end` of every configuration value that differs.
     pub changes: Vec<String>,
+    /// The same for the schemes' stats counters (these advance while DAMON works).
+    pub stats_changes: Vec<String>,
 }
 
 /// Whether per-interval numbers are computed for this function: DAMON functions that were
@@ -94,15 +97,18 @@ pub fn add_intervals(
 pub fn context(capture: &Capture) -> Option<DamonContext> {
     let start = capture.meta.damon.clone()?;
     let end = capture.summary.as_ref().and_then(|s| s.damon_end.clone());
-    let mut changes = Vec::new();
+    let mut all = Vec::new();
     if let Some(end) = &end {
-        diff("", &start, end, &mut changes);
+        diff("", &start, end, &mut all);
     }
+    let (stats_changes, changes): (Vec<String>, Vec<String>) =
+        all.into_iter().partition(|c| c.contains(".stats."));
     Some(DamonContext {
         changed_at_end: !changes.is_empty(),
         start,
         end,
         changes,
+        stats_changes,
     })
 }
 
@@ -226,10 +232,18 @@ pub fn render_table(r: &Report) -> String {
                 let _ = writeln!(out, "DAMON at end: not recorded");
             }
             (Some(_), false) => {
-                let _ = writeln!(out, "DAMON at end: unchanged");
+                let _ = writeln!(
+                    out,
+                    "DAMON at end: configuration unchanged ({} scheme stats advanced)",
+                    ctx.stats_changes.len()
+                );
             }
             (Some(_), true) => {
-                let _ = writeln!(out, "DAMON at end: {} values changed", ctx.changes.len());
+                let _ = writeln!(
+                    out,
+                    "DAMON at end: {} configuration values changed",
+                    ctx.changes.len()
+                );
                 for c in ctx.changes.iter().take(12) {
                     let _ = writeln!(out, "  {c}");
                 }

@@ -84,9 +84,9 @@ pub struct PerInterval {
     pub calls_not_kdamond: u64,
     pub total_ns_not_kdamond: u64,
     /// Per interval, in time order (kdamonds one after the other): calls and total ns.
-    #[serde(skip)]
+    #[serde(rename = "calls_per_interval")]
     pub per_interval_calls: Vec<u64>,
-    #[serde(skip)]
+    #[serde(rename = "ns_per_interval")]
     pub per_interval_totals: Vec<u64>,
 }
 
