@@ -24,6 +24,12 @@ pub struct IntervalsReport {
     pub markers: u64,
     /// Markers the kernel lost (ring full): the two intervals around a lost one count as one.
     pub markers_dropped: u64,
+    /// The kernel's own counts: boundaries seen and markers written (absent when the capture
+    /// has no summary). `kernel_markers == markers + markers_dropped` for a complete capture.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_markers: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_emitted: Option<u64>,
     pub kdamonds: Vec<KdamondIntervals>,
 }
 
@@ -59,6 +65,15 @@ pub fn add_intervals(
     let bounds = Boundaries::from_marks(&capture.marks);
     let counters = capture.summary.as_ref().and_then(|s| s.intervals);
     let dropped = counters.map_or(0, |c| c.ring_full);
+    if let Some(c) = counters
+        && c.emitted != capture.marks.len() as u64
+    {
+        warnings.push(format!(
+            "the kernel wrote {} interval boundaries, the capture holds {}",
+            c.emitted,
+            capture.marks.len()
+        ));
+    }
     if dropped > 0 {
         warnings.push(format!(
             "{dropped} aggregation-interval boundaries were lost (ring full): the intervals on \
@@ -89,6 +104,8 @@ pub fn add_intervals(
         detail: hook.detail.clone(),
         markers: capture.marks.len() as u64,
         markers_dropped: dropped,
+        kernel_markers: counters.map(|c| c.markers),
+        kernel_emitted: counters.map(|c| c.emitted),
         kdamonds: intervals::kdamonds(&bounds),
     })
 }
