@@ -43,3 +43,11 @@ fn focused_migrate_pages_shows_interval_sparkline_80x24() {
     assert!(screen.contains("damon_migrate_pages"), "{screen}");
     insta::assert_snapshot!("intervals_focused_migrate_80x24", screen);
 }
+
+#[test]
+fn serial_console_main_view_keeps_the_interval_line_80x24() {
+    let app = replayed(capture(), u64::MAX);
+    let screen = render(&app, 80, 24);
+    assert_eq!(screen.matches("per interval (").count(), 3, "{screen}");
+    insta::assert_snapshot!("intervals_main_80x24", screen);
+}
