@@ -190,4 +190,60 @@ mod tests {
         assert!(c.before.is_none() && c.mean_total_delta.is_none());
         assert!(compare((&old, 0), (&old, 0)).is_none());
     }
+
+    #[test]
+    fn real_capture_against_the_old_fixture_and_itself() {
+        use std::path::Path;
+
+        use crate::{
+            capture::format::read_file,
+            compare::{Inputs, build, render},
+            report::ReportOptions,
+        };
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/");
+        let new = read_file(Path::new(&format!("{dir}intervals-7.2.dtcap"))).expect("new");
+        let old = read_file(Path::new(&format!("{dir}migrate-hot-7.2.dtcap"))).expect("old");
+        let opts = ReportOptions {
+            bucket_ns: 20,
+            ..ReportOptions::default()
+        };
+        let same = build(
+            &Inputs {
+                before: ("a", &new),
+                after: ("b", &new),
+            },
+            &opts,
+        )
+        .expect("compare");
+        let hot = same.functions[0]
+            .per_interval
+            .as_ref()
+            .expect("per interval");
+        assert_eq!(hot.before.as_ref().map(|s| s.intervals), Some(129));
+        assert_eq!(hot.mean_total_delta.map(|d| d.estimate), Some(0.0));
+        assert!(
+            same.functions[3].per_interval.is_none(),
+            "not a DAMON function"
+        );
+        let table = render::table(&same);
+        assert!(
+            table.contains("\nper interval         before        after after−before\n"),
+            "{table}"
+        );
+        // A capture from before the interval hook: its side is "-", nothing breaks.
+        let mixed = build(
+            &Inputs {
+                before: ("old", &old),
+                after: ("new", &new),
+            },
+            &opts,
+        )
+        .expect("compare");
+        let hot = mixed.functions[0]
+            .per_interval
+            .as_ref()
+            .expect("after side");
+        assert!(hot.before.is_none() && hot.after.is_some());
+        assert!(render::markdown(&mixed).contains("Time per DAMON aggregation interval"));
+    }
 }

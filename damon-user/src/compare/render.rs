@@ -220,6 +220,13 @@ pub fn markdown(c: &Comparison) -> String {
         if let Some(t) = test_line(f) {
             let _ = writeln!(out, "\n{t}");
         }
+        if let Some(iv) = &f.per_interval {
+            let _ = writeln!(out, "\nTime per DAMON aggregation interval:\n\n```");
+            for line in super::intervals::lines(iv) {
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+            let _ = writeln!(out, "```");
+        }
     }
     let _ = writeln!(
         out,

@@ -347,6 +347,62 @@ pub fn render_table(r: &Report) -> String {
     out
 }
 
+/// The Markdown report's per-interval table (empty without per-interval numbers).
+pub fn render_markdown(r: &Report) -> String {
+    let mut out = String::new();
+    let Some(iv) = r.intervals.as_ref().filter(|iv| iv.attached) else {
+        return out;
+    };
+    let rows: Vec<&FunctionReport> = r
+        .functions
+        .iter()
+        .filter(|f| f.per_interval.is_some())
+        .collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let kdamonds: Vec<String> = iv
+        .kdamonds
+        .iter()
+        .map(|k| {
+            format!(
+                "kdamond {}: {} intervals of {:.1} ms on average",
+                k.tid,
+                k.intervals,
+                k.mean_interval_ns / 1e6
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "\n### Time per DAMON aggregation interval\n\n_{}; {}; {} boundaries lost._\n",
+        iv.hook,
+        kdamonds.join(", "),
+        iv.markers_dropped
+    );
+    let _ = writeln!(
+        out,
+        "| function | intervals | with calls | calls/interval | mean ns | p50 ns | p99 ns | max ns | calls outside |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+    );
+    for f in rows {
+        let Some(p) = &f.per_interval else { continue };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {:.1} | {:.0} | {} | {} | {} | {} |",
+            f.name,
+            p.intervals,
+            p.intervals_with_calls,
+            p.mean_calls,
+            p.mean_total_ns,
+            p.p50_total_ns,
+            p.p99_total_ns,
+            p.max_total_ns,
+            p.calls_outside + p.calls_not_kdamond
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +518,13 @@ mod real_capture {
         for key in ["mean_total_ns", "p99_total_ns", "max_total_ns"] {
             assert!(f[key].is_number(), "{key}: {f}");
         }
+        let md = render::markdown(&r);
+        assert!(
+            md.contains(
+                "| `damon_hot_score` | 129 | 129 | 15.4 | 34743 | 29667 | 90926 | 309974 | 16 |"
+            ),
+            "{md}"
+        );
         let table = render::table(&r, None);
         for line in [
             "DAMON at start:",

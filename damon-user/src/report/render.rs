@@ -194,6 +194,7 @@ pub fn markdown(r: &Report) -> String {
         out,
         "\nLatencies in ns, raw (they include the probe's own cost)."
     );
+    out.push_str(&super::damon::render_markdown(r));
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n### `{}` ({} records)\n", f.name, f.matched);
