@@ -80,6 +80,27 @@ pub fn add_intervals(
              both sides of each are counted as one"
         ));
     }
+    if let Some(snap) = &capture.meta.damon {
+        for k in snap["kdamonds"].as_array().into_iter().flatten() {
+            for c in k["contexts"].as_array().into_iter().flatten() {
+                let aggr = c["aggr_us"].as_u64().unwrap_or(0);
+                for s in c["schemes"].as_array().into_iter().flatten() {
+                    if let Some(apply) = s["apply_interval_us"]
+                        .as_u64()
+                        .filter(|a| *a > 0 && *a != aggr)
+                    {
+                        warnings.push(format!(
+                            "kdamond {} applies its {} scheme every {apply} us, not every \
+                             aggregation interval ({aggr} us): per-interval numbers are per \
+                             aggregation interval, so intervals without an application show 0",
+                            k["index"],
+                            s["action"].as_str().unwrap_or("?")
+                        ));
+                    }
+                }
+            }
+        }
+    }
     for (id, f) in functions.iter_mut() {
         if !wants_intervals(f, *id) {
             continue;
@@ -559,6 +580,35 @@ mod real_capture {
                 "309974",
                 "16"
             ]
+        );
+    }
+
+    #[test]
+    fn a_scheme_with_its_own_apply_interval_is_pointed_out() {
+        let mut c = read_file(Path::new(FILE)).expect("capture");
+        let opts = ReportOptions {
+            bucket_ns: 20,
+            ..ReportOptions::default()
+        };
+        let pointer = "/kdamonds/0/contexts/0/schemes/0/apply_interval_us";
+        let damon = c.meta.damon.as_ref().expect("damon");
+        assert_eq!(damon.pointer(pointer), Some(&0.into()), "{damon}");
+        let quiet = build(&c, &opts).expect("report");
+        assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
+        *c.meta
+            .damon
+            .as_mut()
+            .and_then(|d| d.pointer_mut(pointer))
+            .expect("apply interval") = 500_000.into();
+        let r = build(&c, &opts).expect("report");
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].starts_with(
+                "kdamond 0 applies its migrate_hot scheme every 500000 us, not every aggregation \
+                 interval (100000 us)"
+            ),
+            "{:?}",
+            r.warnings
         );
     }
 }
