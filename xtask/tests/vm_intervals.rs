@@ -9,7 +9,7 @@ mod common;
 use common::{function, json, u};
 use xtask::{
     kernel::Kernel,
-    vm::{self, VmOptions},
+    vm::{self, Interactive, KeyStep, VmOptions},
 };
 
 /// Record 15 s under the migrate-hot scenario; report (JSON and table) and export the calls.
@@ -228,5 +228,88 @@ fn vm_6_12_intervals_without_the_missing_functions() {
         Kernel::Debian612,
         &["damon_hot_score"],
         &["damos_va_migrate_dests_add", "damon_migrate_pages"],
+    );
+}
+
+/// The `(N)` of each `per interval (N):` line on the screen, top to bottom.
+fn intervals_shown(screen: &str) -> Vec<u64> {
+    screen
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("per interval (").nth(1)?;
+            rest.split(')').next()?.parse().ok()
+        })
+        .collect()
+}
+
+/// `damon-trace live` on the 80x24 serial console: the DAMON panels grow a per-interval line
+/// once the scenario's kdamond has ended intervals, and the `--record` capture holds the
+/// boundaries.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_live_shows_time_per_interval() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = "damon-trace scenario migrate-hot --duration 300s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+damon-trace live --record /out/live.dtcap
+rc=$?
+kill -INT $scenario 2>/dev/null
+wait $scenario
+damon-trace report /out/live.dtcap --format json > /out/live.json
+exit $rc";
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    opts.interactive = Some(Interactive::script(
+        24,
+        80,
+        vec![KeyStep::when(
+            "a DAMON panel with 10 intervals",
+            Duration::from_secs(150),
+            |s| intervals_shown(s).iter().any(|&n| n >= 10),
+            "q",
+        )],
+    ));
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let log = outcome.terminal.as_ref().expect("terminal log");
+    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
+        panic!(
+            "live ended (status {}) before a per-interval line showed; last screen:\n{}",
+            outcome.status,
+            log.screen()
+        );
+    };
+    eprintln!("{shown}");
+    assert_eq!(outcome.status, 0, "{shown}");
+    // The line sits under damon_hot_score's percentiles (the panel called every interval).
+    let lines: Vec<&str> = shown.lines().collect();
+    let hot = lines
+        .iter()
+        .position(|l| l.contains("damon_hot_score"))
+        .expect("hot score panel");
+    assert!(
+        lines[hot + 2].trim_start().starts_with("per interval ("),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("lock_timer_base") || {
+            let timer = lines
+                .iter()
+                .position(|l| l.contains("lock_timer_base"))
+                .expect("timer");
+            !lines[timer..].iter().any(|l| l.contains("per interval ("))
+        },
+        "lock_timer_base is not a DAMON function: {shown}"
+    );
+    let on_screen = intervals_shown(shown)[0];
+    let report = json(&opts.out_dir, "live.json");
+    let iv = &report["intervals"];
+    assert_eq!(iv["attached"], true, "{iv}");
+    assert_eq!(u(iv, "kernel_emitted"), u(iv, "markers"), "{iv}");
+    let p = &function(&report, "damon_hot_score")["per_interval"];
+    assert!(
+        u(p, "intervals") >= on_screen,
+        "the capture ({}) holds at least the intervals the screen counted ({on_screen})",
+        u(p, "intervals")
     );
 }
