@@ -95,6 +95,27 @@ pub struct CallRecord {
     pub func: u32,
 }
 
+/// Function id of an aggregation-interval boundary marker (a [`CallRecord`] that is not a call).
+///
+/// The eBPF program on the `damon:damon_aggregated` tracepoint writes one per kdamond each time
+/// that kdamond ends an aggregation interval, through the same ring buffer as the calls: its
+/// `entry_ns` is the time of the boundary, `tid`/`pid` the kdamond, `value` the number of
+/// regions of the kdamond's first target and `duration_ns` 0. Its counters (markers seen,
+/// written, lost to a full ring) live at this id's counter slots. The last id of the table, so
+/// it never collides with a traced function.
+pub const AGGREGATION_MARK: u32 = MAX_FUNCS - 1;
+
+/// Tracepoint system and name of the interval hook.
+pub const AGGREGATION_TRACEPOINT: (&str, &str) = ("damon", "damon_aggregated");
+/// Byte offsets of the `damon:damon_aggregated` fields the marker program reads, as in the
+/// tracepoint's `format` file of Linux 6.12 and 7.2 (`target_id` unsigned long at 8, `start`
+/// unsigned long at 24). Userspace checks the running kernel's format before attaching.
+pub const AGGR_TP_TARGET_ID_OFFSET: usize = 8;
+pub const AGGR_TP_NR_REGIONS_OFFSET: usize = 16;
+pub const AGGR_TP_START_OFFSET: usize = 24;
+/// Name of the per-kdamond map holding the start address of the last region of target 0 seen.
+pub const MAP_AGGR_LAST: &str = "AGGR_LAST";
+
 /// Size of a [`CallRecord`] on the wire.
 pub const CALL_RECORD_SIZE: usize = core::mem::size_of::<CallRecord>();
 const _: () = assert!(CALL_RECORD_SIZE == 40);

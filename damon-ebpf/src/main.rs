@@ -10,11 +10,12 @@
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
-    macros::{fentry, fexit, kprobe, kretprobe, map},
+    macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf},
-    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use damon_common::{
+    AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
     CallRecord, Counter, DEFAULT_RING_BYTES, FunctionId, MAX_FUNCS, MAX_IN_FLIGHT, NR_COUNTERS,
     STAMP_DEPTH, StampStack, stamp_key,
 };
@@ -27,6 +28,11 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * NR
 
 #[map(name = "STAMPS")]
 static STAMPS: HashMap<u64, StampStack> = HashMap::with_max_entries(MAX_IN_FLIGHT, 0);
+
+/// Per kdamond (tid): start address of the last region of its first target that
+/// `damon:damon_aggregated` reported.
+#[map(name = "AGGR_LAST")]
+static AGGR_LAST: HashMap<u32, u64> = HashMap::with_max_entries(256, 0);
 
 #[inline(always)]
 fn bump(func: u32, counter: Counter) {
@@ -193,6 +199,61 @@ traced!(
     kretprobe_lock_timer_base,
     |_r: u64| 0
 );
+
+/// Aggregation-interval boundaries.
+///
+/// mm/damon/core.c (6.12 and 7.x alike): at the end of every aggregation interval `kdamond_fn`
+/// merges regions, applies the schemes (`kdamond_apply_schemes`, where the traced DAMON
+/// functions run), then calls `kdamond_reset_aggregated`, which fires
+/// `trace_damon_aggregated(ti, r, damon_nr_regions(t))` once per region of every target, in
+/// list (= address) order, before it splits regions and sleeps for the next sample. Every
+/// once-per-interval function there (`kdamond_reset_aggregated`, `kdamond_merge_regions`,
+/// `kdamond_apply_schemes`, `kdamond_split_regions`) is static and inlined in the Debian
+/// kernels, so this tracepoint is the one hook both kernels share.
+///
+/// One burst = one boundary: a burst starts where target 0's region start address does not
+/// increase (the first region of a new pass; equal when the target has one region). This
+/// resynchronises by itself, unlike counting `nr_regions` events, if attaching lands inside a
+/// burst. Classic tracepoint (not tp_btf): stable `format` ABI, offsets checked by userspace.
+#[tracepoint(category = "damon", name = "damon_aggregated")]
+pub fn damon_aggregated(ctx: TracePointContext) -> u32 {
+    // SAFETY: offsets of fields inside the tracepoint's record, checked against the running
+    // kernel's format file before attaching; the helper copes with bad reads.
+    let target_id: u64 = unsafe { ctx.read_at(AGGR_TP_TARGET_ID_OFFSET) }.unwrap_or(1);
+    if target_id != 0 {
+        return 0;
+    }
+    // SAFETY: as above.
+    let start: u64 = unsafe { ctx.read_at(AGGR_TP_START_OFFSET) }.unwrap_or(0);
+    // SAFETY: as above.
+    let nr_regions: u32 = unsafe { ctx.read_at(AGGR_TP_NR_REGIONS_OFFSET) }.unwrap_or(0);
+    let (pid, tid, cpu) = current();
+    // SAFETY: only this kdamond's thread writes its key.
+    let last = unsafe { AGGR_LAST.get(tid) }.copied();
+    let _ = AGGR_LAST.insert(tid, start, 0);
+    if matches!(last, Some(prev) if start > prev) {
+        return 0; // a later region of the same pass
+    }
+    bump(AGGREGATION_MARK, Counter::Calls);
+    match EVENTS.reserve::<CallRecord>(0) {
+        Some(mut slot) => {
+            slot.write(CallRecord {
+                // SAFETY: helper without preconditions.
+                entry_ns: unsafe { bpf_ktime_get_ns() },
+                duration_ns: 0,
+                value: i64::from(nr_regions),
+                pid,
+                tid,
+                cpu,
+                func: AGGREGATION_MARK,
+            });
+            slot.submit(0);
+            bump(AGGREGATION_MARK, Counter::Emitted);
+        }
+        None => bump(AGGREGATION_MARK, Counter::RingFull),
+    }
+    0
+}
 
 #[cfg(not(test))]
 #[panic_handler]

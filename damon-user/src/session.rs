@@ -168,6 +168,7 @@ impl Session {
             damon: damon_config(),
             cpu_model: crate::capture::host_cpu_model(),
             calibration: None,
+            intervals: Some(tracer.interval_hook().clone()),
         };
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;
@@ -220,6 +221,7 @@ impl Session {
             counters: self.tracer.counters()?,
             malformed_items: self.reader.malformed,
             damon_end: damon_config(),
+            intervals: self.tracer.mark_counters(),
         })
     }
 }

@@ -29,6 +29,9 @@ pub const VERSION: u32 = 2;
 pub(super) const KIND_META: u32 = 1;
 pub(super) const KIND_RECORDS: u32 = 2;
 pub(super) const KIND_SUMMARY: u32 = 3;
+/// Aggregation-interval boundary markers, column layout like [`KIND_RECORDS`]. Readers before
+/// this kind skip it, so captures with markers stay readable by older builds.
+pub(super) const KIND_MARKS: u32 = 4;
 pub(super) const HEADER_LEN: usize = 16;
 /// Records buffered before a chunk is written whatever the clock says.
 const RECORDS_PER_CHUNK: usize = 16 * 1024;
@@ -45,8 +48,10 @@ pub struct CaptureWriter {
     file: File,
     path: String,
     pending: Vec<CallRecord>,
+    pending_marks: Vec<CallRecord>,
     scratch: Vec<u8>,
     pub records_written: u64,
+    pub marks_written: u64,
 }
 
 impl CaptureWriter {
@@ -58,8 +63,10 @@ impl CaptureWriter {
             file,
             path: path.display().to_string(),
             pending: Vec::new(),
+            pending_marks: Vec::new(),
             scratch: Vec::new(),
             records_written: 0,
+            marks_written: 0,
         };
         let mut header = Vec::with_capacity(HEADER_LEN);
         header.extend_from_slice(MAGIC);
@@ -92,9 +99,14 @@ impl CaptureWriter {
         self.write_all(&bytes)
     }
 
+    /// Buffers one ring item: a call record, or an interval marker (kept in its own chunks).
     pub fn push(&mut self, r: &CallRecord) -> Result<(), CaptureError> {
-        self.pending.push(*r);
-        if self.pending.len() >= RECORDS_PER_CHUNK {
+        if r.func == damon_common::AGGREGATION_MARK {
+            self.pending_marks.push(*r);
+        } else {
+            self.pending.push(*r);
+        }
+        if self.pending.len() + self.pending_marks.len() >= RECORDS_PER_CHUNK {
             self.flush()?;
         }
         Ok(())
@@ -103,18 +115,29 @@ impl CaptureWriter {
     /// Writes buffered records as a chunk, so a kill loses at most what arrived since the last
     /// flush (`record` flushes every second).
     pub fn flush(&mut self) -> Result<(), CaptureError> {
+        if !self.pending_marks.is_empty() {
+            let marks = std::mem::take(&mut self.pending_marks);
+            self.write_columns(KIND_MARKS, &marks)?;
+            self.marks_written += marks.len() as u64;
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
-        let mut raw = std::mem::take(&mut self.scratch);
-        raw.clear();
-        columns::encode(&self.pending, &mut raw);
-        let result = self.write_chunk(KIND_RECORDS, &raw);
-        self.scratch = raw;
-        result?;
-        self.records_written += self.pending.len() as u64;
+        let pending = std::mem::take(&mut self.pending);
+        self.write_columns(KIND_RECORDS, &pending)?;
+        self.records_written += pending.len() as u64;
+        self.pending = pending;
         self.pending.clear();
         Ok(())
+    }
+
+    fn write_columns(&mut self, kind: u32, records: &[CallRecord]) -> Result<(), CaptureError> {
+        let mut raw = std::mem::take(&mut self.scratch);
+        raw.clear();
+        columns::encode(records, &mut raw);
+        let result = self.write_chunk(kind, &raw);
+        self.scratch = raw;
+        result
     }
 
     /// Writes the summary and syncs the file.
@@ -248,6 +271,7 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
 pub(super) struct Assembler {
     meta: Option<Meta>,
     records: Vec<CallRecord>,
+    marks: Vec<CallRecord>,
     summary: Option<Summary>,
     pub record_chunks: usize,
 }
@@ -268,6 +292,12 @@ impl Assembler {
         self.check_order(chunk, "records")?;
         self.record_chunks += 1;
         Ok(&mut self.records)
+    }
+
+    /// Where a marker chunk's markers go.
+    pub fn marks(&mut self, chunk: usize) -> Result<&mut Vec<CallRecord>, CaptureError> {
+        self.check_order(chunk, "interval markers")?;
+        Ok(&mut self.marks)
     }
 
     pub fn summary(&mut self, chunk: usize, payload: &[u8]) -> Result<(), CaptureError> {
@@ -299,6 +329,7 @@ impl Assembler {
             meta: self.meta.ok_or(CaptureError::NoMeta)?,
             records: self.records,
             summary: self.summary,
+            marks: self.marks,
         })
     }
 }
@@ -408,6 +439,10 @@ fn walk_v2(bytes: &[u8], asm: &mut Assembler) -> Result<Option<chunk::Torn>, Cap
             KIND_META => asm.meta(index, &c.raw)?,
             KIND_RECORDS => {
                 let out = asm.records(index)?;
+                columns::decode(&c.raw, out).map_err(|e| malformed(index, &e))?;
+            }
+            KIND_MARKS => {
+                let out = asm.marks(index)?;
                 columns::decode(&c.raw, out).map_err(|e| malformed(index, &e))?;
             }
             KIND_SUMMARY => asm.summary(index, &c.raw)?,

@@ -92,6 +92,32 @@ pub struct Meta {
     /// The probe's own cost per attach mode, once calibration exists (absent until then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<serde_json::Value>,
+    /// The aggregation-interval hook and whether it was attached (absent in captures written
+    /// before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<IntervalHook>,
+}
+
+/// The hook that marks DAMON aggregation-interval boundaries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntervalHook {
+    /// "tracepoint:damon:damon_aggregated".
+    pub hook: String,
+    pub attached: bool,
+    /// Why it is not attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The kernel's counters of interval boundary markers at the end of a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkCounters {
+    /// Boundaries the kernel saw (one per kdamond per aggregation interval).
+    pub markers: u64,
+    /// Markers written into the ring buffer.
+    pub emitted: u64,
+    /// Markers lost because the ring buffer was full.
+    pub ring_full: u64,
 }
 
 /// The CPU model of this machine, for [`Meta::cpu_model`]; empty when unknown.
@@ -146,6 +172,9 @@ pub struct Summary {
     pub malformed_items: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damon_end: Option<serde_json::Value>,
+    /// Interval boundary markers' counters, when the interval hook was attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<MarkCounters>,
 }
 
 /// A whole capture in memory.
@@ -155,4 +184,7 @@ pub struct Capture {
     pub records: Vec<CallRecord>,
     /// `None` when the session was killed before it could write its summary.
     pub summary: Option<Summary>,
+    /// Aggregation-interval boundary markers (records whose `func` is
+    /// [`damon_common::AGGREGATION_MARK`]), in arrival order; stored in their own chunks.
+    pub marks: Vec<CallRecord>,
 }

@@ -32,6 +32,7 @@ fn meta() -> Meta {
         damon: None,
         cpu_model: "QEMU TCG CPU".into(),
         calibration: None,
+        intervals: None,
     }
 }
 
@@ -63,6 +64,7 @@ fn summary(records: u64) -> Summary {
         counters,
         malformed_items: 0,
         damon_end: None,
+        intervals: None,
     }
 }
 
@@ -461,4 +463,78 @@ fn output_check_leaves_nothing_behind() {
     assert!(e.is_input());
     let e = check_output(dir.path(), true).expect_err("a directory");
     assert!(e.to_string().contains("a directory"), "{e}");
+}
+
+#[test]
+fn interval_marks_get_their_own_chunks_and_read_back_apart_from_calls() {
+    use super::{IntervalHook, MarkCounters};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.dtcap");
+    let mut m = meta();
+    m.intervals = Some(IntervalHook {
+        hook: "tracepoint:damon:damon_aggregated".into(),
+        attached: true,
+        detail: None,
+    });
+    let mark = |t: u64| CallRecord {
+        entry_ns: t,
+        value: 12,
+        pid: 40,
+        tid: 40,
+        func: damon_common::AGGREGATION_MARK,
+        ..CallRecord::default()
+    };
+    let mut w = CaptureWriter::create(&path, false, &m).expect("create");
+    for i in 0..10 {
+        w.push(&rec(i)).expect("push");
+        if i % 3 == 0 {
+            w.push(&mark(i * 100)).expect("push mark");
+        }
+        if i == 4 {
+            w.flush().expect("flush");
+        }
+    }
+    let mut s = summary(10);
+    s.intervals = Some(MarkCounters {
+        markers: 4,
+        emitted: 4,
+        ring_full: 0,
+    });
+    assert_eq!(
+        w.finish(&s).expect("finish"),
+        10,
+        "only calls count as records"
+    );
+    let c = read_file(&path).expect("read");
+    assert_eq!(c.records, (0..10).map(rec).collect::<Vec<_>>());
+    assert_eq!(
+        c.marks,
+        vec![mark(0), mark(300), mark(600), mark(900)],
+        "marks keep their order across chunks"
+    );
+    assert_eq!(c.meta.intervals, m.intervals);
+    assert_eq!(c.summary.expect("summary").intervals, s.intervals);
+    // Kind 4 chunks are what a reader without interval support skips: the records and
+    // summary alone still make the whole capture.
+    let bytes = std::fs::read(&path).expect("bytes");
+    let mut pos = HEADER_LEN;
+    let mut kinds = Vec::new();
+    while pos + 16 <= bytes.len() {
+        kinds.push(u32::from_le_bytes(
+            bytes[pos..pos + 4].try_into().expect("4"),
+        ));
+        let stored = u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().expect("4"));
+        pos += 16 + stored as usize;
+    }
+    assert_eq!(kinds, vec![1, 4, 2, 4, 2, 3]);
+}
+
+#[test]
+fn captures_without_interval_fields_still_read() {
+    // Metadata and summary JSON as written before the interval hook existed.
+    let (_d, path) = write(3, u64::MAX, true);
+    let c = read_file(&path).expect("read");
+    assert!(c.marks.is_empty());
+    assert_eq!(c.meta.intervals, None);
+    assert_eq!(c.summary.expect("summary").intervals, None);
 }

@@ -4,6 +4,7 @@
 //! deltas with bootstrap intervals, Welch's interval for the mean, the Mann–Whitney test with
 //! Cliff's delta, and a one-line verdict that says "no significant difference" when that is
 //! what the data say.
+pub mod intervals;
 pub mod plot;
 pub mod render;
 #[cfg(test)]
@@ -15,6 +16,7 @@ pub use verdict::{p_text, signed};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use damon_common::FunctionId;
 use serde::Serialize;
 
 use crate::{
@@ -114,6 +116,9 @@ pub struct FunctionComparison {
     pub mann_whitney: Option<MannWhitney>,
     pub significant: bool,
     pub verdict: String,
+    /// Time per DAMON aggregation interval, when a capture recorded the boundaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_interval: Option<intervals::IntervalComparison>,
     /// Log-spaced bins over both samples, for `--plot` (latencies span decades).
     #[serde(skip)]
     pub log_bins: Vec<plot::LogBin>,
@@ -239,6 +244,9 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             mann_whitney: mw,
             significant,
             verdict,
+            per_interval: FunctionId::from_symbol(name)
+                .filter(|f| f.is_damon())
+                .and_then(|_| intervals::compare((bc, id_b), (ac, id_a))),
             log_bins: plot::log_bins(&b.durations, &a.durations),
         });
     }

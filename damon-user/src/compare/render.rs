@@ -162,6 +162,12 @@ pub fn table(c: &Comparison) -> String {
             let _ = writeln!(out, "{t}");
         }
         let _ = writeln!(out, "verdict: {}", f.verdict);
+        if let Some(iv) = &f.per_interval {
+            let _ = writeln!(out);
+            for line in super::intervals::lines(iv) {
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+        }
     }
     let _ = writeln!(
         out,
@@ -213,6 +219,13 @@ pub fn markdown(c: &Comparison) -> String {
         }
         if let Some(t) = test_line(f) {
             let _ = writeln!(out, "\n{t}");
+        }
+        if let Some(iv) = &f.per_interval {
+            let _ = writeln!(out, "\nTime per DAMON aggregation interval:\n\n```");
+            for line in super::intervals::lines(iv) {
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+            let _ = writeln!(out, "```");
         }
     }
     let _ = writeln!(

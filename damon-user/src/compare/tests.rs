@@ -58,6 +58,7 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
             damon: None,
             cpu_model: cpu.into(),
             calibration: None,
+            intervals: None,
         },
         records,
         summary: Some(Summary {
@@ -66,7 +67,9 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
             counters,
             malformed_items: 0,
             damon_end: None,
+            intervals: None,
         }),
+        marks: Vec::new(),
     }
 }
 

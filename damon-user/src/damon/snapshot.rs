@@ -12,6 +12,10 @@ use super::sysfs::{SysfsRoot, read_attr, read_num, read_num_opt, read_opt};
 pub struct DamonSnapshot {
     /// `None` when the kernel has no DAMON_STAT module.
     pub damon_stat_enabled: Option<bool>,
+    /// DAMON_STAT's own kdamond (`kdamond_pid` parameter) while it runs; it is not under
+    /// `admin/kdamonds`.
+    #[serde(default)]
+    pub damon_stat_kdamond_pid: Option<u32>,
     pub kdamonds: Vec<KdamondSnapshot>,
 }
 
@@ -64,7 +68,30 @@ pub struct SchemeSnapshot {
     pub weight_nr_accesses_permil: u64,
     pub weight_age_permil: u64,
     pub watermark_metric: Option<String>,
+    /// `apply_interval_us` (0: the aggregation interval); kernels before 6.7 lack it.
+    #[serde(default)]
+    pub apply_interval_us: Option<u64>,
+    /// Filters of `filters/`, and of `core_filters/` and `ops_filters/` on kernels with them.
+    #[serde(default)]
+    pub filters: Vec<FilterSnapshot>,
     pub stats: SchemeStats,
+}
+
+/// One DAMOS filter; fields a kernel lacks, or that the filter type does not use, are `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FilterSnapshot {
+    /// Directory it was read from: "filters", "core_filters" or "ops_filters".
+    pub set: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub matching: Option<bool>,
+    pub allow: Option<bool>,
+    pub memcg_path: Option<String>,
+    pub addr_start: Option<u64>,
+    pub addr_end: Option<u64>,
+    pub target_idx: Option<u64>,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
 }
 
 /// The scheme's counters as of the last `update_schemes_stats` (sysfs does not refresh them
@@ -89,11 +116,17 @@ pub fn snapshot(root: &SysfsRoot) -> Result<DamonSnapshot> {
     })?;
     let damon_stat_enabled =
         read_opt(&root.module_enabled(DAMON_STAT))?.map(|v| matches!(v.trim(), "Y" | "1"));
+    let stat_pid = root
+        .module_enabled(DAMON_STAT)
+        .with_file_name("kdamond_pid");
+    let damon_stat_kdamond_pid =
+        read_num_opt::<i64>(&stat_pid)?.and_then(|p| u32::try_from(p).ok());
     let kdamonds = (0..nr)
         .map(|i| read_kdamond(&kdamonds.join(i.to_string()), i))
         .collect::<Result<_>>()?;
     Ok(DamonSnapshot {
         damon_stat_enabled,
+        damon_stat_kdamond_pid,
         kdamonds,
     })
 }
@@ -187,8 +220,40 @@ fn read_scheme(dir: &Path) -> Result<SchemeSnapshot> {
         weight_nr_accesses_permil: read_num(&q.join("weights/nr_accesses_permil"))?,
         weight_age_permil: read_num(&q.join("weights/age_permil"))?,
         watermark_metric: read_opt(&dir.join("watermarks/metric"))?,
+        apply_interval_us: read_num_opt(&dir.join("apply_interval_us"))?,
+        filters: read_filters(dir)?,
         stats: read_stats(&dir.join("stats"))?,
     })
+}
+
+fn read_bool(path: &Path) -> Result<Option<bool>> {
+    Ok(read_opt(path)?.map(|v| matches!(v.trim(), "Y" | "1")))
+}
+
+fn read_filters(scheme: &Path) -> Result<Vec<FilterSnapshot>> {
+    let mut out = Vec::new();
+    for set in ["filters", "core_filters", "ops_filters"] {
+        let dir = scheme.join(set);
+        let Some(n) = read_num_opt::<u32>(&dir.join("nr_filters"))? else {
+            continue;
+        };
+        for i in 0..n {
+            let f = dir.join(i.to_string());
+            out.push(FilterSnapshot {
+                set: set.to_owned(),
+                kind: read_attr(&f.join("type"))?,
+                matching: read_bool(&f.join("matching"))?,
+                allow: read_bool(&f.join("allow"))?,
+                memcg_path: read_opt(&f.join("memcg_path"))?.filter(|p| !p.is_empty()),
+                addr_start: read_num_opt(&f.join("addr_start"))?,
+                addr_end: read_num_opt(&f.join("addr_end"))?,
+                target_idx: read_num_opt(&f.join("target_idx"))?,
+                min: read_num_opt(&f.join("min"))?,
+                max: read_num_opt(&f.join("max"))?,
+            });
+        }
+    }
+    Ok(out)
 }
 
 pub fn read_stats(dir: &Path) -> Result<SchemeStats> {
@@ -312,6 +377,8 @@ pub(crate) mod tests {
                 assert_eq!(t.regions, vec![(0x100000, 0x4000_0000)]);
             }
             let s = &c.schemes[0];
+            assert_eq!(s.filters, Vec::new());
+            assert_eq!(s.apply_interval_us, None);
             assert_eq!(s.action, "migrate_hot");
             assert_eq!(s.target_nid, Some(1));
             assert_eq!(s.dests, dests.then(|| vec![(1, 1)]));
@@ -334,6 +401,59 @@ pub(crate) mod tests {
                 "migrate_hot"
             );
         }
+    }
+
+    #[test]
+    fn snapshot_reads_filters_apply_interval_and_damon_stat_pid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = fake_kernel_tree(dir.path(), true);
+        let kd = root.kdamonds();
+        let s = kd.join("0/contexts/0/schemes/0");
+        let f = s.join("ops_filters/0");
+        fs::create_dir_all(&f).expect("mkdir");
+        for (path, v) in [
+            (kd.join("nr_kdamonds"), "1"),
+            (kd.join("0/contexts/nr_contexts"), "1"),
+            (kd.join("0/contexts/0/schemes/nr_schemes"), "1"),
+            (s.join("apply_interval_us"), "0"),
+            (s.join("filters/nr_filters"), "0"),
+            (s.join("ops_filters/nr_filters"), "1"),
+            (f.join("type"), "anon"),
+            (f.join("matching"), "Y"),
+            (f.join("allow"), "N"),
+            (f.join("memcg_path"), ""),
+            (f.join("addr_start"), "0"),
+        ] {
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(&path, format!("{v}\n")).expect("seed");
+        }
+        let stat = dir.path().join("sys/module/damon_stat/parameters");
+        fs::create_dir_all(&stat).expect("mkdir");
+        fs::write(stat.join("enabled"), "Y\n").expect("w");
+        fs::write(stat.join("kdamond_pid"), "57\n").expect("w");
+        let snap = snapshot(&root).expect("snapshot");
+        assert_eq!(
+            (snap.damon_stat_enabled, snap.damon_stat_kdamond_pid),
+            (Some(true), Some(57))
+        );
+        let scheme = &snap.kdamonds[0].contexts[0].schemes[0];
+        assert_eq!(scheme.apply_interval_us, Some(0));
+        assert_eq!(scheme.filters.len(), 1);
+        let filter = &scheme.filters[0];
+        assert_eq!(
+            (filter.set.as_str(), filter.kind.as_str()),
+            ("ops_filters", "anon")
+        );
+        assert_eq!((filter.matching, filter.allow), (Some(true), Some(false)));
+        assert_eq!(
+            (filter.memcg_path.as_deref(), filter.addr_end),
+            (None, None)
+        );
+        let json = serde_json::to_value(&snap).expect("json");
+        assert_eq!(
+            json["kdamonds"][0]["contexts"][0]["schemes"][0]["filters"][0]["type"],
+            "anon"
+        );
     }
 
     #[test]

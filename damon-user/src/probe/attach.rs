@@ -46,6 +46,8 @@ pub struct Tracer {
     bpf: Ebpf,
     attached: Vec<(FunctionId, Mode)>,
     statuses: Vec<FunctionStatus>,
+    /// Boxed: kept small, the session lives in an enum next to the replay source.
+    interval_hook: Box<crate::capture::IntervalHook>,
 }
 
 pub struct LoadOptions {
@@ -115,6 +117,8 @@ impl Tracer {
             .context(
                 "creating the BPF maps (ring buffer, counters, stamps); run `damon-trace doctor`",
             )?;
+        // Boundaries first, so that the first calls already fall inside an interval.
+        let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
         let mut attached = Vec::new();
         let mut statuses = Vec::new();
         for &func in &opts.functions {
@@ -150,7 +154,21 @@ impl Tracer {
             bpf,
             attached,
             statuses,
+            interval_hook,
         })
+    }
+
+    /// The aggregation-interval hook and whether it is attached.
+    pub fn interval_hook(&self) -> &crate::capture::IntervalHook {
+        &self.interval_hook
+    }
+
+    /// Counters of the interval boundary markers, when the hook is attached.
+    pub fn mark_counters(&self) -> Option<crate::capture::MarkCounters> {
+        self.interval_hook
+            .attached
+            .then(|| crate::probe::intervals::counters(&self.bpf).ok())
+            .flatten()
     }
 
     pub fn statuses(&self) -> &[FunctionStatus] {
@@ -174,6 +192,9 @@ impl Tracer {
     /// exit probes: every call that entered is then either recorded, counted as dropped, or still
     /// holds a stamp (in flight).
     pub fn detach(&mut self) {
+        // Boundaries off first: calls after the last boundary are counted as outside any
+        // complete interval, never lost.
+        crate::probe::intervals::detach(&mut self.bpf);
         for (func, mode) in &self.attached {
             let (entry, _) = program_names(*func, *mode);
             unload(&mut self.bpf, &entry, *mode);

@@ -1,4 +1,5 @@
 //! Everything that touches the kernel: facts about it, attaching probes, reading the ring.
 pub mod attach;
+pub mod intervals;
 pub mod kernel;
 pub mod ring;

@@ -1,5 +1,6 @@
 //! `damon-trace report`: per-function accounting, latency percentiles and range tables of a
 //! capture. Building the report is pure; [`render`] turns it into text, Markdown or CSV.
+pub mod damon;
 pub mod render;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,9 @@ use crate::{
 pub struct Report {
     pub meta: ReportMeta,
     pub functions: Vec<FunctionReport>,
+    /// DAMON aggregation-interval boundaries (captures that recorded the hook).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<damon::IntervalsReport>,
     /// Things the reader must know to trust the numbers (incomplete capture, accounting gaps).
     pub warnings: Vec<String>,
 }
@@ -49,6 +53,9 @@ pub struct ReportMeta {
     /// `--cpu`/`--pid` in force: percentiles and tables describe `matched` records only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<FilterEcho>,
+    /// DAMON's sysfs configuration at start and end, and what changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damon: Option<damon::DamonContext>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,6 +106,9 @@ pub struct FunctionReport {
     /// The range table; absent for functions without records.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub buckets: Option<BucketTable>,
+    /// Cost per DAMON aggregation interval (DAMON functions, when boundaries were recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_interval: Option<crate::stats::intervals::PerInterval>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -258,10 +268,23 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             value_name: vname,
             value,
             buckets,
+            per_interval: None,
         };
         accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
         functions.push(f);
     }
+    let intervals = {
+        let ids: Vec<u32> = capture
+            .meta
+            .functions
+            .iter()
+            .filter(|s| opts.functions.is_empty() || opts.functions.contains(&s.name))
+            .map(|s| s.id)
+            .collect();
+        let mut pairs: Vec<(u32, &mut FunctionReport)> =
+            ids.into_iter().zip(functions.iter_mut()).collect();
+        damon::add_intervals(capture, &mut pairs, &mut warnings)
+    };
     if let Some(s) = &capture.summary
         && s.malformed_items > 0
     {
@@ -290,8 +313,10 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
                 cpu: opts.cpu.clone(),
                 pid: opts.pid.clone(),
             }),
+            damon: damon::context(capture),
         },
         functions,
+        intervals,
         warnings,
     })
 }

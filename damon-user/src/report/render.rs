@@ -146,6 +146,7 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
             }
         );
     }
+    out.push_str(&super::damon::render_table(r));
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n{} ({}, {} records)", f.name, f.attach, f.matched);
@@ -194,6 +195,7 @@ pub fn markdown(r: &Report) -> String {
         out,
         "\nLatencies in ns, raw (they include the probe's own cost)."
     );
+    out.push_str(&super::damon::render_markdown(r));
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n### `{}` ({} records)\n", f.name, f.matched);

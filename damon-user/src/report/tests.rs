@@ -64,6 +64,7 @@ fn capture(summary: bool) -> Capture {
             damon: None,
             cpu_model: String::new(),
             calibration: None,
+            intervals: None,
         },
         records,
         summary: summary.then(|| Summary {
@@ -72,7 +73,9 @@ fn capture(summary: bool) -> Capture {
             counters,
             malformed_items: 0,
             damon_end: None,
+            intervals: None,
         }),
+        marks: Vec::new(),
     }
 }
 

@@ -3,6 +3,7 @@ pub mod bootstrap;
 pub mod buckets;
 pub mod dist;
 pub mod histogram;
+pub mod intervals;
 #[cfg(test)]
 mod proptests;
 pub mod ranktest;

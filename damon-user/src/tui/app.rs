@@ -15,7 +15,10 @@ use crate::{
     capture::{AttachState, FunctionCounters, FunctionStatus},
     session::StopReason,
     stats::window::{Distribution, FunctionStats},
-    tui::keys::{self, Action},
+    tui::{
+        intervals::{IntervalTrack, IntervalTracker},
+        keys::{self, Action},
+    },
 };
 
 /// Seconds of calls/s history behind the sparklines.
@@ -91,6 +94,8 @@ pub struct Panel {
     /// Calls per second, oldest first, at most [`RATE_HISTORY`].
     pub rates: VecDeque<u64>,
     calls_at_last_second: u64,
+    /// Time per DAMON aggregation interval (empty without interval boundaries).
+    pub intervals: IntervalTrack,
 }
 
 impl Panel {
@@ -103,7 +108,14 @@ impl Panel {
             counters: FunctionCounters::default(),
             rates: VecDeque::new(),
             calls_at_last_second: 0,
+            intervals: IntervalTrack::default(),
         }
+    }
+
+    /// Whether to show time per aggregation interval: a DAMON function with intervals.
+    pub fn shows_intervals(&self) -> bool {
+        self.intervals.intervals > 0
+            && FunctionId::try_from(self.status.id).is_ok_and(FunctionId::is_damon)
     }
 
     pub fn traced(&self) -> bool {
@@ -155,6 +167,8 @@ pub struct App {
     pub records_per_sec: u64,
     /// Records of functions not on screen (never expected; counted so nothing vanishes).
     pub foreign_records: u64,
+    /// Aggregation-interval boundaries seen, and each kdamond's open interval.
+    pub interval_tracker: IntervalTracker,
     pub ended: bool,
     /// The last thing to tell the user (a saved path, an error).
     pub message: Option<String>,
@@ -201,6 +215,7 @@ impl App {
             records_at_last_second: 0,
             records_per_sec: 0,
             foreign_records: 0,
+            interval_tracker: IntervalTracker::default(),
             ended: false,
             message: None,
         }
@@ -232,8 +247,18 @@ impl App {
     pub fn update(&mut self, event: Event) -> Effect {
         match event {
             Event::Records(batch) => {
-                self.records_total += batch.len() as u64;
                 for r in batch {
+                    if r.func == damon_common::AGGREGATION_MARK {
+                        let panels = &mut self.panels;
+                        self.interval_tracker.mark(&r, |f, calls, ns| {
+                            if let Some(p) = panels.iter_mut().find(|p| p.status.id == f) {
+                                p.intervals.push(calls, ns);
+                            }
+                        });
+                        continue;
+                    }
+                    self.records_total += 1;
+                    self.interval_tracker.call(&r);
                     match self.panels.iter_mut().find(|p| p.status.id == r.func) {
                         Some(p) => {
                             p.stats.record(r.duration_ns, r.value);

@@ -38,12 +38,14 @@ impl ReplaySchedule {
             meta,
             records,
             summary,
+            marks,
         } = capture;
         let ids: Vec<u32> = meta.functions.iter().map(|f| f.id).collect();
         let records: Vec<CallRecord> = records
             .into_iter()
             .filter(|r| ids.contains(&r.func))
             .collect();
+        let records = merge_marks(records, marks);
         let start = meta.start_monotonic_ns;
         let mut latest = 0;
         let arrivals: Vec<u64> = records
@@ -176,6 +178,9 @@ impl ReplaySchedule {
             .map(|f| (f.id, FunctionCounters::default()))
             .collect();
         for r in self.played() {
+            if r.func == damon_common::AGGREGATION_MARK {
+                continue;
+            }
             let c = counters.entry(r.func).or_default();
             c.calls += 1;
             c.emitted += 1;
@@ -186,8 +191,29 @@ impl ReplaySchedule {
             counters,
             malformed_items: 0,
             damon_end: None,
+            intervals: None,
         }
     }
+}
+
+/// Puts interval markers back among the records where the ring delivered them: before the
+/// first record that ended after the marker.
+fn merge_marks(records: Vec<CallRecord>, mut marks: Vec<CallRecord>) -> Vec<CallRecord> {
+    if marks.is_empty() {
+        return records;
+    }
+    marks.sort_by_key(|m| m.entry_ns);
+    let mut out = Vec::with_capacity(records.len() + marks.len());
+    let mut marks = marks.into_iter().peekable();
+    for r in records {
+        let exit = r.entry_ns.saturating_add(r.duration_ns);
+        while let Some(m) = marks.next_if(|m| m.entry_ns <= exit) {
+            out.push(m);
+        }
+        out.push(r);
+    }
+    out.extend(marks);
+    out
 }
 
 /// Replays a schedule at `speed` × real time (0: as fast as the screen takes it).

@@ -111,6 +111,7 @@ impl Collector {
                 counters: l.session.counters()?,
                 malformed_items: 0,
                 damon_end: None,
+                intervals: None,
             }),
             Collector::Replay(r) => Ok(r.schedule().snapshot_summary()),
         }

@@ -119,9 +119,14 @@ impl Spool {
                 if let Some(w) = &mut d.writer {
                     w.flush()?;
                 }
-                from_disk = read_file(&d.path)
-                    .with_context(|| format!("reading back {}", d.path.display()))?
-                    .records;
+                let back = read_file(&d.path)
+                    .with_context(|| format!("reading back {}", d.path.display()))?;
+                // Interval markers too: the writer puts them back in their own chunks.
+                from_disk = back
+                    .records
+                    .into_iter()
+                    .chain(back.marks)
+                    .collect::<Vec<_>>();
                 &from_disk
             }
             Spool::Memory(v) => v,
@@ -257,6 +262,31 @@ mod tests {
             let mode = std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", p.display());
         }
+    }
+
+    #[test]
+    fn snapshots_keep_the_interval_markers() {
+        let capture = read_file(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/intervals-7.2.dtcap"
+        )))
+        .expect("interval capture");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spool =
+            Spool::record(&dir.path().join("rec.dtcap"), false, &capture.meta).expect("spool");
+        // As the ring delivers them: markers among the calls.
+        let mut stream = capture.records.clone();
+        stream.extend_from_slice(&capture.marks);
+        spool.push(&stream).expect("push");
+        let summary = capture.summary.clone().expect("summary");
+        let now = UNIX_EPOCH + Duration::from_secs(1_796_029_775);
+        let (path, n) = spool
+            .save_snapshot(&capture.meta, &summary, dir.path(), now)
+            .expect("save");
+        assert_eq!(n, capture.records.len() as u64, "markers are not records");
+        let saved = read_file(&path).expect("snapshot");
+        assert_eq!(saved.records, capture.records);
+        assert_eq!(saved.marks, capture.marks);
     }
 
     #[test]

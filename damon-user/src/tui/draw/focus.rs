@@ -28,14 +28,17 @@ pub fn render(app: &App, panel: &Panel, area: Rect, buf: &mut Buffer) {
         header(panel, 0, true, area, buf);
         return;
     }
-    let [top, rates, body] = Layout::vertical([
+    let intervals = u16::from(panel.shows_intervals() && area.height >= 6);
+    let [top, rates, per_interval, body] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
+        Constraint::Length(intervals),
         Constraint::Fill(1),
     ])
     .areas(area);
     header(panel, 0, true, top, buf);
     rate_line(panel, rates, buf);
+    super::intervals::row(panel, per_interval, buf);
     if !panel.traced() {
         let detail = panel.status.detail.as_deref().unwrap_or("not traced");
         buf.set_stringn(

@@ -2,6 +2,7 @@
 mod chart;
 mod focus;
 mod help;
+mod intervals;
 mod panels;
 
 use ratatui::{
@@ -264,6 +265,8 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
     Line::from(spans)
 }
 
+#[cfg(test)]
+mod interval_snapshot_tests;
 #[cfg(test)]
 #[path = "snapshot_tests.rs"]
 mod snapshot_tests;

@@ -99,6 +99,25 @@ fn panel(
     if rest.height < MIN_PANEL_ROWS - 1 {
         return;
     }
+    // Time per DAMON aggregation interval, when there is room for it and a row of bars.
+    let rest = if panel.shows_intervals() && rest.height >= MIN_PANEL_ROWS {
+        super::intervals::row(
+            panel,
+            Rect {
+                y: rest.y + 1,
+                height: 1,
+                ..rest
+            },
+            buf,
+        );
+        Rect {
+            y: rest.y + 1,
+            height: rest.height - 1,
+            ..rest
+        }
+    } else {
+        rest
+    };
     let [bars, axis] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(Rect {
         x: rest.x + 2,
         y: rest.y + 1,

@@ -1,0 +1,315 @@
+//! Cost per DAMON aggregation interval, on real kernels: the `damon:damon_aggregated` boundary
+//! markers come from the scenario's kdamond (the pid sysfs names), the intervals partition the
+//! DAMON calls (checked against the per-call CSV export, which knows nothing of intervals), the
+//! per-interval sums equal the per-call sums, and the number of intervals fits the elapsed time
+//! and the configured aggregation interval.
+use std::{collections::BTreeMap, fs, time::Duration};
+
+mod common;
+use common::{function, json, u};
+use xtask::{
+    kernel::Kernel,
+    vm::{self, Interactive, KeyStep, VmOptions},
+};
+
+/// Record 15 s under the migrate-hot scenario; report (JSON and table) and export the calls.
+const CMD: &str = "set -e
+damon-trace scenario migrate-hot --duration 180s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+sleep 3
+damon-trace record -o /out/iv.dtcap --duration 15s 2> /out/record.err
+damon-trace report /out/iv.dtcap --format json > /out/iv.json
+damon-trace report /out/iv.dtcap > /out/iv.txt
+damon-trace export /out/iv.dtcap --format csv -o /out/iv.csv
+kill -INT $scenario 2>/dev/null || true
+wait $scenario || true";
+
+/// Per function: (rows, summed duration) of all calls, and of the calls by thread `tid`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sums {
+    calls: u64,
+    ns: u64,
+    by_tid_calls: u64,
+    by_tid_ns: u64,
+}
+
+fn csv_sums(text: &str, tid: u64) -> BTreeMap<String, Sums> {
+    let mut out: BTreeMap<String, Sums> = BTreeMap::new();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("function,cpu,pid,tid,entry_ns,duration_ns,value")
+    );
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let s = out.entry(f[0].to_owned()).or_default();
+        let ns: u64 = f[5].parse().expect("duration");
+        s.calls += 1;
+        s.ns += ns;
+        if f[3].parse::<u64>().expect("tid") == tid {
+            s.by_tid_calls += 1;
+            s.by_tid_ns += ns;
+        }
+    }
+    out
+}
+
+/// Runs the scenario on `kernel` and checks every traced DAMON function's `per_interval`;
+/// returns the report for kernel-specific checks.
+fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_json::Value {
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut opts = VmOptions::new(kernel, CMD);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let dir = &opts.out_dir;
+    assert_eq!(
+        outcome.status,
+        0,
+        "console:\n{}\nscenario:\n{}",
+        outcome.console,
+        fs::read_to_string(dir.join("scenario.err")).unwrap_or_default()
+    );
+    let report = json(dir, "iv.json");
+    let table = fs::read_to_string(dir.join("iv.txt")).expect("iv.txt");
+    eprintln!("{table}");
+
+    // The DAMON context at start names the scenario's kdamond; the end snapshot exists and
+    // the configuration did not change while recording.
+    let damon = &report["meta"]["damon"];
+    let kd = &damon["start"]["kdamonds"][0];
+    assert_eq!(kd["state"], "on", "{damon}");
+    let kdamond_pid = u(kd, "pid");
+    let ctx = &kd["contexts"][0];
+    let aggr_us = u(ctx, "aggr_us");
+    assert_eq!(ctx["schemes"][0]["action"], "migrate_hot", "{ctx}");
+    assert!(damon["end"].is_object(), "no end snapshot: {damon}");
+    assert_eq!(damon["changed_at_end"], false, "{damon}");
+    assert!(
+        table.contains("DAMON at start:\n  kdamond 0 on pid "),
+        "{table}"
+    );
+
+    // Boundaries: attached, none lost, every marker the kernel wrote is in the capture, and
+    // the scenario's kdamond (by the pid sysfs gives) is the one that ended intervals.
+    let iv = &report["intervals"];
+    assert_eq!(iv["hook"], "tracepoint:damon:damon_aggregated", "{iv}");
+    assert_eq!(iv["attached"], true, "{iv}");
+    assert_eq!(u(iv, "markers_dropped"), 0, "{iv}");
+    assert_eq!(u(iv, "kernel_emitted"), u(iv, "markers"), "{iv}");
+    assert_eq!(u(iv, "kernel_markers"), u(iv, "markers"), "{iv}");
+    let kdamonds = iv["kdamonds"].as_array().expect("kdamonds");
+    let ours = kdamonds
+        .iter()
+        .find(|k| u(k, "tid") == kdamond_pid)
+        .unwrap_or_else(|| panic!("kdamond {kdamond_pid} ended no interval: {iv}"));
+    let intervals = u(ours, "intervals");
+
+    // Number of intervals against elapsed time / configured aggregation interval. DAMON counts
+    // an interval in samples (aggr_us / sample_us sleeps of sample_us, plus the work between
+    // them), so under TCG an interval is longer than configured, never shorter: the count is
+    // at most elapsed/aggr (+1 for rounding) and, with TCG's slowdown, at least half of it.
+    let duration_ns = u(&report["meta"], "duration_ns");
+    let expected = duration_ns as f64 / (aggr_us as f64 * 1000.0);
+    assert!(
+        (intervals as f64) <= expected + 1.0 && (intervals as f64) >= 0.5 * expected,
+        "{intervals} intervals in {duration_ns} ns with aggr {aggr_us} us (expected ≈ {expected:.0})"
+    );
+    let mean = ours["mean_interval_ns"].as_f64().expect("mean");
+    assert!(
+        mean >= aggr_us as f64 * 1000.0 * 0.95 && mean <= aggr_us as f64 * 1000.0 * 2.0,
+        "mean interval {mean} ns for aggr {aggr_us} us"
+    );
+    assert!(u(ours, "min_interval_ns") <= u(ours, "max_interval_ns"));
+
+    let csv = csv_sums(
+        &fs::read_to_string(dir.join("iv.csv")).expect("iv.csv"),
+        kdamond_pid,
+    );
+    for name in missing {
+        let f = function(&report, name);
+        assert_eq!(f["attach"], "missing", "{name}: {f}");
+        assert!(f.get("per_interval").is_none(), "{name}: {f}");
+    }
+    for name in traced {
+        let f = function(&report, name);
+        let p = &f["per_interval"];
+        assert!(p.is_object(), "{name} has no per_interval: {f}");
+        let sums = csv.get(*name).copied().unwrap_or_default();
+        // Partition: every call is in one interval, outside (before the first / after the last
+        // boundary of its kdamond) or not a kdamond's, and nothing is lost.
+        let (inside, outside, foreign) = (
+            u(p, "calls_in_intervals"),
+            u(p, "calls_outside"),
+            u(p, "calls_not_kdamond"),
+        );
+        assert_eq!(inside + outside + foreign, u(f, "count"), "{name}: {p}");
+        assert_eq!(inside + outside + foreign, sums.calls, "{name}: {p}");
+        assert_eq!(inside + outside, sums.by_tid_calls, "{name}: {p}");
+        assert_eq!(
+            u(p, "total_ns_in_intervals") + u(p, "total_ns_outside"),
+            sums.by_tid_ns,
+            "{name}: {p}"
+        );
+        assert_eq!(
+            u(p, "total_ns_in_intervals") + u(p, "total_ns_outside") + u(p, "total_ns_not_kdamond"),
+            sums.ns,
+            "{name}: per-interval time differs from the per-call sum: {p}"
+        );
+        // The per-interval series add up to the in-interval totals, one entry per interval.
+        let calls: Vec<u64> = p["calls_per_interval"]
+            .as_array()
+            .expect("calls_per_interval")
+            .iter()
+            .map(|v| v.as_u64().expect("u64"))
+            .collect();
+        let ns: Vec<u64> = p["ns_per_interval"]
+            .as_array()
+            .expect("ns_per_interval")
+            .iter()
+            .map(|v| v.as_u64().expect("u64"))
+            .collect();
+        assert_eq!(u(p, "intervals"), intervals, "{name}: {p}");
+        assert_eq!(calls.len() as u64, intervals, "{name}");
+        assert_eq!(ns.len() as u64, intervals, "{name}");
+        assert_eq!(calls.iter().sum::<u64>(), inside, "{name}");
+        assert_eq!(
+            ns.iter().sum::<u64>(),
+            u(p, "total_ns_in_intervals"),
+            "{name}"
+        );
+        assert_eq!(
+            p["kdamonds"],
+            serde_json::json!([kdamond_pid]),
+            "{name}: {p}"
+        );
+        let order = [
+            u(p, "p50_total_ns"),
+            u(p, "p99_total_ns"),
+            u(p, "max_total_ns"),
+        ];
+        assert!(order[0] <= order[1] && order[1] <= order[2], "{name}: {p}");
+        assert_eq!(order[2], *ns.iter().max().expect("max"), "{name}");
+        let mean_total = p["mean_total_ns"].as_f64().expect("mean_total_ns");
+        let want = u(p, "total_ns_in_intervals") as f64 / intervals as f64;
+        assert!(
+            (mean_total - want).abs() <= want * 1e-9 + 1e-6,
+            "{name}: {p}"
+        );
+        assert!(inside > 0, "{name}: no call inside an interval: {p}");
+        assert!(
+            table.contains(&format!("\n{name:<27} {intervals:>9} ")),
+            "{name} missing from the table's per-interval block:\n{table}"
+        );
+    }
+    report
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_intervals_partition_damon_calls_under_migrate_hot() {
+    run_and_check(
+        Kernel::Debian72,
+        &[
+            "damon_hot_score",
+            "damos_va_migrate_dests_add",
+            "damon_migrate_pages",
+        ],
+        &[],
+    );
+}
+
+/// 6.12 lacks two of the four functions: they have no `per_interval`; `damon_hot_score`'s
+/// intervals still come from the same tracepoint.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_12_intervals_without_the_missing_functions() {
+    run_and_check(
+        Kernel::Debian612,
+        &["damon_hot_score"],
+        &["damos_va_migrate_dests_add", "damon_migrate_pages"],
+    );
+}
+
+/// The `(N)` of each `per interval (N):` line on the screen, top to bottom.
+fn intervals_shown(screen: &str) -> Vec<u64> {
+    screen
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("per interval (").nth(1)?;
+            rest.split(')').next()?.parse().ok()
+        })
+        .collect()
+}
+
+/// `damon-trace live` on the 80x24 serial console: the DAMON panels grow a per-interval line
+/// once the scenario's kdamond has ended intervals, and the `--record` capture holds the
+/// boundaries.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_live_shows_time_per_interval() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = "damon-trace scenario migrate-hot --duration 300s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+damon-trace live --record /out/live.dtcap
+rc=$?
+kill -INT $scenario 2>/dev/null
+wait $scenario
+damon-trace report /out/live.dtcap --format json > /out/live.json
+exit $rc";
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    opts.interactive = Some(Interactive::script(
+        24,
+        80,
+        vec![KeyStep::when(
+            "a DAMON panel with 10 intervals",
+            Duration::from_secs(150),
+            |s| intervals_shown(s).iter().any(|&n| n >= 10),
+            "q",
+        )],
+    ));
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let log = outcome.terminal.as_ref().expect("terminal log");
+    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
+        panic!(
+            "live ended (status {}) before a per-interval line showed; last screen:\n{}",
+            outcome.status,
+            log.screen()
+        );
+    };
+    eprintln!("{shown}");
+    assert_eq!(outcome.status, 0, "{shown}");
+    // The line sits under damon_hot_score's percentiles (the panel called every interval).
+    let lines: Vec<&str> = shown.lines().collect();
+    let hot = lines
+        .iter()
+        .position(|l| l.contains("damon_hot_score"))
+        .expect("hot score panel");
+    assert!(
+        lines[hot + 2].trim_start().starts_with("per interval ("),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("lock_timer_base") || {
+            let timer = lines
+                .iter()
+                .position(|l| l.contains("lock_timer_base"))
+                .expect("timer");
+            !lines[timer..].iter().any(|l| l.contains("per interval ("))
+        },
+        "lock_timer_base is not a DAMON function: {shown}"
+    );
+    let on_screen = intervals_shown(shown)[0];
+    let report = json(&opts.out_dir, "live.json");
+    let iv = &report["intervals"];
+    assert_eq!(iv["attached"], true, "{iv}");
+    assert_eq!(u(iv, "kernel_emitted"), u(iv, "markers"), "{iv}");
+    let p = &function(&report, "damon_hot_score")["per_interval"];
+    assert!(
+        u(p, "intervals") >= on_screen,
+        "the capture ({}) holds at least the intervals the screen counted ({on_screen})",
+        u(p, "intervals")
+    );
+}
