@@ -445,13 +445,14 @@ fn our_program_names() -> Vec<String> {
             let (c, d) = program_names(*f, Mode::Kprobe);
             [a, b, c, d]
         })
+        .chain([super::intervals::PROGRAM.to_owned()])
         .map(|n| n.chars().take(KERNEL_NAME_LEN).collect())
         .collect()
 }
 
 /// Map names of ours, as the kernel shows them (truncated).
 fn our_map_names() -> Vec<String> {
-    [MAP_EVENTS, MAP_COUNTERS, MAP_STAMPS]
+    [MAP_EVENTS, MAP_COUNTERS, MAP_STAMPS, "AGGR_LAST"]
         .iter()
         .map(|n| n.chars().take(KERNEL_NAME_LEN).collect())
         .collect()
