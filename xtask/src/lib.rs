@@ -10,6 +10,7 @@ pub mod elf;
 pub mod host;
 pub mod initramfs;
 pub mod kernel;
+pub mod seed;
 pub mod soak;
 pub mod testing;
 pub mod util;

@@ -7,6 +7,7 @@ use xtask::{
     bootstrap, build,
     demo::{self, Demo},
     kernel::{self, Kernel},
+    seed::{self, Seed, SeedOptions},
     soak,
     testing::{self, TestOptions},
     vm::{self, Interactive, VmOptions},
@@ -100,6 +101,22 @@ enum Cmd {
         /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
         #[arg(long, default_value = "7.2")]
         kernel: Kernel,
+    },
+    /// A seed measurement on the Debian kernels, as kernel patches post them: hot-score
+    /// (damon_hot_score per-call latency on 7.2), lock-timer-ab (lock_timer_base on 6.12
+    /// against 7.2) or same-node (time per aggregation interval in the migration functions
+    /// when the destination is the memory's own node). Boots the guest(s), records 20 s under
+    /// the migrate-hot scenario, prints the report and checks its invariants.
+    Seed {
+        #[arg(value_enum)]
+        seed: Seed,
+        /// Receives the captures and the rendered text, JSON and Markdown.
+        /// Default: target/seed/<name>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Use this static damon-trace instead of building one.
+        #[arg(long = "bin")]
+        binary: Option<PathBuf>,
     },
     /// Run every check: fmt, clippy, host tests, then the VM tests.
     Test {
@@ -228,6 +245,17 @@ fn real_main() -> Result<ExitCode> {
         }
         Cmd::Soak { minutes, kernel } => {
             if !soak::run(kernel, minutes)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Seed { seed, out, binary } => {
+            let binary = match binary {
+                Some(b) => b,
+                None => build::build_static(&bootstrap::ensure()?)?,
+            };
+            let mut opts = SeedOptions::new(out.unwrap_or_else(|| seed.default_out_dir()));
+            opts.binary = Some(binary);
+            if !seed::main(seed, &opts)? {
                 return Ok(ExitCode::FAILURE);
             }
         }
