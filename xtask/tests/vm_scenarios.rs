@@ -92,6 +92,11 @@ damon-trace scenario list > /out/list.txt
 damon-trace scenario list --json > /out/list.json
 state list.after
 for p in {presets}; do run $p $p --duration 5s; done
+# A node that does not exist: a usage error before anything changes.
+state bad.before
+damon-trace scenario migrate-hot --dest-node 7 --duration 1s > /out/bad.out 2> /out/bad.err
+echo $? > /out/bad.status
+state bad.after
 run same migrate-hot --duration 8s --dest-node same
 run other migrate-hot --duration 8s --dest-node other
 # Interrupted: SIGTERM while the kdamond is on.
@@ -224,6 +229,15 @@ exit 0",
         "dest same moved pages to node 1: {table:?}"
     );
     assert!(moved["other"] > 0, "dest other moved nothing: {table:?}");
+
+    assert_eq!(
+        read(dir, "bad.status").trim(),
+        "2",
+        "{}",
+        read(dir, "bad.err")
+    );
+    assert!(read(dir, "bad.err").contains("no NUMA node 7"));
+    assert_eq!(read(dir, "bad.before.state"), read(dir, "bad.after.state"));
 
     // SIGTERM: exit 128+15 and the state found before.
     let term = read(dir, "term.status");
