@@ -248,11 +248,50 @@ pub struct RecordFilter {
     pub pid: Vec<u32>,
 }
 
+/// Every preset runs the hot/cold workload (its pages on node 0 when there are two nodes),
+/// configures one kdamond with one quota-limited scheme, and restores DAMON's previous sysfs
+/// state afterwards, also on Ctrl-C/SIGTERM. lock_timer_base is called system-wide under any
+/// of them.
 #[derive(Debug, Subcommand)]
 pub enum ScenarioCommand {
-    /// Hot/cold workload under a DAMON `migrate_hot` scheme with a quota: exercises
-    /// damon_hot_score, damos_va_migrate_dests_add and damon_migrate_pages.
-    MigrateHot(ScenarioArgs),
+    /// Every preset: description, operations set, the traced functions it exercises on this
+    /// kernel and whether it can run here (probes DAMON's sysfs; needs root).
+    List(ScenarioListArgs),
+    /// Workload's hot pages to the other NUMA node (DAMOS migrate_hot) with a quota: exercises
+    /// damon_hot_score, damos_va_migrate_dests_add (vaddr, 6.16+) and damon_migrate_pages
+    /// (6.13+). Without vaddr migration (6.12) it runs on paddr: damon_hot_score only.
+    MigrateHot(MigrateArgs),
+    /// Workload's cold (never accessed) pages to the other NUMA node (DAMOS migrate_cold):
+    /// damon_cold_score calls damon_hot_score, then damos_va_migrate_dests_add and
+    /// damon_migrate_pages as for migrate-hot; paddr fallback on 6.12.
+    MigrateCold(MigrateArgs),
+    /// Physical address space (paddr), DAMOS pageout of never-accessed memory: exercises
+    /// damon_hot_score (through damon_cold_score); nothing is migrated.
+    Pageout(ScenarioArgs),
+    /// Physical address space (paddr), DAMOS lru_prio (activate the hottest memory first):
+    /// exercises damon_hot_score.
+    LruPrio(ScenarioArgs),
+    /// Physical address space (paddr), DAMOS lru_deprio of never-accessed memory: exercises
+    /// damon_hot_score (through damon_cold_score).
+    LruDeprio(ScenarioArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScenarioListArgs {
+    /// Print the list as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub common: ScenarioArgs,
+    /// Where pages go: `same` (node 0, where the workload's pages already are: DAMON walks
+    /// and isolates, little or nothing moves), `other` (node 1), or a node number.
+    /// Default: node 1 if it exists, else node 0.
+    #[arg(long, value_name = "same|other|N")]
+    pub dest_node: Option<crate::damon::DestNode>,
 }
 
 #[derive(Debug, Args)]

@@ -1,4 +1,4 @@
-//! The `migrate-hot` DAMON configuration as a pure list of sysfs writes, chosen from the
+//! The scenario presets' DAMON configuration as a pure list of sysfs writes, chosen from the
 //! features the running kernel exposes (never from its version string).
 use std::path::{Path, PathBuf};
 
@@ -36,6 +36,56 @@ pub struct Features {
     pub va_migrate_symbol: bool,
     /// `/sys/devices/system/node/node1` exists.
     pub has_node1: bool,
+    /// `damon_migrate_pages` is in kallsyms (the ops-common migration helper shared by vaddr
+    /// and paddr; older kernels have only paddr's static `damon_pa_migrate_pages`).
+    pub migrate_pages_symbol: bool,
+}
+
+impl Features {
+    pub fn has_ops(&self, ops: &str) -> bool {
+        self.avail_operations.iter().any(|o| o == ops)
+    }
+
+    /// vaddr can apply migrate_hot/migrate_cold (the kernels with `damos_va_migrate`).
+    pub fn vaddr_migrates(&self) -> bool {
+        self.has_ops("vaddr") && (self.has_dests || self.va_migrate_symbol)
+    }
+}
+
+/// The DAMOS action a preset's scheme applies (`schemes/<N>/action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    MigrateHot,
+    MigrateCold,
+    Pageout,
+    LruPrio,
+    LruDeprio,
+}
+
+impl Action {
+    pub fn sysfs_name(self) -> &'static str {
+        match self {
+            Action::MigrateHot => "migrate_hot",
+            Action::MigrateCold => "migrate_cold",
+            Action::Pageout => "pageout",
+            Action::LruPrio => "lru_prio",
+            Action::LruDeprio => "lru_deprio",
+        }
+    }
+
+    /// Moves pages to another node (needs `target_nid`).
+    pub fn migrates(self) -> bool {
+        matches!(self, Action::MigrateHot | Action::MigrateCold)
+    }
+
+    /// Acts on cold memory: the ops score regions with `damon_cold_score` (which calls
+    /// `damon_hot_score`), and the access pattern takes only never-accessed regions.
+    pub fn targets_cold(self) -> bool {
+        matches!(
+            self,
+            Action::MigrateCold | Action::Pageout | Action::LruDeprio
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,16 +110,35 @@ pub struct OpsDecision {
     pub why: String,
 }
 
-pub fn choose_ops(f: &Features) -> Result<OpsDecision> {
-    let has = |ops: &str| f.avail_operations.iter().any(|o| o == ops);
+/// The operations set for `action`: migrations prefer vaddr (only the workload is
+/// monitored) where vaddr can migrate, else paddr; the other actions are paddr-only presets.
+pub fn choose_ops(f: &Features, action: Action) -> Result<OpsDecision> {
+    if !action.migrates() {
+        if f.has_ops("paddr") {
+            return Ok(OpsDecision {
+                kind: OpsKind::Paddr,
+                why: format!(
+                    "{} runs on the physical address space (largest System RAM range)",
+                    action.sysfs_name()
+                ),
+            });
+        }
+        bail!(
+            "this kernel's DAMON has no paddr operations set (avail_operations: {:?}), which \
+             the {} preset needs; use a kernel with CONFIG_DAMON_PADDR, e.g. `cargo xtask vm \
+             --kernel 7.2`",
+            f.avail_operations,
+            action.sysfs_name()
+        );
+    }
+    let name = action.sysfs_name();
     if !f.has_target_nid {
         bail!(
-            "this kernel's DAMON has no migrate_hot action (schemes/<N>/target_nid is missing; \
+            "this kernel's DAMON has no {name} action (schemes/<N>/target_nid is missing; \
              it appeared in Linux 6.11): use a newer kernel, e.g. `cargo xtask vm --kernel 7.2`"
         );
     }
-    let va_migrates = f.has_dests || f.va_migrate_symbol;
-    if has("vaddr") && va_migrates {
+    if f.vaddr_migrates() {
         let evidence = match (f.has_dests, f.va_migrate_symbol) {
             (true, true) => "schemes/<N>/dests/ and damos_va_migrate_dests_add exist",
             (true, false) => "schemes/<N>/dests/ exists",
@@ -77,23 +146,25 @@ pub fn choose_ops(f: &Features) -> Result<OpsDecision> {
         };
         return Ok(OpsDecision {
             kind: OpsKind::Vaddr,
-            why: format!(
-                "vaddr monitors the workload only; {evidence}, so vaddr migrate_hot works"
-            ),
+            why: format!("vaddr monitors the workload only; {evidence}, so vaddr {name} works"),
         });
     }
-    if has("paddr") {
-        let why = if has("vaddr") {
-            "this kernel's vaddr ops cannot migrate (no schemes/<N>/dests/, no \
-             damos_va_migrate_dests_add), so migrate_hot runs on the physical address space \
-             (largest System RAM range)"
+    if f.has_ops("paddr") {
+        let why = if f.has_ops("vaddr") {
+            format!(
+                "this kernel's vaddr ops cannot migrate (no schemes/<N>/dests/, no \
+                 damos_va_migrate_dests_add), so {name} runs on the physical address space \
+                 (largest System RAM range)"
+            )
         } else {
-            "vaddr ops are not built in; migrate_hot runs on the physical address space \
-             (largest System RAM range)"
+            format!(
+                "vaddr ops are not built in; {name} runs on the physical address space \
+                 (largest System RAM range)"
+            )
         };
         return Ok(OpsDecision {
             kind: OpsKind::Paddr,
-            why: why.to_string(),
+            why,
         });
     }
     bail!(
@@ -101,6 +172,87 @@ pub fn choose_ops(f: &Features) -> Result<OpsDecision> {
          the kernel needs CONFIG_DAMON_PADDR or a vaddr with migration (Linux 6.16+)",
         f.avail_operations
     )
+}
+
+/// The node the workload's pages are placed on (when the machine has more than one).
+pub const WORKLOAD_NODE: u32 = 0;
+
+/// `--dest-node`: where a migration scheme sends pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DestNode {
+    /// The node the workload's memory is already on: DAMON walks and isolates, little moves.
+    Same,
+    /// The other node (node 1; the workload's pages are on node 0).
+    Other,
+    Node(u32),
+}
+
+impl std::str::FromStr for DestNode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DestNode, String> {
+        match s {
+            "same" => Ok(DestNode::Same),
+            "other" => Ok(DestNode::Other),
+            n => n.parse().map(DestNode::Node).map_err(|_| {
+                format!("`{s}` is not a destination: use same, other or a node number")
+            }),
+        }
+    }
+}
+
+/// Refuses a `--dest-node` this machine does not have (a usage error: nothing has changed yet).
+pub fn validate_dest(
+    dest: DestNode,
+    has_node1: bool,
+    node_exists: impl Fn(u32) -> bool,
+) -> Result<(), UsageError> {
+    match dest {
+        DestNode::Other if !has_node1 => Err(UsageError(
+            "--dest-node other needs a second NUMA node and this machine has one (no \
+             /sys/devices/system/node/node1); use --dest-node same, or boot with two nodes"
+                .to_string(),
+        )),
+        DestNode::Node(n) if !node_exists(n) => Err(UsageError(format!(
+            "--dest-node {n}: there is no NUMA node {n} here \
+             (/sys/devices/system/node/node{n} is missing)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The target node for a migration preset and the sentence that explains it. `None` is the
+/// default: the other node where there is one, else node 0 with a warning.
+pub fn dest_node(
+    dest: Option<DestNode>,
+    f: &Features,
+    node_exists: impl Fn(u32) -> bool,
+) -> Result<(u32, String)> {
+    let Some(dest) = dest else {
+        let (n, why) = target_node(f);
+        return Ok((n, why.to_string()));
+    };
+    validate_dest(dest, f.has_node1, node_exists)?;
+    Ok(match dest {
+        DestNode::Same => (
+            WORKLOAD_NODE,
+            format!(
+                "--dest-node same: node {WORKLOAD_NODE}, where the workload's pages already \
+                 are (few or no pages should move)"
+            ),
+        ),
+        DestNode::Other => (
+            1,
+            format!("--dest-node other: pages move from node {WORKLOAD_NODE} to node 1"),
+        ),
+        DestNode::Node(n) if n == WORKLOAD_NODE => (
+            n,
+            format!("--dest-node {n}: the workload's own node (few or no pages should move)"),
+        ),
+        DestNode::Node(n) => (
+            n,
+            format!("--dest-node {n}: pages move from node {WORKLOAD_NODE} to node {n}"),
+        ),
+    })
 }
 
 /// Migrate towards node 1 when it exists (the workload's pages start on node 0).
@@ -130,10 +282,12 @@ pub enum Monitor {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrateHotConfig {
+pub struct SchemeConfig {
+    pub action: Action,
     pub monitor: Monitor,
+    /// Migration target (migrate_hot/migrate_cold only; ignored for the other actions).
     pub target_nid: u32,
-    /// Also write `dests/` (kernels that have it; otherwise only `target_nid`).
+    /// Also write `dests/` (migrations on kernels that have it; otherwise only `target_nid`).
     pub use_dests: bool,
     pub tuning: Tuning,
 }
@@ -236,7 +390,7 @@ pub fn skeleton() -> Vec<SysfsWrite> {
 
 /// The complete configuration, in an order the kernel accepts (`nr_*` before the directories
 /// they create). Starts with the skeleton so it is valid on a fresh tree too.
-pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
+pub fn scheme_writes(cfg: &SchemeConfig) -> Vec<SysfsWrite> {
     const CTX: &str = "0/contexts/0";
     const S: &str = "0/contexts/0/schemes/0";
     let mut out = skeleton();
@@ -266,12 +420,15 @@ pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
             out.push(w(&format!("{r}/0/end"), end));
         }
     }
-    out.push(w(&format!("{S}/action"), "migrate_hot"));
+    out.push(w(&format!("{S}/action"), cfg.action.sysfs_name()));
     if let Some(us) = t.apply_us {
         out.push(w(&format!("{S}/apply_interval_us"), us));
     }
-    out.push(w(&format!("{S}/target_nid"), cfg.target_nid));
-    if cfg.use_dests {
+    let migrates = cfg.action.migrates();
+    if migrates {
+        out.push(w(&format!("{S}/target_nid"), cfg.target_nid));
+    }
+    if migrates && cfg.use_dests {
         out.push(w(&format!("{S}/dests/nr_dests"), 1));
         out.push(w(&format!("{S}/dests/0/id"), cfg.target_nid));
         out.push(w(&format!("{S}/dests/0/weight"), 1));
@@ -280,7 +437,14 @@ pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
     out.push(w(&format!("{ap}/sz/min"), 4096));
     out.push(w(&format!("{ap}/sz/max"), u64::MAX));
     out.push(w(&format!("{ap}/nr_accesses/min"), 0));
-    out.push(w(&format!("{ap}/nr_accesses/max"), NR_ACCESSES_MAX));
+    // Cold actions take only regions not accessed in the last aggregation; hot ones take
+    // every region and let the quota's prioritisation (the scores) pick the hottest.
+    let nr_max = if cfg.action.targets_cold() {
+        0
+    } else {
+        NR_ACCESSES_MAX
+    };
+    out.push(w(&format!("{ap}/nr_accesses/max"), nr_max));
     out.push(w(&format!("{ap}/age/min"), 0));
     out.push(w(&format!("{ap}/age/max"), u32::MAX));
     let q = format!("{S}/quotas");
@@ -294,6 +458,27 @@ pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
     ));
     out.push(w(&format!("{q}/weights/age_permil"), WEIGHT_AGE));
     out
+}
+
+/// migrate-hot's configuration as older callers (tests elsewhere) build it.
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrateHotConfig {
+    pub monitor: Monitor,
+    pub target_nid: u32,
+    pub use_dests: bool,
+    pub tuning: Tuning,
+}
+
+#[cfg(test)]
+pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
+    scheme_writes(&SchemeConfig {
+        action: Action::MigrateHot,
+        monitor: cfg.monitor,
+        target_nid: cfg.target_nid,
+        use_dests: cfg.use_dests,
+        tuning: cfg.tuning,
+    })
 }
 
 /// Performs the writes in order; the first failure stops with the file and value named.
@@ -333,6 +518,7 @@ mod tests {
             has_target_nid: true,
             va_migrate_symbol: sym,
             has_node1: node1,
+            migrate_pages_symbol: sym,
         }
     }
 
@@ -347,11 +533,12 @@ mod tests {
     #[test]
     fn kernel_7_2_uses_vaddr_with_dests() {
         let f = features(&["vaddr", "fvaddr", "paddr"], true, true, true);
-        let d = choose_ops(&f).expect("choose");
+        let d = choose_ops(&f, Action::MigrateHot).expect("choose");
         assert_eq!(d.kind, OpsKind::Vaddr);
         assert!(d.why.contains("dests"));
         assert_eq!(target_node(&f).0, 1);
-        let ws = migrate_hot_writes(&MigrateHotConfig {
+        let ws = scheme_writes(&SchemeConfig {
+            action: Action::MigrateHot,
             monitor: Monitor::Vaddr { pid: 4242 },
             target_nid: 1,
             use_dests: true,
@@ -402,7 +589,8 @@ mod tests {
 
     #[test]
     fn tuning_sets_regions_and_intervals_only_when_asked() {
-        let cfg = |tuning| MigrateHotConfig {
+        let cfg = |tuning| SchemeConfig {
+            action: Action::MigrateHot,
             monitor: Monitor::Vaddr { pid: 1 },
             target_nid: 1,
             use_dests: true,
@@ -411,7 +599,7 @@ mod tests {
         let nr = "0/contexts/0/monitoring_attrs/nr_regions";
         let apply = "0/contexts/0/schemes/0/apply_interval_us";
         let iv = "0/contexts/0/monitoring_attrs/intervals";
-        let plain = migrate_hot_writes(&cfg(Tuning::default()));
+        let plain = scheme_writes(&cfg(Tuning::default()));
         assert!(value_of(&plain, &format!("{nr}/min")).is_none());
         assert!(value_of(&plain, apply).is_none());
         assert_eq!(value_of(&plain, &format!("{iv}/aggr_us")), Some("100000"));
@@ -423,7 +611,7 @@ mod tests {
         }
         .with_regions(2000);
         dense.validate().expect("valid");
-        let ws = migrate_hot_writes(&cfg(dense));
+        let ws = scheme_writes(&cfg(dense));
         assert_eq!(value_of(&ws, &format!("{nr}/min")), Some("2000"));
         assert_eq!(value_of(&ws, &format!("{nr}/max")), Some("2000"));
         assert_eq!(value_of(&ws, apply), Some("10000"));
@@ -441,10 +629,11 @@ mod tests {
     #[test]
     fn kernel_6_12_falls_back_to_paddr_without_dests() {
         let f = features(&["vaddr", "fvaddr", "paddr"], false, false, true);
-        let d = choose_ops(&f).expect("choose");
+        let d = choose_ops(&f, Action::MigrateHot).expect("choose");
         assert_eq!(d.kind, OpsKind::Paddr);
         assert!(d.why.contains("cannot migrate"));
-        let ws = migrate_hot_writes(&MigrateHotConfig {
+        let ws = scheme_writes(&SchemeConfig {
+            action: Action::MigrateHot,
             monitor: Monitor::Paddr {
                 start: 0x100000,
                 end: 0x4000_0000,
@@ -471,20 +660,31 @@ mod tests {
 
     #[test]
     fn symbol_alone_selects_vaddr_and_paddr_only_kernels_work() {
-        let d = choose_ops(&features(&["vaddr", "paddr"], false, true, true)).expect("choose");
+        let d = choose_ops(
+            &features(&["vaddr", "paddr"], false, true, true),
+            Action::MigrateHot,
+        )
+        .expect("choose");
         assert_eq!(d.kind, OpsKind::Vaddr);
         assert!(d.why.contains("kallsyms"));
-        let d = choose_ops(&features(&["paddr"], true, true, false)).expect("choose");
+        let d = choose_ops(&features(&["paddr"], true, true, false), Action::MigrateHot)
+            .expect("choose");
         assert_eq!(d.kind, OpsKind::Paddr);
         assert!(d.why.contains("not built in"));
-        assert!(choose_ops(&features(&["vaddr"], false, false, true)).is_err());
+        assert!(
+            choose_ops(
+                &features(&["vaddr"], false, false, true),
+                Action::MigrateHot
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn kernels_without_migrate_hot_are_refused() {
         let mut f = features(&["vaddr", "paddr"], false, false, true);
         f.has_target_nid = false;
-        let err = choose_ops(&f).expect_err("no migrate_hot");
+        let err = choose_ops(&f, Action::MigrateHot).expect_err("no migrate_hot");
         assert!(err.to_string().contains("6.11"));
     }
 

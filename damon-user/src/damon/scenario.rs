@@ -1,5 +1,6 @@
-//! `scenario migrate-hot`: a hot/cold workload under a DAMON `migrate_hot` scheme with a
-//! quota, for a while; then DAMON's previous state comes back.
+//! `scenario <preset>`: a hot/cold workload under a DAMON scheme with a quota, for a while;
+//! then DAMON's previous state comes back. Every preset goes through [`run_preset`], the one
+//! start/restore path; `scenario list` probes the kernel through the same guard.
 use std::{
     io::{IsTerminal as _, Write as _},
     process::ExitCode,
@@ -13,9 +14,10 @@ use super::{
     guardian::Guardian,
     kdamond::{KDAMOND_STATE, refresh_stats, turn_on},
     plan::{
-        Features, MigrateHotConfig, Monitor, OpsKind, Tuning, apply, choose_ops,
-        largest_system_ram, migrate_hot_writes, skeleton, target_node,
+        DestNode, Features, Monitor, OpsKind, Tuning, WORKLOAD_NODE, apply, largest_system_ram,
+        scheme_writes, skeleton, validate_dest,
     },
+    presets::{self, Preset},
     restore::{PriorState, RestoreGuard},
     signals::{StopSignals, signal_name},
     snapshot::{SchemeStats, snapshot},
@@ -27,27 +29,76 @@ use crate::cli::ScenarioArgs;
 /// Touching a few hundred MiB under TCG emulation takes seconds; allow for slow guests.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn status(msg: &str) {
-    eprintln!("damon-trace: migrate-hot: {msg}");
+fn status(preset: Preset, msg: &str) {
+    eprintln!("damon-trace: {}: {msg}", preset.name());
 }
 
-pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode> {
-    let tuning = Tuning::from_args(args)?;
+fn require_root(what: &str) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!(
             "run as root: DAMON's sysfs files and the physical addresses in /proc/iomem are \
-             root-only (try `sudo damon-trace scenario migrate-hot`)"
+             root-only (try `sudo damon-trace scenario {what}`)"
         );
     }
+    Ok(())
+}
+
+/// `scenario list`: probes the kernel's features the way the presets do (through the same
+/// guard when the probe has to create the kdamond directories), then prints every preset.
+pub fn list(root: &SysfsRoot, json: bool) -> Result<ExitCode> {
+    let probed = probe_for_list(root);
+    let (features, why) = match &probed {
+        Ok(f) => (Some(f), String::new()),
+        Err(e) => (None, format!("cannot probe this kernel: {e:#}")),
+    };
+    let rows = presets::rows(features, &why);
+    if json {
+        println!("{}", presets::render_json(&rows, features, &why));
+    } else {
+        print!("{}", presets::render_text(&rows, features));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn probe_for_list(root: &SysfsRoot) -> Result<Features> {
+    require_root("list")?;
+    // A scheme directory that already exists is read as it is.
+    if root.kdamonds().join("0/contexts/0/schemes/0").is_dir() {
+        return probe_features(root);
+    }
+    let prior = PriorState::capture(root)?;
+    let mut guard = RestoreGuard::new(root, prior);
+    guard.mark_kdamonds_touched();
+    apply(&root.kdamonds(), &skeleton())?;
+    let features = probe_features(root);
+    guard.restore()?;
+    features
+}
+
+pub fn run_preset(
+    root: &SysfsRoot,
+    preset: Preset,
+    args: &ScenarioArgs,
+    dest: Option<DestNode>,
+) -> Result<ExitCode> {
+    let status = |msg: &str| status(preset, msg);
+    let tuning = Tuning::from_args(args)?;
+    if let Some(d) = dest {
+        validate_dest(d, root.node_dir(1).is_dir(), |n| root.node_dir(n).is_dir())?;
+    }
+    require_root(preset.name())?;
     let signals = StopSignals::install()?;
     // Refusals (no DAMON, another DAMON user) happen here, before anything changes.
     let prior = PriorState::capture(root)?;
     // Forked now, while this process has one thread (the workload adds a reader thread).
     let mut guardian = Guardian::start(root, &prior)?;
     let has_node1 = root.node_dir(1).is_dir();
-    let mut workload =
-        WorkloadChild::spawn(args.workload_mib, args.hot_mib, has_node1.then_some(0))?;
+    let mut workload = WorkloadChild::spawn(
+        args.workload_mib,
+        args.hot_mib,
+        has_node1.then_some(WORKLOAD_NODE),
+    )?;
     let pid = workload.pid();
     guardian.workload(pid);
     status(&format!(
@@ -55,7 +106,7 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
         args.workload_mib, args.hot_mib
     ));
     if !workload.wait_ready(READY_TIMEOUT, || signals.received().is_some())? {
-        return Ok(interrupted(&signals, Duration::ZERO));
+        return Ok(interrupted(preset, &signals, Duration::ZERO));
     }
     let pages_before = process_node_pages(root, pid);
 
@@ -76,8 +127,8 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
     guard.mark_kdamonds_touched();
     apply(&kd, &skeleton())?;
     let features = probe_features(root)?;
-    let decision = choose_ops(&features)?;
-    let (target_nid, node_why) = target_node(&features);
+    let plan = presets::plan(preset, &features, dest, |n| root.node_dir(n).is_dir())?;
+    let decision = &plan.ops;
     let monitor = match decision.kind {
         OpsKind::Vaddr => Monitor::Vaddr { pid },
         OpsKind::Paddr => {
@@ -85,29 +136,33 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
             Monitor::Paddr { start, end }
         }
     };
-    let cfg = MigrateHotConfig {
-        monitor,
-        target_nid,
-        use_dests: features.has_dests,
-        tuning,
-    };
-    apply(&kd, &migrate_hot_writes(&cfg)).context("configuring the kdamond")?;
+    let cfg = plan.config(preset, monitor, tuning);
+    apply(&kd, &scheme_writes(&cfg)).context("configuring the kdamond")?;
     let target = match monitor {
         Monitor::Vaddr { pid } => format!("pid {pid}"),
         Monitor::Paddr { start, end } => format!("phys {start:#x}-{end:#x}"),
     };
     status(&format!(
-        "ops={} ({target}): {}",
+        "ops={} ({target}) action={}: {}",
         decision.kind.name(),
+        cfg.action.sysfs_name(),
         decision.why
     ));
+    if cfg.action.migrates() {
+        status(&format!(
+            "target node {} via {}: {}",
+            cfg.target_nid,
+            if cfg.use_dests {
+                "dests/0 and target_nid"
+            } else {
+                "target_nid"
+            },
+            plan.node_why
+        ));
+    }
     status(&format!(
-        "target node {target_nid} via {}: {node_why}",
-        if cfg.use_dests {
-            "dests/0 and target_nid"
-        } else {
-            "target_nid"
-        }
+        "exercises {} (and lock_timer_base, system-wide)",
+        preset.exercises(&features, decision.kind).join(", ")
     ));
     turn_on(&kd)?;
     status(&format!(
@@ -128,11 +183,18 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
     let kdamond_pid = config
         .and_then(|s| s.kdamonds.first().and_then(|k| k.pid))
         .map_or_else(|| "?".to_string(), |p| p.to_string());
+    let target_nid = if cfg.action.migrates() {
+        cfg.target_nid.to_string()
+    } else {
+        "-".to_string()
+    };
     println!(
-        "migrate-hot: ops={} target_nid={target_nid} kdamond_pid={kdamond_pid} ran_s={:.1} \
+        "{}: ops={} action={} target_nid={target_nid} kdamond_pid={kdamond_pid} ran_s={:.1} \
          nr_tried={} sz_tried={} nr_applied={} sz_applied={} qt_exceeds={} \
          workload_pages_before={} workload_pages_after={} restored=yes",
+        preset.name(),
         decision.kind.name(),
+        cfg.action.sysfs_name(),
         ran.as_secs_f64(),
         stats.nr_tried,
         stats.sz_tried,
@@ -143,18 +205,21 @@ pub fn run_migrate_hot(root: &SysfsRoot, args: &ScenarioArgs) -> Result<ExitCode
         fmt_pages(&pages_after),
     );
     match signal {
-        Some(_) => Ok(interrupted(&signals, ran)),
+        Some(_) => Ok(interrupted(preset, &signals, ran)),
         None => Ok(ExitCode::SUCCESS),
     }
 }
 
-fn interrupted(signals: &StopSignals, after: Duration) -> ExitCode {
+fn interrupted(preset: Preset, signals: &StopSignals, after: Duration) -> ExitCode {
     let sig = signals.received().unwrap_or(libc::SIGINT);
-    status(&format!(
-        "interrupted by {} after {:.1}s; DAMON state restored",
-        signal_name(sig),
-        after.as_secs_f64()
-    ));
+    status(
+        preset,
+        &format!(
+            "interrupted by {} after {:.1}s; DAMON state restored",
+            signal_name(sig),
+            after.as_secs_f64()
+        ),
+    );
     ExitCode::from(128u8.saturating_add(u8::try_from(sig).unwrap_or(0)))
 }
 
@@ -170,8 +235,9 @@ fn probe_features(root: &SysfsRoot) -> Result<Features> {
         avail_operations: avail.split_whitespace().map(str::to_string).collect(),
         has_dests: scheme.join("dests").is_dir(),
         has_target_nid: scheme.join("target_nid").is_file(),
-        va_migrate_symbol: kallsyms_has(&kallsyms, "damos_va_migrate_dests_add"),
+        va_migrate_symbol: kallsyms_has(&kallsyms, presets::DESTS_ADD),
         has_node1: root.node_dir(1).is_dir(),
+        migrate_pages_symbol: kallsyms_has(&kallsyms, presets::MIGRATE_PAGES),
     })
 }
 
@@ -285,7 +351,9 @@ mod tests {
             assert!(!f.va_migrate_symbol);
             assert!(!f.has_node1);
             assert_eq!(f.avail_operations, ["vaddr", "fvaddr", "paddr"]);
-            let kind = choose_ops(&f).expect("choose").kind;
+            let kind = super::super::plan::choose_ops(&f, super::super::plan::Action::MigrateHot)
+                .expect("choose")
+                .kind;
             assert_eq!(
                 kind,
                 if dests {

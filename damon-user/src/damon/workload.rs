@@ -49,6 +49,11 @@ pub fn run(args: &WorkloadArgs) -> Result<ExitCode> {
         if let Err(e) = prefer_node(node) {
             eprintln!("damon-trace __workload: cannot prefer node {node}: {e}");
         }
+        // Run on the node's CPUs too, so the pages it faults in again after each refault
+        // land there even if the preference were ignored (and "same node" stays true).
+        if let Err(e) = run_on_node_cpus(node) {
+            eprintln!("damon-trace __workload: cannot pin to node {node}'s CPUs: {e}");
+        }
     }
     let total = usize::try_from(args.total_mib)?.saturating_mul(MIB);
     let hot = usize::try_from(args.hot_mib)?.saturating_mul(MIB);
@@ -106,6 +111,41 @@ fn prefer_node(node: u32) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// `sched_setaffinity` to the CPUs in `/sys/devices/system/node/node<N>/cpulist`.
+fn run_on_node_cpus(node: u32) -> io::Result<()> {
+    let path = format!("/sys/devices/system/node/node{node}/cpulist");
+    let cpus = parse_cpulist(&std::fs::read_to_string(&path)?)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: bad list")))?;
+    // SAFETY: an all-zero cpu_set_t is a valid empty set; CPU_SET only writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let max = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
+    for cpu in cpus.into_iter().filter(|&c| c < max) {
+        // SAFETY: `cpu` < CPU_SETSIZE, inside the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 is this thread (the workload is single-threaded); the set is initialised.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Parses a kernel CPU list such as `0-3,8,10-11`. `None` if malformed or empty.
+fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if b < a {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// An anonymous private mapping, unmapped on drop.
@@ -263,6 +303,15 @@ mod tests {
         assert!(validate(0, 0).is_err());
         assert!(validate(16, 32).is_err());
         assert!(validate(16, 0).is_err());
+    }
+
+    #[test]
+    fn cpulists_parse() {
+        assert_eq!(parse_cpulist("0\n"), Some(vec![0]));
+        assert_eq!(parse_cpulist("0-2,5,7-8"), Some(vec![0, 1, 2, 5, 7, 8]));
+        assert_eq!(parse_cpulist("\n"), None);
+        assert_eq!(parse_cpulist("3-1"), None);
+        assert_eq!(parse_cpulist("x"), None);
     }
 
     #[test]

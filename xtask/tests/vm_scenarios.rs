@@ -1,0 +1,302 @@
+//! The scenario presets on the 7.2 guest (two NUMA nodes): `scenario list`, each preset
+//! traced by `record` (the functions it claims get calls), DAMON's sysfs state unchanged after
+//! each one (also when interrupted), and migrate-hot with the destination on the workload's
+//! own node against the other node.
+use std::{collections::BTreeMap, fs, time::Duration};
+
+mod common;
+use common::{FOUR, function, json, u};
+use xtask::{
+    kernel::Kernel,
+    vm::{self, VmOptions},
+};
+
+const PRESETS: [&str; 5] = [
+    "migrate-hot",
+    "migrate-cold",
+    "pageout",
+    "lru-prio",
+    "lru-deprio",
+];
+
+/// `state NAME`: DAMON's sysfs state as one line, `nr_kdamonds=.. states=.. damon_stat=..`.
+const GUEST_HELPERS: &str = r#"K=/sys/kernel/mm/damon/admin/kdamonds
+state() {
+  s="nr_kdamonds=$(cat $K/nr_kdamonds) states="
+  for d in $K/[0-9]*; do [ -e "$d/state" ] && s="$s$(cat $d/state),"; done
+  st=/sys/module/damon_stat/parameters/enabled
+  if [ -e $st ]; then s="$s damon_stat=$(cat $st)"; else s="$s damon_stat=-"; fi
+  echo "$s" > /out/$1.state
+}
+# run NAME ARGS...: `record` (of $FUNCS if set) around `scenario ARGS`, then the report.
+run() {
+  name=$1; shift
+  state $name.before
+  damon-trace record -o /out/$name.dtcap --duration 120s ${FUNCS:+--functions $FUNCS} \
+    > /out/$name.rec.out 2>&1 &
+  rec=$!
+  while [ ! -s /out/$name.dtcap ]; do sleep 0.2; done
+  damon-trace scenario "$@" --workload-mib 64 --hot-mib 16 > /out/$name.out 2> /out/$name.err
+  echo $? > /out/$name.status
+  kill -INT $rec
+  wait $rec
+  damon-trace report /out/$name.dtcap --format json > /out/$name.json
+  state $name.after
+}
+"#;
+
+/// The presets in `list.json` and, for each, the functions it claims.
+fn claims(list: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+    list["presets"]
+        .as_array()
+        .expect("presets")
+        .iter()
+        .map(|p| {
+            let fs = p["exercises"].as_array().expect("exercises");
+            let fs = fs.iter().filter_map(|f| f.as_str()).map(String::from);
+            (p["name"].as_str().expect("name").to_string(), fs.collect())
+        })
+        .collect()
+}
+
+fn read(dir: &std::path::Path, name: &str) -> String {
+    fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// `key=value` fields of the one summary line a preset prints on stdout.
+fn summary(line: &str) -> BTreeMap<String, String> {
+    line.split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Pages on `node` in a `N0:12,N1:3` list.
+fn node_pages(list: &str, node: u32) -> u64 {
+    list.split(',')
+        .filter_map(|p| p.split_once(':'))
+        .find(|(n, _)| *n == format!("N{node}"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_scenario_presets_exercise_what_they_claim_and_restore_state() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = format!(
+        "{GUEST_HELPERS}
+# A stopped kdamond someone left configured: every preset must put it back.
+echo 1 > $K/nr_kdamonds
+damon-trace scenario list > /out/list.txt
+damon-trace scenario list --json > /out/list.json
+state list.after
+for p in {presets}; do run $p $p --duration 5s; done
+# A node that does not exist: a usage error before anything changes.
+state bad.before
+damon-trace scenario migrate-hot --dest-node 7 --duration 1s > /out/bad.out 2> /out/bad.err
+echo $? > /out/bad.status
+state bad.after
+run same migrate-hot --duration 8s --dest-node same
+run other migrate-hot --duration 8s --dest-node other
+# Interrupted: SIGTERM while the kdamond is on.
+state term.before
+damon-trace scenario pageout --duration 120s --workload-mib 64 --hot-mib 16 \
+  > /out/term.out 2> /out/term.err &
+sc=$!
+while ! grep -q 'kdamond on' /out/term.err; do sleep 0.2; done
+sleep 1
+kill -TERM $sc
+wait $sc; echo $? > /out/term.status
+state term.after
+exit 0",
+        presets = PRESETS.join(" ")
+    );
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(400);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let dir = &opts.out_dir;
+
+    let list_text = read(dir, "list.txt");
+    println!("{list_text}");
+    let list = json(dir, "list.json");
+    let features = &list["features"];
+    assert_eq!(features["has_dests"], true, "{list}");
+    assert_eq!(features["has_node1"], true, "{list}");
+    let presets = list["presets"].as_array().expect("presets");
+    let names: Vec<&str> = presets.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(names, PRESETS, "{list}");
+    for name in PRESETS {
+        assert!(
+            list_text
+                .lines()
+                .any(|l| l.starts_with(name) && l.contains(" yes ")),
+            "{name} not runnable in:\n{list_text}"
+        );
+    }
+    // Probing for the list left the state as it was.
+    assert_eq!(
+        read(dir, "list.after.state"),
+        read(dir, "migrate-hot.before.state")
+    );
+
+    let mut table = Vec::new();
+    for p in presets {
+        let name = p["name"].as_str().expect("name");
+        assert_eq!(p["runnable"], true, "{p}");
+        let claims: Vec<&str> = p["exercises"]
+            .as_array()
+            .expect("exercises")
+            .iter()
+            .filter_map(|f| f.as_str())
+            .collect();
+        assert!(claims.contains(&"damon_hot_score"), "{p}");
+        let status = read(dir, &format!("{name}.status"));
+        assert_eq!(
+            status.trim(),
+            "0",
+            "{name} failed:\n{}",
+            read(dir, &format!("{name}.err"))
+        );
+        let report = json(dir, &format!("{name}.json"));
+        let calls: Vec<u64> = FOUR
+            .iter()
+            .map(|f| u(function(&report, f), "calls"))
+            .collect();
+        table.push(format!("{name:<13} {calls:?} claims {claims:?}"));
+        for claim in &claims {
+            assert!(
+                u(function(&report, claim), "calls") > 0,
+                "{name} claims {claim} but it was not called: {report}\n{}",
+                read(dir, &format!("{name}.err"))
+            );
+        }
+        let line = read(dir, &format!("{name}.out"));
+        assert!(line.starts_with(&format!("{name}: ")), "{line}");
+        assert!(line.contains("restored=yes"), "{line}");
+        assert_eq!(
+            read(dir, &format!("{name}.before.state")),
+            read(dir, &format!("{name}.after.state")),
+            "{name} changed DAMON's state"
+        );
+    }
+    // The migration presets claim the migration functions on this kernel; the others do not.
+    for p in presets {
+        let migrates = p["action"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("migrate"));
+        let claims = p["exercises"].to_string();
+        assert_eq!(
+            claims.contains("damos_va_migrate_dests_add"),
+            migrates,
+            "{p}"
+        );
+        assert_eq!(claims.contains("damon_migrate_pages"), migrates, "{p}");
+    }
+
+    // --dest-node same against other: both walk and call damon_migrate_pages; only "other"
+    // moves the workload's pages to node 1.
+    let mut moved = BTreeMap::new();
+    for name in ["same", "other"] {
+        let report = json(dir, &format!("{name}.json"));
+        let mp = function(&report, "damon_migrate_pages");
+        let da = function(&report, "damos_va_migrate_dests_add");
+        let s = summary(read(dir, &format!("{name}.out")).trim());
+        table.push(format!(
+            "{name:<13} dests_add calls {} migrate_pages calls {} pages returned {} \
+             target_nid {} workload pages {} -> {}",
+            u(da, "calls"),
+            u(mp, "calls"),
+            mp["value"]["sum"],
+            s["target_nid"],
+            s["workload_pages_before"],
+            s["workload_pages_after"]
+        ));
+        assert!(u(mp, "calls") > 0, "{name}: {mp}");
+        assert!(u(da, "calls") > 0, "{name}: {da}");
+        moved.insert(name, node_pages(&s["workload_pages_after"], 1));
+        assert_eq!(
+            s["target_nid"],
+            if name == "same" { "0" } else { "1" },
+            "{s:?}"
+        );
+    }
+    println!("{}", table.join("\n"));
+    assert_eq!(
+        moved["same"], 0,
+        "dest same moved pages to node 1: {table:?}"
+    );
+    assert!(moved["other"] > 0, "dest other moved nothing: {table:?}");
+
+    assert_eq!(
+        read(dir, "bad.status").trim(),
+        "2",
+        "{}",
+        read(dir, "bad.err")
+    );
+    assert!(read(dir, "bad.err").contains("no NUMA node 7"));
+    assert_eq!(read(dir, "bad.before.state"), read(dir, "bad.after.state"));
+
+    // SIGTERM: exit 128+15 and the state found before.
+    let term = read(dir, "term.status");
+    assert_eq!(term.trim(), "143", "{}", read(dir, "term.err"));
+    assert_eq!(
+        read(dir, "term.before.state"),
+        read(dir, "term.after.state")
+    );
+    assert!(read(dir, "term.err").contains("DAMON state restored"));
+}
+
+/// 6.12 has no vaddr migration (no dests/, no damos_va_migrate_dests_add) and no ops-common
+/// damon_migrate_pages: every preset runs on paddr, claims damon_hot_score only, gets it
+/// called, and restores the state.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_12_scenario_presets_fall_back_to_paddr_and_claim_only_what_exists() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = format!(
+        "{GUEST_HELPERS}
+FUNCS=damon_hot_score,lock_timer_base
+damon-trace scenario list > /out/list.txt
+damon-trace scenario list --json > /out/list.json
+for p in {presets}; do run $p $p --duration 3s; done
+exit 0",
+        presets = PRESETS.join(" ")
+    );
+    let mut opts = VmOptions::new(Kernel::Debian612, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let dir = &opts.out_dir;
+    let list = json(dir, "list.json");
+    println!("{}", read(dir, "list.txt"));
+    assert_eq!(list["features"]["has_dests"], false, "{list}");
+    assert_eq!(list["features"]["va_migrate_symbol"], false, "{list}");
+    assert_eq!(list["features"]["migrate_pages_symbol"], false, "{list}");
+    for p in list["presets"].as_array().expect("presets") {
+        assert_eq!(p["ops"], "paddr", "{p}");
+        assert_eq!(p["runnable"], true, "{p}");
+    }
+    for (name, fs) in claims(&list) {
+        assert_eq!(fs, ["damon_hot_score"], "{name}");
+        let status = read(dir, &format!("{name}.status"));
+        assert_eq!(status.trim(), "0", "{}", read(dir, &format!("{name}.err")));
+        let line = read(dir, &format!("{name}.out"));
+        assert!(
+            line.contains("ops=paddr") && line.contains("restored=yes"),
+            "{line}"
+        );
+        let report = json(dir, &format!("{name}.json"));
+        let calls = u(function(&report, "damon_hot_score"), "calls");
+        println!("{name:<13} damon_hot_score calls {calls}");
+        assert!(calls > 0, "{name}: {report}");
+        assert_eq!(
+            read(dir, &format!("{name}.before.state")),
+            read(dir, &format!("{name}.after.state")),
+            "{name} changed DAMON's state"
+        );
+    }
+}
