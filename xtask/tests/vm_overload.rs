@@ -28,7 +28,7 @@ while [ ! -s /out/ov.dtcap ]; do sleep 0.2; done
 zombie() { grep -q '^State:.*Z' /proc/$1/status 2>/dev/null; }
 while kill -STOP $rec 2>/dev/null && ! zombie $rec; do
   sleep 0.45
-  kill -CONT $rec
+  kill -CONT $rec 2>/dev/null || break
   sleep 0.05
 done
 kill -CONT $rec 2>/dev/null || true

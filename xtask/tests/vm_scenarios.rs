@@ -28,11 +28,12 @@ state() {
   if [ -e $st ]; then s="$s damon_stat=$(cat $st)"; else s="$s damon_stat=-"; fi
   echo "$s" > /out/$1.state
 }
-# run NAME ARGS...: `record` around `scenario ARGS`, then the report as JSON.
+# run NAME ARGS...: `record` (of $FUNCS if set) around `scenario ARGS`, then the report.
 run() {
   name=$1; shift
   state $name.before
-  damon-trace record -o /out/$name.dtcap --duration 120s > /out/$name.rec.out 2>&1 &
+  damon-trace record -o /out/$name.dtcap --duration 120s ${FUNCS:+--functions $FUNCS} \
+    > /out/$name.rec.out 2>&1 &
   rec=$!
   while [ ! -s /out/$name.dtcap ]; do sleep 0.2; done
   damon-trace scenario "$@" --workload-mib 64 --hot-mib 16 > /out/$name.out 2> /out/$name.err
@@ -43,6 +44,20 @@ run() {
   state $name.after
 }
 "#;
+
+/// The presets in `list.json` and, for each, the functions it claims.
+fn claims(list: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+    list["presets"]
+        .as_array()
+        .expect("presets")
+        .iter()
+        .map(|p| {
+            let fs = p["exercises"].as_array().expect("exercises");
+            let fs = fs.iter().filter_map(|f| f.as_str()).map(String::from);
+            (p["name"].as_str().expect("name").to_string(), fs.collect())
+        })
+        .collect()
+}
 
 fn read(dir: &std::path::Path, name: &str) -> String {
     fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -77,6 +92,11 @@ damon-trace scenario list > /out/list.txt
 damon-trace scenario list --json > /out/list.json
 state list.after
 for p in {presets}; do run $p $p --duration 5s; done
+# A node that does not exist: a usage error before anything changes.
+state bad.before
+damon-trace scenario migrate-hot --dest-node 7 --duration 1s > /out/bad.out 2> /out/bad.err
+echo $? > /out/bad.status
+state bad.after
 run same migrate-hot --duration 8s --dest-node same
 run other migrate-hot --duration 8s --dest-node other
 # Interrupted: SIGTERM while the kdamond is on.
@@ -210,6 +230,15 @@ exit 0",
     );
     assert!(moved["other"] > 0, "dest other moved nothing: {table:?}");
 
+    assert_eq!(
+        read(dir, "bad.status").trim(),
+        "2",
+        "{}",
+        read(dir, "bad.err")
+    );
+    assert!(read(dir, "bad.err").contains("no NUMA node 7"));
+    assert_eq!(read(dir, "bad.before.state"), read(dir, "bad.after.state"));
+
     // SIGTERM: exit 128+15 and the state found before.
     let term = read(dir, "term.status");
     assert_eq!(term.trim(), "143", "{}", read(dir, "term.err"));
@@ -218,4 +247,56 @@ exit 0",
         read(dir, "term.after.state")
     );
     assert!(read(dir, "term.err").contains("DAMON state restored"));
+}
+
+/// 6.12 has no vaddr migration (no dests/, no damos_va_migrate_dests_add) and no ops-common
+/// damon_migrate_pages: every preset runs on paddr, claims damon_hot_score only, gets it
+/// called, and restores the state.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_12_scenario_presets_fall_back_to_paddr_and_claim_only_what_exists() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = format!(
+        "{GUEST_HELPERS}
+FUNCS=damon_hot_score,lock_timer_base
+damon-trace scenario list > /out/list.txt
+damon-trace scenario list --json > /out/list.json
+for p in {presets}; do run $p $p --duration 3s; done
+exit 0",
+        presets = PRESETS.join(" ")
+    );
+    let mut opts = VmOptions::new(Kernel::Debian612, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let dir = &opts.out_dir;
+    let list = json(dir, "list.json");
+    println!("{}", read(dir, "list.txt"));
+    assert_eq!(list["features"]["has_dests"], false, "{list}");
+    assert_eq!(list["features"]["va_migrate_symbol"], false, "{list}");
+    assert_eq!(list["features"]["migrate_pages_symbol"], false, "{list}");
+    for p in list["presets"].as_array().expect("presets") {
+        assert_eq!(p["ops"], "paddr", "{p}");
+        assert_eq!(p["runnable"], true, "{p}");
+    }
+    for (name, fs) in claims(&list) {
+        assert_eq!(fs, ["damon_hot_score"], "{name}");
+        let status = read(dir, &format!("{name}.status"));
+        assert_eq!(status.trim(), "0", "{}", read(dir, &format!("{name}.err")));
+        let line = read(dir, &format!("{name}.out"));
+        assert!(
+            line.contains("ops=paddr") && line.contains("restored=yes"),
+            "{line}"
+        );
+        let report = json(dir, &format!("{name}.json"));
+        let calls = u(function(&report, "damon_hot_score"), "calls");
+        println!("{name:<13} damon_hot_score calls {calls}");
+        assert!(calls > 0, "{name}: {report}");
+        assert_eq!(
+            read(dir, &format!("{name}.before.state")),
+            read(dir, &format!("{name}.after.state")),
+            "{name} changed DAMON's state"
+        );
+    }
 }

@@ -200,6 +200,26 @@ impl std::str::FromStr for DestNode {
     }
 }
 
+/// Refuses a `--dest-node` this machine does not have (a usage error: nothing has changed yet).
+pub fn validate_dest(
+    dest: DestNode,
+    has_node1: bool,
+    node_exists: impl Fn(u32) -> bool,
+) -> Result<(), UsageError> {
+    match dest {
+        DestNode::Other if !has_node1 => Err(UsageError(
+            "--dest-node other needs a second NUMA node and this machine has one (no \
+             /sys/devices/system/node/node1); use --dest-node same, or boot with two nodes"
+                .to_string(),
+        )),
+        DestNode::Node(n) if !node_exists(n) => Err(UsageError(format!(
+            "--dest-node {n}: there is no NUMA node {n} here \
+             (/sys/devices/system/node/node{n} is missing)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The target node for a migration preset and the sentence that explains it. `None` is the
 /// default: the other node where there is one, else node 0 with a warning.
 pub fn dest_node(
@@ -207,39 +227,32 @@ pub fn dest_node(
     f: &Features,
     node_exists: impl Fn(u32) -> bool,
 ) -> Result<(u32, String)> {
-    match dest {
-        None => {
-            let (n, why) = target_node(f);
-            Ok((n, why.to_string()))
-        }
-        Some(DestNode::Same) => Ok((
+    let Some(dest) = dest else {
+        let (n, why) = target_node(f);
+        return Ok((n, why.to_string()));
+    };
+    validate_dest(dest, f.has_node1, node_exists)?;
+    Ok(match dest {
+        DestNode::Same => (
             WORKLOAD_NODE,
             format!(
                 "--dest-node same: node {WORKLOAD_NODE}, where the workload's pages already \
                  are (few or no pages should move)"
             ),
-        )),
-        Some(DestNode::Other) if f.has_node1 => Ok((
+        ),
+        DestNode::Other => (
             1,
             format!("--dest-node other: pages move from node {WORKLOAD_NODE} to node 1"),
-        )),
-        Some(DestNode::Other) => bail!(
-            "--dest-node other needs a second NUMA node and this machine has one (no \
-             /sys/devices/system/node/node1); use --dest-node same, or boot with two nodes"
         ),
-        Some(DestNode::Node(n)) if node_exists(n) => Ok((
+        DestNode::Node(n) if n == WORKLOAD_NODE => (
             n,
-            if n == WORKLOAD_NODE {
-                format!("--dest-node {n}: the workload's own node (few or no pages should move)")
-            } else {
-                format!("--dest-node {n}: pages move from node {WORKLOAD_NODE} to node {n}")
-            },
-        )),
-        Some(DestNode::Node(n)) => bail!(
-            "--dest-node {n}: there is no NUMA node {n} here \
-             (/sys/devices/system/node/node{n} is missing)"
+            format!("--dest-node {n}: the workload's own node (few or no pages should move)"),
         ),
-    }
+        DestNode::Node(n) => (
+            n,
+            format!("--dest-node {n}: pages move from node {WORKLOAD_NODE} to node {n}"),
+        ),
+    })
 }
 
 /// Migrate towards node 1 when it exists (the workload's pages start on node 0).

@@ -273,7 +273,7 @@ fn yes_no(b: bool) -> &'static str {
 mod tests {
     use std::path::Path;
 
-    use super::super::plan::{SysfsWrite, scheme_writes};
+    use super::super::plan::{SysfsWrite, scheme_writes, validate_dest};
     use super::*;
 
     fn kernel_7_2() -> Features {
@@ -421,6 +421,9 @@ mod tests {
         })
         .expect_err("one node");
         assert!(format!("{err:#}").contains("second NUMA node"));
+        assert!(validate_dest(DestNode::Node(7), true, |n| n <= 1).is_err());
+        assert!(validate_dest(DestNode::Other, false, |n| n == 0).is_err());
+        assert!(validate_dest(DestNode::Same, false, |n| n == 0).is_ok());
         assert_eq!("same".parse::<DestNode>(), Ok(DestNode::Same));
         assert_eq!("3".parse::<DestNode>(), Ok(DestNode::Node(3)));
         assert!("x".parse::<DestNode>().is_err());

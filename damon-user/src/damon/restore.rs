@@ -277,9 +277,16 @@ pub fn scenario_leftover(root: &SysfsRoot) -> Option<ScenarioLeftover> {
         let ctx = kdamonds.join(format!("{i}/contexts/0"));
         let s = ctx.join("schemes/0");
         let q = s.join("quotas");
-        // Not the intervals: `--sample-interval`/`--aggr-interval` change them.
+        // Any preset's action; not the intervals: `--sample-interval`/`--aggr-interval`
+        // change them.
+        let action = read_attr(&s.join("action")).unwrap_or_default();
+        if !super::presets::ALL
+            .iter()
+            .any(|p| p.action().sysfs_name() == action.trim())
+        {
+            return false;
+        }
         let expect = [
-            (s.join("action"), "migrate_hot".to_owned()),
             (q.join("ms"), plan::QUOTA_MS.to_string()),
             (q.join("bytes"), plan::QUOTA_BYTES.to_string()),
             (
@@ -534,10 +541,19 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // Someone else's scheme (another action) is not ours.
+        // Another preset's action is ours too; an action no preset uses is not.
         write_attr(
             &root.kdamonds().join("0/contexts/0/schemes/0/action"),
             "pageout",
+        )
+        .expect("w");
+        assert!(matches!(
+            scenario_leftover(&root),
+            Some(ScenarioLeftover::Left { .. })
+        ));
+        write_attr(
+            &root.kdamonds().join("0/contexts/0/schemes/0/action"),
+            "stat",
         )
         .expect("w");
         assert_eq!(scenario_leftover(&root), None);

@@ -15,7 +15,7 @@ use super::{
     kdamond::{KDAMOND_STATE, refresh_stats, turn_on},
     plan::{
         DestNode, Features, Monitor, OpsKind, Tuning, WORKLOAD_NODE, apply, largest_system_ram,
-        scheme_writes, skeleton,
+        scheme_writes, skeleton, validate_dest,
     },
     presets::{self, Preset},
     restore::{PriorState, RestoreGuard},
@@ -84,6 +84,9 @@ pub fn run_preset(
 ) -> Result<ExitCode> {
     let status = |msg: &str| status(preset, msg);
     let tuning = Tuning::from_args(args)?;
+    if let Some(d) = dest {
+        validate_dest(d, root.node_dir(1).is_dir(), |n| root.node_dir(n).is_dir())?;
+    }
     require_root(preset.name())?;
     let signals = StopSignals::install()?;
     // Refusals (no DAMON, another DAMON user) happen here, before anything changes.
