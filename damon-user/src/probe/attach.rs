@@ -170,6 +170,9 @@ impl Tracer {
                 detail,
             });
         }
+        // Arguments of functions that are not traced here are not in the capture.
+        let mut args = args;
+        args.retain(|a| attached.iter().any(|(f, _)| f.symbol() == a.function));
         Ok(Tracer {
             bpf,
             attached,
