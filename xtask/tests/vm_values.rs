@@ -156,7 +156,7 @@ fn run(kernel: Kernel, with_migrate: bool) {
         fs::read_to_string(dir.join("scenario.err")).unwrap_or_default()
     );
     // VM_VALUES_KEEP=DIR keeps the captures (how the host fixture was made).
-    if let Some(keep) = std::env::var_os("VM_VALUES_KEEP") {
+    if let Some(keep) = std::env::var_os("VM_VALUES_KEEP").filter(|k| !k.is_empty()) {
         for mode in ["fentry", "kprobe"] {
             let name = format!("{mode}.dtcap");
             fs::copy(dir.join(&name), std::path::Path::new(&keep).join(&name)).expect("keep");
