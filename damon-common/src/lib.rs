@@ -59,6 +59,21 @@ impl FunctionId {
         )
     }
 
+    /// What `arg0` and `arg1` of the function's records hold ("" = nothing):
+    /// - `damon_hot_score`: the region's `nr_accesses` and `age` at entry (read through the
+    ///   `struct damon_region *` argument at offsets found in the kernel's BTF);
+    /// - `damon_migrate_pages`: its `target_nid` argument;
+    /// - `damos_va_migrate_dests_add`: the NUMA node the folio is on and the node the function
+    ///   picks for it (only when the scheme has exactly one destination), -1 when unknown.
+    pub const fn arg_names(self) -> [&'static str; 2] {
+        match self {
+            FunctionId::DamonHotScore => ["nr_accesses", "age"],
+            FunctionId::DamonMigratePages => ["target_nid", ""],
+            FunctionId::DamosVaMigrateDestsAdd => ["folio_nid", "dest_nid"],
+            _ => ["", ""],
+        }
+    }
+
     /// Whether the function belongs to DAMON (as opposed to the timer subsystem).
     pub const fn is_damon(self) -> bool {
         !matches!(self, FunctionId::LockTimerBase)
@@ -86,6 +101,12 @@ pub struct CallRecord {
     pub duration_ns: u64,
     /// Return value for functions where [`FunctionId::has_value`]; 0 otherwise.
     pub value: i64,
+    /// First recorded argument (or field read through an argument) at entry, see
+    /// [`FunctionId::arg_names`]; 0 for functions without one, or when it could not be read
+    /// (the capture's metadata says which).
+    pub arg0: i64,
+    /// Second recorded argument, as `arg0`.
+    pub arg1: i64,
     /// Thread group id (userspace "pid").
     pub pid: u32,
     /// Thread id; 0 for a CPU's idle task.
@@ -113,12 +134,42 @@ pub const AGGREGATION_TRACEPOINT: (&str, &str) = ("damon", "damon_aggregated");
 pub const AGGR_TP_TARGET_ID_OFFSET: usize = 8;
 pub const AGGR_TP_NR_REGIONS_OFFSET: usize = 16;
 pub const AGGR_TP_START_OFFSET: usize = 24;
+/// Name of the eBPF global holding the byte offset of `nr_accesses` in `struct damon_region`
+/// (`u32`; [`OFFSET_UNKNOWN`] when userspace could not find it in the kernel's BTF).
+pub const GLOBAL_REGION_NR_ACCESSES_OFF: &str = "REGION_NR_ACCESSES_OFF";
+/// Name of the eBPF global holding the byte offset of `age` in `struct damon_region`.
+pub const GLOBAL_REGION_AGE_OFF: &str = "REGION_AGE_OFF";
+/// A field offset that is not known: the field is not read (its arg stays 0).
+pub const OFFSET_UNKNOWN: u32 = u32::MAX;
+/// Offsets in `struct damos_migrate_dests` of `node_id_arr` (a pointer) and `nr_dests`.
+pub const GLOBAL_DESTS_NODE_ID_ARR_OFF: &str = "DESTS_NODE_ID_ARR_OFF";
+pub const GLOBAL_DESTS_NR_OFF: &str = "DESTS_NR_OFF";
+/// Kernel address of the `vmemmap_base` variable (`u64`, 0 = unknown): the program reads the
+/// variable to turn a folio pointer into a page frame number. Never stored anywhere.
+pub const GLOBAL_VMEMMAP_BASE_SYM: &str = "VMEMMAP_BASE_SYM";
+/// `sizeof(struct page)` from BTF (`u64`, 0 = unknown).
+pub const GLOBAL_PAGE_STRUCT_SIZE: &str = "PAGE_STRUCT_SIZE";
+/// Name of the array of [`NodePfnRange`]s (which node owns which page frames).
+pub const MAP_NODE_PFNS: &str = "NODE_PFNS";
+/// Entries of [`MAP_NODE_PFNS`].
+pub const MAX_NODE_RANGES: u32 = 16;
+
+/// Page frames `start_pfn..end_pfn` belong to node `nid`; an entry with `end_pfn == 0` is
+/// unused.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodePfnRange {
+    pub start_pfn: u64,
+    pub end_pfn: u64,
+    pub nid: u64,
+}
+
 /// Name of the per-kdamond map holding the start address of the last region of target 0 seen.
 pub const MAP_AGGR_LAST: &str = "AGGR_LAST";
 
 /// Size of a [`CallRecord`] on the wire.
 pub const CALL_RECORD_SIZE: usize = core::mem::size_of::<CallRecord>();
-const _: () = assert!(CALL_RECORD_SIZE == 40);
+const _: () = assert!(CALL_RECORD_SIZE == 56);
 
 /// Per-CPU, per-function counters, at index `func * NR_COUNTERS + counter`.
 #[repr(u32)]
@@ -169,6 +220,8 @@ pub struct StampStack {
     pub depth: u32,
     pub _pad: u32,
     pub stamps: [u64; STAMP_DEPTH],
+    /// The `arg0`/`arg1` read at each stamped entry.
+    pub args: [[i64; 2]; STAMP_DEPTH],
 }
 
 /// Key of an entry stamp stack: one per (task, function). The idle tasks of all CPUs share
@@ -189,8 +242,10 @@ pub const fn stamp_key_func(key: u64) -> u32 {
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: CallRecord is repr(C), made only of integers, with no padding (40 bytes = 3*8+4*4).
+    // SAFETY: CallRecord is repr(C), made only of integers, with no padding (56 bytes = 5*8+4*4).
     unsafe impl aya::Pod for super::CallRecord {}
     // SAFETY: StampStack is repr(C), integers only, padding made explicit by `_pad`.
     unsafe impl aya::Pod for super::StampStack {}
+    // SAFETY: NodePfnRange is repr(C), three u64, no padding.
+    unsafe impl aya::Pod for super::NodePfnRange {}
 }

@@ -8,17 +8,159 @@
 #![no_main]
 
 use aya_ebpf::{
+    EbpfContext as _,
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+    },
     macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
-    maps::{HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
-    CallRecord, Counter, DEFAULT_RING_BYTES, FunctionId, MAX_FUNCS, MAX_IN_FLIGHT, NR_COUNTERS,
-    STAMP_DEPTH, StampStack, stamp_key,
+    CallRecord, Counter, DEFAULT_RING_BYTES, FunctionId, MAX_FUNCS, MAX_IN_FLIGHT, MAX_NODE_RANGES,
+    NR_COUNTERS, NodePfnRange, OFFSET_UNKNOWN, STAMP_DEPTH, StampStack, stamp_key,
 };
+
+/// Which node owns which page frames (from sysfs, filled by userspace).
+#[map(name = "NODE_PFNS")]
+static NODE_PFNS: Array<NodePfnRange> = Array::with_max_entries(MAX_NODE_RANGES, 0);
+
+/// Offsets in `struct damos_migrate_dests`, from BTF.
+#[unsafe(no_mangle)]
+static DESTS_NODE_ID_ARR_OFF: u32 = OFFSET_UNKNOWN;
+#[unsafe(no_mangle)]
+static DESTS_NR_OFF: u32 = OFFSET_UNKNOWN;
+/// Address of the kernel variable `vmemmap_base` (0 = unknown).
+#[unsafe(no_mangle)]
+static VMEMMAP_BASE_SYM: u64 = 0;
+/// `sizeof(struct page)` (0 = unknown).
+#[unsafe(no_mangle)]
+static PAGE_STRUCT_SIZE: u64 = 0;
+
+/// Byte offset of `nr_accesses` in `struct damon_region`, set by userspace from the running
+/// kernel's BTF (no CO-RE in Rust eBPF); [`OFFSET_UNKNOWN`] = not read.
+#[unsafe(no_mangle)]
+static REGION_NR_ACCESSES_OFF: u32 = OFFSET_UNKNOWN;
+/// Byte offset of `age` in `struct damon_region`, as above.
+#[unsafe(no_mangle)]
+static REGION_AGE_OFF: u32 = OFFSET_UNKNOWN;
+
+/// Reads a global that the loader may have rewritten (volatile, so the compiler does not fold
+/// the default in).
+#[inline(always)]
+fn global(v: &u32) -> u32 {
+    // SAFETY: a valid reference to a static.
+    unsafe { core::ptr::read_volatile(v) }
+}
+
+#[inline(always)]
+fn global64(v: &u64) -> u64 {
+    // SAFETY: a valid reference to a static.
+    unsafe { core::ptr::read_volatile(v) }
+}
+
+/// The `u64` at `addr` in kernel memory.
+#[inline(always)]
+fn kernel_u64(addr: u64) -> Option<u64> {
+    // SAFETY: the helper checks the address and fails instead of faulting.
+    unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
+}
+
+/// NUMA node of the folio at `folio` (a `struct folio *` = its head `struct page *`), -1 when
+/// unknown: pfn = (folio − vmemmap_base) / sizeof(struct page), then the node whose range
+/// holds the pfn. Exact on SPARSEMEM_VMEMMAP kernels, where the page array is linear.
+#[inline(always)]
+fn folio_nid(folio: u64) -> i64 {
+    let sym = global64(&VMEMMAP_BASE_SYM);
+    let size = global64(&PAGE_STRUCT_SIZE);
+    if sym == 0 || size == 0 || folio == 0 {
+        return -1;
+    }
+    let Some(base) = kernel_u64(sym) else {
+        return -1;
+    };
+    if folio < base || !(folio - base).is_multiple_of(size) {
+        return -1;
+    }
+    let pfn = (folio - base) / size;
+    for i in 0..MAX_NODE_RANGES {
+        if let Some(r) = NODE_PFNS.get(i)
+            && pfn >= r.start_pfn
+            && pfn < r.end_pfn
+        {
+            return r.nid as i64;
+        }
+    }
+    -1
+}
+
+/// The destination node `damos_va_migrate_dests_add` picks when the scheme has exactly one
+/// destination (then every folio goes there); -1 otherwise (none: `target_nid`, which this
+/// function does not see; several: weighted interleave by address, not recomputed here).
+#[inline(always)]
+fn single_dest_nid(dests: u64) -> i64 {
+    let (arr_off, nr_off) = (global(&DESTS_NODE_ID_ARR_OFF), global(&DESTS_NR_OFF));
+    if arr_off == OFFSET_UNKNOWN || nr_off == OFFSET_UNKNOWN || dests == 0 {
+        return -1;
+    }
+    if kernel_u64(dests + u64::from(nr_off)) != Some(1) {
+        return -1;
+    }
+    let Some(arr) = kernel_u64(dests + u64::from(arr_off)) else {
+        return -1;
+    };
+    if arr == 0 {
+        return -1;
+    }
+    // SAFETY: the helper checks the address and fails instead of faulting.
+    unsafe { bpf_probe_read_kernel(arr as *const u32) }
+        .map(i64::from)
+        .unwrap_or(-1)
+}
+
+/// The `u32` at `base + off` in kernel memory; 0 when the offset is unknown or the read fails.
+#[inline(always)]
+fn kernel_u32(base: u64, off: u32) -> i64 {
+    if off == OFFSET_UNKNOWN || base == 0 {
+        return 0;
+    }
+    // SAFETY: the helper checks the address and fails instead of faulting.
+    unsafe { bpf_probe_read_kernel((base + u64::from(off)) as *const u32) }
+        .map(i64::from)
+        .unwrap_or(0)
+}
+
+/// Raw 64-bit argument `n` of the traced function, for both attach modes.
+trait Args {
+    fn raw(&self, n: usize) -> u64;
+}
+
+impl Args for FEntryContext {
+    /// Copied out of the context with the helper rather than loaded: a load gives the verifier
+    /// a typed BTF pointer (`struct folio *`), on which it refuses the arithmetic that turns a
+    /// folio into a pfn; the copy is a plain number, as in kprobe mode.
+    #[inline(always)]
+    fn raw(&self, n: usize) -> u64 {
+        let slot = (self.as_ptr() as *const u64).wrapping_add(n);
+        // SAFETY: the helper checks the address and fails instead of faulting.
+        unsafe { bpf_probe_read_kernel(slot) }.unwrap_or(0)
+    }
+}
+
+impl Args for ProbeContext {
+    #[inline(always)]
+    fn raw(&self, n: usize) -> u64 {
+        self.arg(n).unwrap_or(0)
+    }
+}
+
+/// No arguments kept.
+#[inline(always)]
+fn no_args(_a: &impl Args) -> [i64; 2] {
+    [0, 0]
+}
 
 #[map(name = "EVENTS")]
 static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
@@ -52,7 +194,7 @@ fn current() -> (u32, u32, u32) {
 }
 
 #[inline(always)]
-fn on_entry(func: FunctionId) {
+fn on_entry(func: FunctionId, args: [i64; 2]) {
     let func = func as u32;
     bump(func, Counter::Calls);
     let (_, tid, cpu) = current();
@@ -63,6 +205,7 @@ fn on_entry(func: FunctionId) {
         let depth = stack.depth as usize;
         stack.depth += 1;
         if depth < STAMP_DEPTH {
+            stack.args[depth] = args;
             // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
             stack.stamps[depth] = unsafe { bpf_ktime_get_ns() };
         } else {
@@ -74,6 +217,7 @@ fn on_entry(func: FunctionId) {
         depth: 1,
         ..StampStack::default()
     };
+    stack.args[0] = args;
     // SAFETY: helper without preconditions.
     stack.stamps[0] = unsafe { bpf_ktime_get_ns() };
     if STAMPS.insert(key, stack, BPF_NOEXIST as u64).is_err() {
@@ -105,6 +249,7 @@ fn on_exit(func: FunctionId, value: i64) {
         return;
     }
     let entry_ns = stack.stamps[depth];
+    let [arg0, arg1] = stack.args[depth];
     if depth == 0 {
         let _ = STAMPS.remove(key);
     }
@@ -114,6 +259,8 @@ fn on_exit(func: FunctionId, value: i64) {
                 entry_ns,
                 duration_ns: now.wrapping_sub(entry_ns),
                 value,
+                arg0,
+                arg1,
                 pid,
                 tid,
                 cpu,
@@ -126,14 +273,15 @@ fn on_exit(func: FunctionId, value: i64) {
     }
 }
 
-/// Defines the four programs of one traced function. `$ret` turns the raw return value into the
-/// record's `value`.
+/// Defines the four programs of one traced function. `$args` reads the record's `arg0`/`arg1`
+/// at entry (the same function for both modes, so fentry and kprobe record the same); `$ret`
+/// turns the raw return value into the record's `value`.
 macro_rules! traced {
     ($id:expr, $sym:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident,
-     |$raw:ident : $ty:ty| $value:expr) => {
+     $args:expr, |$raw:ident : $ty:ty| $value:expr) => {
         #[fentry(function = $sym)]
-        pub fn $fentry(_ctx: FEntryContext) -> u32 {
-            on_entry($id);
+        pub fn $fentry(ctx: FEntryContext) -> u32 {
+            on_entry($id, $args(&ctx));
             0
         }
 
@@ -145,8 +293,8 @@ macro_rules! traced {
         }
 
         #[kprobe]
-        pub fn $kprobe(_ctx: ProbeContext) -> u32 {
-            on_entry($id);
+        pub fn $kprobe(ctx: ProbeContext) -> u32 {
+            on_entry($id, $args(&ctx));
             0
         }
 
@@ -159,6 +307,29 @@ macro_rules! traced {
     };
 }
 
+/// `damon_hot_score`: the region's `nr_accesses` and `age`, the score's inputs.
+#[inline(always)]
+fn hot_score_args(a: &impl Args) -> [i64; 2] {
+    let region = a.raw(1);
+    [
+        kernel_u32(region, global(&REGION_NR_ACCESSES_OFF)),
+        kernel_u32(region, global(&REGION_AGE_OFF)),
+    ]
+}
+
+/// `damos_va_migrate_dests_add(struct folio *, struct vm_area_struct *, unsigned long,
+/// struct damos_migrate_dests *, struct list_head *)`: the folio's node and its destination.
+#[inline(always)]
+fn dests_add_args(a: &impl Args) -> [i64; 2] {
+    [folio_nid(a.raw(0)), single_dest_nid(a.raw(3))]
+}
+
+/// `damon_migrate_pages`: `int target_nid`.
+#[inline(always)]
+fn migrate_pages_args(a: &impl Args) -> [i64; 2] {
+    [i64::from(a.raw(1) as i32), 0]
+}
+
 // int damon_hot_score(struct damon_ctx *, struct damon_region *, struct damos *)
 traced!(
     FunctionId::DamonHotScore,
@@ -167,6 +338,7 @@ traced!(
     fexit_damon_hot_score,
     kprobe_damon_hot_score,
     kretprobe_damon_hot_score,
+    hot_score_args,
     |r: i32| r as i64
 );
 // void damos_va_migrate_dests_add(struct folio *, struct vm_area_struct *, unsigned long, ...)
@@ -177,6 +349,7 @@ traced!(
     fexit_damos_va_migrate_dests_add,
     kprobe_damos_va_migrate_dests_add,
     kretprobe_damos_va_migrate_dests_add,
+    dests_add_args,
     |_r: u64| 0
 );
 // unsigned long damon_migrate_pages(struct list_head *folio_list, int target_nid)
@@ -187,6 +360,7 @@ traced!(
     fexit_damon_migrate_pages,
     kprobe_damon_migrate_pages,
     kretprobe_damon_migrate_pages,
+    migrate_pages_args,
     |r: u64| r as i64
 );
 // struct timer_base *lock_timer_base(struct timer_list *, unsigned long *): the pointer is not kept.
@@ -197,6 +371,7 @@ traced!(
     fexit_lock_timer_base,
     kprobe_lock_timer_base,
     kretprobe_lock_timer_base,
+    no_args,
     |_r: u64| 0
 );
 
@@ -242,6 +417,8 @@ pub fn damon_aggregated(ctx: TracePointContext) -> u32 {
                 entry_ns: unsafe { bpf_ktime_get_ns() },
                 duration_ns: 0,
                 value: i64::from(nr_regions),
+                arg0: 0,
+                arg1: 0,
                 pid,
                 tid,
                 cpu,

@@ -169,6 +169,7 @@ impl Session {
             cpu_model: crate::capture::host_cpu_model(),
             calibration: None,
             intervals: Some(tracer.interval_hook().clone()),
+            args: tracer.arg_statuses().to_vec(),
         };
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;

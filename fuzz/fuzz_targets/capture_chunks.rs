@@ -49,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     while rest.len() >= 5 {
-        let kind = [1, 2, 3, 4, 99][usize::from(rest[0] % 5)];
+        let kind = [1, 2, 3, 4, 5, 99][usize::from(rest[0] % 6)];
         let len = usize::from(u16::from_le_bytes([rest[1], rest[2]])).min(rest.len() - 5);
         let raw_len = u32::from(u16::from_le_bytes([rest[3], rest[4]]));
         let payload = &rest[5..5 + len];

@@ -11,6 +11,8 @@
 //!                the first record's minus 0)
 //! duration[count] varint
 //! value[count]   zigzag varint
+//! arg0[count]    zigzag varint   (chunk kind 5 only)
+//! arg1[count]    zigzag varint   (chunk kind 5 only)
 //! ```
 //! Why columns: zstd finds far more repetition in a run of CPU numbers or small durations than
 //! in 40-byte rows where every field interleaves with the others; deltas turn 64-bit clock
@@ -35,8 +37,13 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Encodes records into the column layout.
-pub fn encode(records: &[CallRecord], out: &mut Vec<u8>) {
+/// Whether any record carries arguments (then its chunk needs the two argument columns).
+pub fn has_args(records: &[CallRecord]) -> bool {
+    records.iter().any(|r| r.arg0 != 0 || r.arg1 != 0)
+}
+
+/// Encodes records into the column layout; `with_args` appends the `arg0` and `arg1` columns.
+pub fn encode(records: &[CallRecord], with_args: bool, out: &mut Vec<u8>) {
     put_varint(out, records.len() as u64);
     for field in [
         |r: &CallRecord| r.func,
@@ -58,6 +65,14 @@ pub fn encode(records: &[CallRecord], out: &mut Vec<u8>) {
     }
     for r in records {
         put_varint(out, zigzag(r.value));
+    }
+    if with_args {
+        for r in records {
+            put_varint(out, zigzag(r.arg0));
+        }
+        for r in records {
+            put_varint(out, zigzag(r.arg1));
+        }
     }
 }
 
@@ -93,8 +108,9 @@ impl Cursor<'_> {
     }
 }
 
-/// Decodes a column layout written by [`encode`], appending to `out`.
-pub fn decode(bytes: &[u8], out: &mut Vec<CallRecord>) -> Result<(), String> {
+/// Decodes a column layout written by [`encode`] (with the same `with_args`), appending to
+/// `out`; without argument columns the records' args are 0.
+pub fn decode(bytes: &[u8], with_args: bool, out: &mut Vec<CallRecord>) -> Result<(), String> {
     let mut c = Cursor { bytes, pos: 0 };
     let count = c.varint()?;
     // Each record takes at least 7 bytes (one per column), which bounds what a corrupt count
@@ -132,6 +148,14 @@ pub fn decode(bytes: &[u8], out: &mut Vec<CallRecord>) -> Result<(), String> {
     }
     for r in rows.iter_mut() {
         r.value = unzigzag(c.varint()?);
+    }
+    if with_args {
+        for r in rows.iter_mut() {
+            r.arg0 = unzigzag(c.varint()?);
+        }
+        for r in rows.iter_mut() {
+            r.arg1 = unzigzag(c.varint()?);
+        }
     }
     if c.pos != bytes.len() {
         return Err(format!(
@@ -189,6 +213,8 @@ mod tests {
                 tid: 0,
                 cpu: 7,
                 func: 3,
+                arg0: -1,
+                arg1: i64::MAX,
             },
             CallRecord {
                 entry_ns: 5,
@@ -202,16 +228,28 @@ mod tests {
             },
         ];
         let mut b = Vec::new();
-        encode(&records, &mut b);
+        encode(&records, true, &mut b);
         let mut back = Vec::new();
-        decode(&b, &mut back).expect("decodes");
+        decode(&b, true, &mut back).expect("decodes");
         assert_eq!(back, records);
         // Every prefix and a trailing byte are rejected without a panic.
         for cut in 0..b.len() {
-            assert!(decode(&b[..cut], &mut Vec::new()).is_err(), "cut {cut}");
+            assert!(
+                decode(&b[..cut], true, &mut Vec::new()).is_err(),
+                "cut {cut}"
+            );
         }
+        // Read without the argument columns, they are bytes left over.
+        assert!(decode(&b, false, &mut Vec::new()).is_err());
         b.push(0);
-        assert!(decode(&b, &mut Vec::new()).is_err());
+        assert!(decode(&b, true, &mut Vec::new()).is_err());
+        // Without argument columns the args decode as 0.
+        let mut b = Vec::new();
+        encode(&records, false, &mut b);
+        let mut back = Vec::new();
+        decode(&b, false, &mut back).expect("decodes");
+        assert_eq!(back[0].arg0, 0);
+        assert_eq!(back[0].value, i64::MIN);
     }
 }
 
@@ -230,9 +268,10 @@ mod proptests {
             any::<u32>(),
             0u32..64,
             0u32..16,
+            any::<(i64, i64)>(),
         )
             .prop_map(
-                |(entry_ns, duration_ns, value, pid, tid, cpu, func)| CallRecord {
+                |(entry_ns, duration_ns, value, pid, tid, cpu, func, (arg0, arg1))| CallRecord {
                     entry_ns,
                     duration_ns,
                     value,
@@ -240,6 +279,8 @@ mod proptests {
                     tid,
                     cpu,
                     func,
+                    arg0,
+                    arg1,
                 },
             )
     }
@@ -248,9 +289,9 @@ mod proptests {
         #[test]
         fn columns_round_trip(records in prop::collection::vec(record(), 0..200)) {
             let mut bytes = Vec::new();
-            encode(&records, &mut bytes);
+            encode(&records, true, &mut bytes);
             let mut back = Vec::new();
-            prop_assert!(decode(&bytes, &mut back).is_ok());
+            prop_assert!(decode(&bytes, true, &mut back).is_ok());
             prop_assert_eq!(back, records);
         }
     }

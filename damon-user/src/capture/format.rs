@@ -32,6 +32,10 @@ pub(super) const KIND_SUMMARY: u32 = 3;
 /// Aggregation-interval boundary markers, column layout like [`KIND_RECORDS`]. Readers before
 /// this kind skip it, so captures with markers stay readable by older builds.
 pub(super) const KIND_MARKS: u32 = 4;
+/// Call records with their argument columns (`arg0`, `arg1`): written instead of
+/// [`KIND_RECORDS`] for a chunk where some record has a nonzero argument, so captures without
+/// arguments stay byte-compatible with older builds.
+pub(super) const KIND_RECORDS_ARGS: u32 = 5;
 pub(super) const HEADER_LEN: usize = 16;
 /// Records buffered before a chunk is written whatever the clock says.
 const RECORDS_PER_CHUNK: usize = 16 * 1024;
@@ -124,7 +128,12 @@ impl CaptureWriter {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        self.write_columns(KIND_RECORDS, &pending)?;
+        let kind = if columns::has_args(&pending) {
+            KIND_RECORDS_ARGS
+        } else {
+            KIND_RECORDS
+        };
+        self.write_columns(kind, &pending)?;
         self.records_written += pending.len() as u64;
         self.pending = pending;
         self.pending.clear();
@@ -134,7 +143,7 @@ impl CaptureWriter {
     fn write_columns(&mut self, kind: u32, records: &[CallRecord]) -> Result<(), CaptureError> {
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
-        columns::encode(records, &mut raw);
+        columns::encode(records, kind == KIND_RECORDS_ARGS, &mut raw);
         let result = self.write_chunk(kind, &raw);
         self.scratch = raw;
         result
@@ -437,13 +446,14 @@ fn walk_v2(bytes: &[u8], asm: &mut Assembler) -> Result<Option<chunk::Torn>, Cap
         };
         match c.kind {
             KIND_META => asm.meta(index, &c.raw)?,
-            KIND_RECORDS => {
+            KIND_RECORDS | KIND_RECORDS_ARGS => {
                 let out = asm.records(index)?;
-                columns::decode(&c.raw, out).map_err(|e| malformed(index, &e))?;
+                columns::decode(&c.raw, c.kind == KIND_RECORDS_ARGS, out)
+                    .map_err(|e| malformed(index, &e))?;
             }
             KIND_MARKS => {
                 let out = asm.marks(index)?;
-                columns::decode(&c.raw, out).map_err(|e| malformed(index, &e))?;
+                columns::decode(&c.raw, false, out).map_err(|e| malformed(index, &e))?;
             }
             KIND_SUMMARY => asm.summary(index, &c.raw)?,
             _ => {} // a later version's chunk: skip

@@ -96,6 +96,24 @@ pub struct Meta {
     /// before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<IntervalHook>,
+    /// Arguments the records carry (`arg0`, `arg1`), per function that has some; empty in
+    /// captures written before arguments were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<ArgStatus>,
+}
+
+/// Which of a function's arguments (see `FunctionId::arg_names`) its records carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgStatus {
+    pub function: String,
+    /// Argument names read and stored, e.g. `["nr_accesses", "age"]`.
+    pub recorded: Vec<String>,
+    /// Argument names that could not be read in this kernel (their column stays 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// Why they could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The hook that marks DAMON aggregation-interval boundaries.

@@ -33,6 +33,7 @@ fn meta() -> Meta {
         cpu_model: "QEMU TCG CPU".into(),
         calibration: None,
         intervals: None,
+        args: Vec::new(),
     }
 }
 
@@ -45,6 +46,7 @@ fn rec(i: u64) -> CallRecord {
         tid: 2 + (i % 3) as u32,
         cpu: (i % 2) as u32,
         func: 3,
+        ..CallRecord::default()
     }
 }
 

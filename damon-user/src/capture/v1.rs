@@ -5,7 +5,10 @@
 //! ```
 //! Kinds as in version 2; record sections hold n × 40-byte rows, fields little endian in
 //! `CallRecord` order.
-use damon_common::{CALL_RECORD_SIZE, CallRecord};
+use damon_common::CallRecord;
+
+/// Size of a version-1 record row (the 40-byte `CallRecord` of that time, without arguments).
+const CALL_RECORD_SIZE: usize = 40;
 
 use super::{
     chunk::Torn,
@@ -26,6 +29,7 @@ fn decode_row(b: &[u8]) -> CallRecord {
         tid: u32_at(28),
         cpu: u32_at(32),
         func: u32_at(36),
+        ..CallRecord::default()
     }
 }
 

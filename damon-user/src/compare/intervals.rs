@@ -143,6 +143,7 @@ mod tests {
                 cpu_model: String::new(),
                 calibration: None,
                 intervals: None,
+                args: Vec::new(),
             },
             records: Vec::new(),
             summary: None,

@@ -119,6 +119,10 @@ pub struct FunctionComparison {
     /// Time per DAMON aggregation interval, when a capture recorded the boundaries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_interval: Option<intervals::IntervalComparison>,
+    /// Before/after distributions of the returned value and recorded arguments (scores, pages
+    /// migrated, target nodes, region nr_accesses/age).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<crate::report::values::DistComparison>,
     /// Log-spaced bins over both samples, for `--plot` (latencies span decades).
     #[serde(skip)]
     pub log_bins: Vec<plot::LogBin>,
@@ -247,6 +251,9 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             per_interval: FunctionId::from_symbol(name)
                 .filter(|f| f.is_damon())
                 .and_then(|_| intervals::compare((bc, id_b), (ac, id_a))),
+            values: crate::report::values::compare(name, (bc, id_b), (ac, id_a), &|r| {
+                opts.keeps(r.cpu, r.pid)
+            }),
             log_bins: plot::log_bins(&b.durations, &a.durations),
         });
     }

@@ -168,6 +168,7 @@ pub fn table(c: &Comparison) -> String {
                 let _ = writeln!(out, "{}", line.trim_end());
             }
         }
+        crate::report::values::render_comparison(&mut out, &f.values);
     }
     let _ = writeln!(
         out,

@@ -59,6 +59,7 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
             cpu_model: cpu.into(),
             calibration: None,
             intervals: None,
+            args: Vec::new(),
         },
         records,
         summary: Some(Summary {

@@ -1,6 +1,6 @@
 //! Loads the eBPF object and attaches each selected function with fentry/fexit, falling back to
 //! kprobe/kretprobe; detaches in the order that keeps the call accounting exact.
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use anyhow::Context as _;
 use aya::{
@@ -48,6 +48,7 @@ pub struct Tracer {
     statuses: Vec<FunctionStatus>,
     /// Boxed: kept small, the session lives in an enum next to the replay source.
     interval_hook: Box<crate::capture::IntervalHook>,
+    args: Vec<crate::capture::ArgStatus>,
 }
 
 pub struct LoadOptions {
@@ -110,13 +111,32 @@ impl Tracer {
     pub fn load(opts: &LoadOptions) -> anyhow::Result<Tracer> {
         let kallsyms = Kallsyms::read().context("reading /proc/kallsyms")?;
         let btf = Btf::from_sys_fs().ok();
-        let mut bpf = EbpfLoader::new()
+        let (offsets, globals64, node_ranges, args) = field_offsets(&opts.functions);
+        let mut loader = EbpfLoader::new();
+        for (global, off) in &offsets {
+            loader.override_global(global, off, true);
+        }
+        for (global, v) in &globals64 {
+            loader.override_global(global, v, true);
+        }
+        let mut bpf = loader
             .btf(btf.as_ref())
             .map_max_entries(MAP_EVENTS, opts.ring_size)
             .load(EBPF_OBJECT)
             .context(
                 "creating the BPF maps (ring buffer, counters, stamps); run `damon-trace doctor`",
             )?;
+        if !node_ranges.is_empty() {
+            let mut map: aya::maps::Array<_, damon_common::NodePfnRange> =
+                aya::maps::Array::try_from(
+                    bpf.map_mut(damon_common::MAP_NODE_PFNS)
+                        .context("the node pfn map is missing from the eBPF object")?,
+                )?;
+            for (i, r) in node_ranges.iter().enumerate() {
+                map.set(i as u32, r, 0)
+                    .context("filling the node pfn map")?;
+            }
+        }
         // Boundaries first, so that the first calls already fall inside an interval.
         let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
         let mut attached = Vec::new();
@@ -150,12 +170,21 @@ impl Tracer {
                 detail,
             });
         }
+        // Arguments of functions that are not traced here are not in the capture.
+        let mut args = args;
+        args.retain(|a| attached.iter().any(|(f, _)| f.symbol() == a.function));
         Ok(Tracer {
             bpf,
             attached,
             statuses,
             interval_hook,
+            args,
         })
+    }
+
+    /// Which arguments the records carry, per traced function that has some.
+    pub fn arg_statuses(&self) -> &[crate::capture::ArgStatus] {
+        &self.args
     }
 
     /// The aggregation-interval hook and whether it is attached.
@@ -452,10 +481,16 @@ fn our_program_names() -> Vec<String> {
 
 /// Map names of ours, as the kernel shows them (truncated).
 fn our_map_names() -> Vec<String> {
-    [MAP_EVENTS, MAP_COUNTERS, MAP_STAMPS, "AGGR_LAST"]
-        .iter()
-        .map(|n| n.chars().take(KERNEL_NAME_LEN).collect())
-        .collect()
+    [
+        MAP_EVENTS,
+        MAP_COUNTERS,
+        MAP_STAMPS,
+        "AGGR_LAST",
+        damon_common::MAP_NODE_PFNS,
+    ]
+    .iter()
+    .map(|n| n.chars().take(KERNEL_NAME_LEN).collect())
+    .collect()
 }
 
 /// One BPF program, map or link the kernel holds.
@@ -600,4 +635,106 @@ pub fn list_bpf_objects() -> BpfObjects {
         out.error = Some(errors.join("; "));
     }
     out
+}
+
+/// What [`field_offsets`] gives the loader: `u32` offsets, `u64` globals, the node pfn ranges
+/// and what each function's records will carry.
+type Fields = (
+    Vec<(&'static str, u32)>,
+    Vec<(&'static str, u64)>,
+    Vec<damon_common::NodePfnRange>,
+    Vec<crate::capture::ArgStatus>,
+);
+
+/// The struct field offsets and kernel facts the programs need ([`OFFSET_UNKNOWN`] / 0 where
+/// they cannot be found) and what each function's records will carry.
+fn field_offsets(functions: &[FunctionId]) -> Fields {
+    use damon_common::{
+        GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_PAGE_STRUCT_SIZE,
+        GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF, GLOBAL_VMEMMAP_BASE_SYM,
+        OFFSET_UNKNOWN,
+    };
+    let parsed = crate::probe::btf::Btf::from_sys_fs();
+    let btf = || parsed.as_ref().map_err(Clone::clone);
+    let mut globals = Vec::new();
+    let mut globals64 = Vec::new();
+    let mut ranges = Vec::new();
+    let mut statuses = Vec::new();
+    for &func in functions {
+        let names = func.arg_names();
+        if names.iter().all(|n| n.is_empty()) {
+            continue;
+        }
+        let mut status = crate::capture::ArgStatus {
+            function: func.symbol().to_owned(),
+            recorded: Vec::new(),
+            missing: Vec::new(),
+            detail: None,
+        };
+        match func {
+            FunctionId::DamonHotScore => {
+                for (field, global) in [
+                    ("nr_accesses", GLOBAL_REGION_NR_ACCESSES_OFF),
+                    ("age", GLOBAL_REGION_AGE_OFF),
+                ] {
+                    match btf().and_then(|b| b.int_member_offset("damon_region", field, 4)) {
+                        Ok(off) => {
+                            globals.push((global, off));
+                            status.recorded.push(field.to_owned());
+                        }
+                        Err(e) => {
+                            globals.push((global, OFFSET_UNKNOWN));
+                            status.missing.push(field.to_owned());
+                            status.detail = Some(format!("struct damon_region.{field}: {e}"));
+                        }
+                    }
+                }
+            }
+            FunctionId::DamosVaMigrateDestsAdd => {
+                let folio = (|| {
+                    let sym = crate::probe::folio_node::data_symbol_address("vmemmap_base")?;
+                    let size = btf()?.struct_size("page")?;
+                    let r = crate::probe::folio_node::node_pfn_ranges(Path::new("/sys"))?;
+                    Ok::<_, String>((sym, size, r))
+                })();
+                match folio {
+                    Ok((sym, size, r)) => {
+                        globals64.push((GLOBAL_VMEMMAP_BASE_SYM, sym));
+                        globals64.push((GLOBAL_PAGE_STRUCT_SIZE, u64::from(size)));
+                        ranges = r;
+                        status.recorded.push("folio_nid".to_owned());
+                    }
+                    Err(e) => {
+                        status.missing.push("folio_nid".to_owned());
+                        status.detail = Some(format!("folio node: {e}"));
+                    }
+                }
+                let dests = btf().and_then(|b| {
+                    Ok((
+                        b.ptr_member_offset("damos_migrate_dests", "node_id_arr")?,
+                        b.int_member_offset("damos_migrate_dests", "nr_dests", 8)?,
+                    ))
+                });
+                match dests {
+                    Ok((arr, nr)) => {
+                        globals.push((GLOBAL_DESTS_NODE_ID_ARR_OFF, arr));
+                        globals.push((GLOBAL_DESTS_NR_OFF, nr));
+                        status.recorded.push("dest_nid".to_owned());
+                    }
+                    Err(e) => {
+                        status.missing.push("dest_nid".to_owned());
+                        status.detail = Some(format!("destination node: {e}"));
+                    }
+                }
+            }
+            _ => status.recorded.extend(
+                names
+                    .iter()
+                    .filter(|n| !n.is_empty())
+                    .map(|n| n.to_string()),
+            ),
+        }
+        statuses.push(status);
+    }
+    (globals, globals64, ranges, statuses)
 }

@@ -68,6 +68,8 @@ mod tests {
             entry_ns: 1,
             duration_ns: 42,
             value: -3,
+            arg0: 5,
+            arg1: -6,
             pid: 7,
             tid: 8,
             cpu: 1,
@@ -77,11 +79,13 @@ mod tests {
         bytes.extend_from_slice(&rec.entry_ns.to_le_bytes());
         bytes.extend_from_slice(&rec.duration_ns.to_le_bytes());
         bytes.extend_from_slice(&rec.value.to_le_bytes());
+        bytes.extend_from_slice(&rec.arg0.to_le_bytes());
+        bytes.extend_from_slice(&rec.arg1.to_le_bytes());
         for v in [rec.pid, rec.tid, rec.cpu, rec.func] {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
         assert_eq!(decode(&bytes), Some(rec));
-        assert_eq!(decode(&bytes[..39]), None);
+        assert_eq!(decode(&bytes[..55]), None);
         bytes.push(0);
         assert_eq!(decode(&bytes), None);
     }

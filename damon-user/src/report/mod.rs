@@ -4,6 +4,7 @@ pub mod damon;
 pub mod render;
 #[cfg(test)]
 mod tests;
+pub mod values;
 
 use std::{collections::BTreeMap, process::ExitCode};
 
@@ -103,6 +104,9 @@ pub struct FunctionReport {
     pub value_name: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<ValueStats>,
+    /// Distributions of the returned value and of the recorded arguments (`values.args`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub values: Option<values::FunctionValues>,
     /// The range table; absent for functions without records.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub buckets: Option<BucketTable>,
@@ -138,7 +142,7 @@ impl ReportOptions {
         }
     }
 
-    fn keeps(&self, cpu: u32, pid: u32) -> bool {
+    pub fn keeps(&self, cpu: u32, pid: u32) -> bool {
         (self.cpu.is_empty() || self.cpu.contains(&cpu))
             && (self.pid.is_empty() || self.pid.contains(&pid))
     }
@@ -232,6 +236,14 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
         let lat = LatencyStats::from_durations(&mut sel.durations);
         let vname = FunctionId::try_from(status.id).ok().and_then(value_name);
         let value = vname.and_then(|_| ValueStats::from_values(sel.values.iter().copied()));
+        let values = FunctionId::try_from(status.id).ok().and_then(|func| {
+            let records: Vec<_> = capture
+                .records
+                .iter()
+                .filter(|r| r.func == status.id && opts.keeps(r.cpu, r.pid))
+                .collect();
+            values::function_values(capture, func, &records)
+        });
         let buckets = if sel.durations.is_empty() {
             None
         } else {
@@ -267,6 +279,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             max_ns: lat.map(|l| l.max_ns),
             value_name: vname,
             value,
+            values,
             buckets,
             per_interval: None,
         };

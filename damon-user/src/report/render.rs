@@ -113,7 +113,9 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
         );
     }
     for f in &r.functions {
-        if let (Some(name), Some(v)) = (f.value_name, f.value) {
+        if let Some(v) = &f.values {
+            super::values::render(&mut out, &f.name, v);
+        } else if let (Some(name), Some(v)) = (f.value_name, f.value) {
             let _ = writeln!(
                 out,
                 "{}: {} min {} mean {:.1} max {} (sum {})",

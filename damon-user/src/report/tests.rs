@@ -36,6 +36,8 @@ fn capture(summary: bool) -> Capture {
             tid: 1,
             cpu: (i % 3) as u32,
             func: 0,
+            arg0: (i % 5) as i64,
+            arg1: i as i64,
         })
         .collect();
     let mut counters = BTreeMap::new();
@@ -65,6 +67,7 @@ fn capture(summary: bool) -> Capture {
             cpu_model: String::new(),
             calibration: None,
             intervals: None,
+            args: Vec::new(),
         },
         records,
         summary: summary.then(|| Summary {

@@ -18,6 +18,7 @@ fn record(func: u32, duration_ns: u64) -> CallRecord {
         tid: 1,
         cpu: 0,
         func,
+        ..CallRecord::default()
     }
 }
 

@@ -1,0 +1,189 @@
+//! Returned and argument values on real kernels, under `scenario migrate-hot`: the scores
+//! `damon_hot_score` returns and the region `nr_accesses`/`age` read through its argument (at
+//! offsets found in the guest kernel's BTF), the pages `damon_migrate_pages` moved and its
+//! `target_nid` argument, the node of each folio `damos_va_migrate_dests_add` sees against its
+//! destination, the same with fentry and with kprobes.
+use std::{fs, time::Duration};
+
+mod common;
+use common::{function, json, u};
+use xtask::{
+    kernel::Kernel,
+    vm::{self, VmOptions},
+};
+
+/// One capture with fentry, one with kprobes, both reported as JSON and table; the fentry
+/// capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
+const CMD: &str = "set -e
+damon-trace scenario migrate-hot --duration 240s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+sleep 3
+damon-trace record -o /out/fentry.dtcap --attach fentry --duration 20s 2> /out/fentry.err
+damon-trace record -o /out/kprobe.dtcap --attach kprobe --duration 20s 2> /out/kprobe.err
+for m in fentry kprobe; do
+  damon-trace report /out/$m.dtcap --format json > /out/$m.json
+  damon-trace report /out/$m.dtcap > /out/$m.txt
+done
+kill -INT $scenario 2>/dev/null || true
+wait $scenario || true";
+
+fn i(v: &serde_json::Value, key: &str) -> i64 {
+    v[key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{key} not an integer in {v}"))
+}
+
+/// The histogram accounts for every value, rows in order.
+fn check_dist(name: &str, d: &serde_json::Value) {
+    let rows = d["histogram"].as_array().expect("histogram");
+    assert!(!rows.is_empty() && rows.len() <= 10, "{name}: {d}");
+    let total: u64 = rows.iter().map(|r| u(r, "count")).sum();
+    assert_eq!(
+        total,
+        u(d, "count"),
+        "{name}: histogram does not add up: {d}"
+    );
+    assert!(i(&rows[0], "lo") <= i(d, "min"), "{name}: {d}");
+    assert!(i(&rows[rows.len() - 1], "hi") >= i(d, "max"), "{name}: {d}");
+    assert!(
+        i(d, "min") <= i(d, "p50") && i(d, "p50") <= i(d, "max"),
+        "{name}: {d}"
+    );
+}
+
+/// Checks the values of one report; returns (hot_score calls, migrate calls).
+fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> (u64, u64) {
+    let ctx = &report["meta"]["damon"]["start"]["kdamonds"][0]["contexts"][0];
+    let (sample_us, aggr_us) = (u(ctx, "sample_us"), u(ctx, "aggr_us"));
+    let scheme = &ctx["schemes"][0];
+    assert_eq!(scheme["action"], "migrate_hot", "{ctx}");
+
+    let hot = function(report, "damon_hot_score");
+    let v = &hot["values"];
+    assert!(v.is_object(), "damon_hot_score has no values: {hot}");
+    assert_eq!(v["value_name"], "hotness_score");
+    let score = &v["value"];
+    check_dist("hotness_score", score);
+    // DAMOS_MAX_SCORE is 99.
+    assert!(i(score, "min") >= 0 && i(score, "max") <= 99, "{score}");
+    let na = &v["args"]["nr_accesses"];
+    let age = &v["args"]["age"];
+    assert!(
+        na.is_object() && age.is_object(),
+        "nr_accesses/age not recorded: {v}"
+    );
+    check_dist("nr_accesses", na);
+    check_dist("age", age);
+    // At most one access counted per sample of an aggregation interval.
+    let max_acc = (aggr_us / sample_us) as i64;
+    assert!(
+        i(na, "min") >= 0 && i(na, "max") <= max_acc,
+        "nr_accesses outside 0..={max_acc}: {na}"
+    );
+    assert!(i(age, "min") >= 0, "{age}");
+    assert!(
+        table.contains("damon_hot_score: values\n  hotness_score: n "),
+        "{table}"
+    );
+    assert!(table.contains("  nr_accesses: n "), "{table}");
+    let hot_calls = u(score, "count");
+
+    let mut migrate_calls = 0;
+    if with_migrate {
+        let target = scheme["target_nid"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("scheme has no target_nid: {scheme}"));
+        let m = function(report, "damon_migrate_pages");
+        let v = &m["values"];
+        assert!(v.is_object(), "damon_migrate_pages has no values: {m}");
+        assert_eq!(v["value_name"], "pages_migrated");
+        let pages = &v["value"];
+        check_dist("pages_migrated", pages);
+        assert!(i(pages, "min") >= 0, "{pages}");
+        let nid = &v["args"]["target_nid"];
+        assert_eq!((i(nid, "min"), i(nid, "max")), (target, target), "{v}");
+        let by = v["by_target_nid"].as_array().expect("by_target_nid");
+        assert_eq!(by.len(), 1, "{v}");
+        assert_eq!(i(&by[0], "arg"), target);
+        assert_eq!(u(&by[0], "calls"), u(pages, "count"));
+        assert_eq!(i(&by[0], "value_sum"), i(pages, "sum"));
+        assert!(
+            table.contains("  per target node: node | calls | pages migrated"),
+            "{table}"
+        );
+        migrate_calls = u(pages, "count");
+
+        // damos_va_migrate_dests_add: the folio's node (from its pfn) and the single
+        // destination (the scheme's dests/0), for every call.
+        let d = function(report, "damos_va_migrate_dests_add");
+        let v = &d["values"];
+        assert!(
+            v.is_object(),
+            "damos_va_migrate_dests_add has no values: {d}"
+        );
+        let folio = &v["args"]["folio_nid"];
+        let dest = &v["args"]["dest_nid"];
+        check_dist("folio_nid", folio);
+        check_dist("dest_nid", dest);
+        // Two nodes in the guest; -1 would be a folio outside every node's pfns.
+        assert!(i(folio, "min") >= 0 && i(folio, "max") <= 1, "{folio}");
+        assert_eq!((i(dest, "min"), i(dest, "max")), (target, target), "{dest}");
+        let on = &v["already_on_destination"];
+        assert_eq!(u(on, "known"), u(on, "calls"), "{on}");
+        assert_eq!(u(on, "calls"), u(folio, "count"), "{on}");
+        // Folios not on their destination are isolated and handed to damon_migrate_pages:
+        // pages moved means some folio was elsewhere.
+        if i(pages, "sum") > 0 {
+            assert!(u(on, "on_destination") < u(on, "calls"), "{on} {pages}");
+        }
+        assert!(table.contains("  already on destination: "), "{table}");
+    }
+    (hot_calls, migrate_calls)
+}
+
+fn run(kernel: Kernel, with_migrate: bool) {
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut opts = VmOptions::new(kernel, CMD);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(400);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let dir = &opts.out_dir;
+    assert_eq!(
+        outcome.status,
+        0,
+        "console:\n{}\nscenario:\n{}",
+        outcome.console,
+        fs::read_to_string(dir.join("scenario.err")).unwrap_or_default()
+    );
+    // VM_VALUES_KEEP=DIR keeps the captures (how the host fixture was made).
+    if let Some(keep) = std::env::var_os("VM_VALUES_KEEP").filter(|k| !k.is_empty()) {
+        for mode in ["fentry", "kprobe"] {
+            let name = format!("{mode}.dtcap");
+            fs::copy(dir.join(&name), std::path::Path::new(&keep).join(&name)).expect("keep");
+        }
+    }
+    for mode in ["fentry", "kprobe"] {
+        let report = json(dir, &format!("{mode}.json"));
+        let table = fs::read_to_string(dir.join(format!("{mode}.txt"))).expect("table");
+        eprintln!("--- {mode}\n{table}");
+        let hot = function(&report, "damon_hot_score");
+        assert_eq!(hot["attach"], mode, "{hot}");
+        let (h, m) = check_report(&report, &table, with_migrate);
+        assert!(h > 0, "{mode}: no damon_hot_score calls");
+        if with_migrate {
+            assert!(m > 0, "{mode}: no damon_migrate_pages calls");
+        }
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest"]
+fn vm_7_2_values_of_hot_score_and_migrate_pages_with_fentry_and_kprobe() {
+    run(Kernel::Debian72, true);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest"]
+fn vm_6_12_values_of_hot_score_with_fentry_and_kprobe() {
+    run(Kernel::Debian612, false);
+}
