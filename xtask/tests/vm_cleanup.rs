@@ -205,11 +205,11 @@ exit 0"
                 .count()
         };
         // lock_timer_base: an entry and an exit program, each with a link; plus the
-        // damon_aggregated tracepoint program (interval boundaries) and its link; four maps
-        // (EVENTS, COUNTERS, STAMPS, AGGR_LAST).
+        // damon_aggregated tracepoint program (interval boundaries) and its link; five maps
+        // (EVENTS, COUNTERS, STAMPS, AGGR_LAST, NODE_PFNS).
         assert_eq!(
             (count("programs"), count("maps"), count("links")),
-            (3, 4, 3),
+            (3, 5, 3),
             "{attach}: {ours}"
         );
         let types: Vec<&str> = ours["programs"]
