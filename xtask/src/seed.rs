@@ -136,7 +136,9 @@ fn record(scenario_args: &str, capture: &str, functions: &str) -> String {
     format!(
         "damon-trace scenario migrate-hot --duration 90s {scenario_args} > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 3
+# Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
+i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
+sleep 1
 damon-trace record -o /out/{capture} --duration {RECORD_SECONDS}s --functions {functions}"
     )
 }

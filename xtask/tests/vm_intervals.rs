@@ -16,7 +16,9 @@ use xtask::{
 const CMD: &str = "set -e
 damon-trace scenario migrate-hot --duration 180s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 3
+# Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
+i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
+sleep 1
 damon-trace record -o /out/iv.dtcap --duration 15s 2> /out/record.err
 damon-trace report /out/iv.dtcap --format json > /out/iv.json
 damon-trace report /out/iv.dtcap > /out/iv.txt

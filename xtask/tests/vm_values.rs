@@ -17,7 +17,9 @@ use xtask::{
 const CMD: &str = "set -e
 damon-trace scenario migrate-hot --duration 240s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 3
+# Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
+i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
+sleep 1
 damon-trace record -o /out/fentry.dtcap --attach fentry --duration 20s 2> /out/fentry.err
 damon-trace record -o /out/kprobe.dtcap --attach kprobe --duration 20s 2> /out/kprobe.err
 for m in fentry kprobe; do
