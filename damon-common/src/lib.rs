@@ -167,6 +167,111 @@ pub struct NodePfnRange {
 /// Name of the per-kdamond map holding the start address of the last region of target 0 seen.
 pub const MAP_AGGR_LAST: &str = "AGGR_LAST";
 
+/// Function ids of user-named functions (`--func NAME`): `FIRST_USER_FUNC..=LAST_USER_FUNC`,
+/// one generic program slot each in the eBPF object (same code as the built-in functions, the
+/// id baked in), assigned in command-line order. Calibration uses the same slots in a separate,
+/// short-lived load.
+pub const FIRST_USER_FUNC: u32 = 4;
+/// The last slot: the id below [`AGGREGATION_MARK`].
+pub const LAST_USER_FUNC: u32 = AGGREGATION_MARK - 1;
+/// How many user-named functions one session can trace.
+pub const MAX_USER_FUNCS: u32 = LAST_USER_FUNC - FIRST_USER_FUNC + 1;
+
+/// Name of the `u32` eBPF global selecting what exit programs do with a timed call:
+/// [`MODE_STREAM`] (one [`CallRecord`] into the ring) or [`MODE_KERNEL`] (add it to the
+/// per-CPU histogram of its function; no record).
+pub const GLOBAL_TRACE_MODE: &str = "TRACE_MODE";
+pub const MODE_STREAM: u32 = 0;
+pub const MODE_KERNEL: u32 = 1;
+/// Name of the `u64` eBPF global holding the width in ns of the linear histogram buckets
+/// (kernel mode); 0 is treated as 1.
+pub const GLOBAL_HIST_WIDTH_NS: &str = "HIST_WIDTH_NS";
+/// Default linear bucket width, ns.
+pub const DEFAULT_HIST_WIDTH_NS: u64 = 10;
+/// Linear buckets: bucket `i` holds durations in `[i*w, (i+1)*w)`.
+pub const HIST_LINEAR_BUCKETS: u32 = 512;
+/// Log2 buckets above the linear range `R = w * HIST_LINEAR_BUCKETS`: bucket
+/// `HIST_LINEAR_BUCKETS + k` holds `[R*2^k, R*2^(k+1))`; the last one is open-ended.
+pub const HIST_LOG2_BUCKETS: u32 = 32;
+pub const HIST_BUCKETS: u32 = HIST_LINEAR_BUCKETS + HIST_LOG2_BUCKETS;
+/// Name of the per-CPU `u64` array of bucket counts, index `func * HIST_BUCKETS + bucket`.
+pub const MAP_HIST: &str = "HIST";
+/// Name of the per-CPU array of [`HistStats`], index `func`.
+pub const MAP_HIST_STATS: &str = "HSTATS";
+
+/// Exact count, sum, min and max of one function's timed calls on one CPU (kernel mode).
+/// `min` is meaningful only when `count > 0`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HistStats {
+    pub count: u64,
+    pub sum_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+}
+
+/// The bucket a duration falls in (kernel mode), for linear width `width_ns`. Branches only,
+/// no loops and no `leading_zeros` (which BPF has no instruction for): the same function runs
+/// in the kernel program and in userspace.
+#[inline(always)]
+pub const fn hist_bucket(duration_ns: u64, width_ns: u64) -> u32 {
+    let w = if width_ns == 0 { 1 } else { width_ns };
+    let linear = duration_ns / w;
+    if linear < HIST_LINEAR_BUCKETS as u64 {
+        return linear as u32;
+    }
+    // floor(log2(floor(d / R))), R = w * HIST_LINEAR_BUCKETS, by binary search.
+    let mut q = linear / HIST_LINEAR_BUCKETS as u64;
+    let mut k = 0u32;
+    if q >= 1 << 32 {
+        q >>= 32;
+        k += 32;
+    }
+    if q >= 1 << 16 {
+        q >>= 16;
+        k += 16;
+    }
+    if q >= 1 << 8 {
+        q >>= 8;
+        k += 8;
+    }
+    if q >= 1 << 4 {
+        q >>= 4;
+        k += 4;
+    }
+    if q >= 1 << 2 {
+        q >>= 2;
+        k += 2;
+    }
+    if q >= 1 << 1 {
+        k += 1;
+    }
+    let b = HIST_LINEAR_BUCKETS + k;
+    if b >= HIST_BUCKETS {
+        HIST_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// `[lo, hi)` of bucket `bucket` for linear width `width_ns`; the last bucket's `hi` is
+/// `u64::MAX` (open-ended).
+pub const fn hist_bucket_bounds(bucket: u32, width_ns: u64) -> (u64, u64) {
+    let w = if width_ns == 0 { 1 } else { width_ns };
+    if bucket < HIST_LINEAR_BUCKETS {
+        return (bucket as u64 * w, (bucket as u64 + 1) * w);
+    }
+    let k = bucket - HIST_LINEAR_BUCKETS;
+    let range = w.saturating_mul(HIST_LINEAR_BUCKETS as u64);
+    let lo = range.saturating_mul(1u64 << k);
+    let hi = if bucket + 1 >= HIST_BUCKETS {
+        u64::MAX
+    } else {
+        range.saturating_mul(1u64 << (k + 1))
+    };
+    (lo, hi)
+}
+
 /// Size of a [`CallRecord`] on the wire.
 pub const CALL_RECORD_SIZE: usize = core::mem::size_of::<CallRecord>();
 const _: () = assert!(CALL_RECORD_SIZE == 56);
@@ -248,4 +353,43 @@ mod pod {
     unsafe impl aya::Pod for super::StampStack {}
     // SAFETY: NodePfnRange is repr(C), three u64, no padding.
     unsafe impl aya::Pod for super::NodePfnRange {}
+    // SAFETY: HistStats is repr(C), four u64, no padding.
+    unsafe impl aya::Pod for super::HistStats {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_edges_linear_and_log2() {
+        let w = 10;
+        assert_eq!(hist_bucket(0, w), 0);
+        assert_eq!(hist_bucket(9, w), 0);
+        assert_eq!(hist_bucket(10, w), 1);
+        assert_eq!(hist_bucket(5119, w), 511);
+        // R = 5120: first log2 bucket [5120, 10240)
+        assert_eq!(hist_bucket(5120, w), 512);
+        assert_eq!(hist_bucket(10239, w), 512);
+        assert_eq!(hist_bucket(10240, w), 513);
+        assert_eq!(hist_bucket(u64::MAX, w), HIST_BUCKETS - 1);
+        assert_eq!(hist_bucket(7, 0), 7);
+    }
+
+    #[test]
+    fn every_duration_lies_in_its_buckets_bounds() {
+        for w in [1u64, 10, 20, 1000] {
+            let mut d = 0u64;
+            while d < 1 << 50 {
+                let b = hist_bucket(d, w);
+                let (lo, hi) = hist_bucket_bounds(b, w);
+                assert!(lo <= d && d < hi, "d={d} w={w} bucket={b} [{lo},{hi})");
+                d = d * 3 / 2 + 1;
+            }
+        }
+        // Buckets tile the line: each starts where the previous ends.
+        for b in 1..HIST_BUCKETS {
+            assert_eq!(hist_bucket_bounds(b, 10).0, hist_bucket_bounds(b - 1, 10).1);
+        }
+    }
 }
