@@ -177,12 +177,13 @@ pub const LAST_USER_FUNC: u32 = AGGREGATION_MARK - 1;
 /// How many user-named functions one session can trace.
 pub const MAX_USER_FUNCS: u32 = LAST_USER_FUNC - FIRST_USER_FUNC + 1;
 
-/// Name of the `u32` eBPF global selecting what exit programs do with a timed call:
-/// [`MODE_STREAM`] (one [`CallRecord`] into the ring) or [`MODE_KERNEL`] (add it to the
-/// per-CPU histogram of its function; no record).
+/// Name of the `u32` eBPF global selecting what exit programs do with a timed call, a set of
+/// bits: [`MODE_STREAM`] (one [`CallRecord`] into the ring), [`MODE_KERNEL`] (add it to the
+/// per-CPU histogram of its function). Both bits at once time each call once and do both with
+/// the same duration: tests use it to check the kernel's bucketing against the records.
 pub const GLOBAL_TRACE_MODE: &str = "TRACE_MODE";
-pub const MODE_STREAM: u32 = 0;
-pub const MODE_KERNEL: u32 = 1;
+pub const MODE_STREAM: u32 = 1;
+pub const MODE_KERNEL: u32 = 2;
 /// Name of the `u64` eBPF global holding the width in ns of the linear histogram buckets
 /// (kernel mode); 0 is treated as 1.
 pub const GLOBAL_HIST_WIDTH_NS: &str = "HIST_WIDTH_NS";
