@@ -210,8 +210,13 @@ impl Tracer {
                 SymbolPresence::ClonesOnly(c) => (
                     AttachState::Inlined,
                     Some(format!(
-                        "only compiler clones exist ({}); the plain function was inlined",
-                        c.join(", ")
+                        "only compiler clones exist ({}); the plain function was inlined{}",
+                        c.join(", "),
+                        if func.as_builtin().is_none() {
+                            format!("; trace a clone with --func {} (kprobe)", c[0])
+                        } else {
+                            String::new()
+                        }
                     )),
                 ),
                 SymbolPresence::Present => attach_one(&mut bpf, func, opts.attach, btf.as_ref()),
@@ -445,7 +450,8 @@ fn attach_one(
                 Err("function not in the kernel's BTF".to_owned())
             }
             Some(btf) => attach_fentry(bpf, func, btf).map_err(|e| describe_error(&e)),
-        };
+        }
+        .map_err(|e| e + &fentry_note(&func.symbol));
         match result {
             Ok(()) => return (AttachState::Fentry, None),
             Err(e) if choice == AttachChoice::Fentry => {
@@ -460,13 +466,32 @@ fn attach_one(
             fentry_err.map(|e| format!("fentry/fexit failed ({e}); fell back to kprobe")),
         ),
         Err(e) => {
-            let kprobe = describe_error(&e);
+            let kprobe = describe_error(&e) + &kprobe_note(&func.symbol);
             let detail = match fentry_err {
                 Some(f) => format!("fentry/fexit: {f}; kprobe/kretprobe: {kprobe}"),
                 None => format!("kprobe/kretprobe: {kprobe}"),
             };
             (AttachState::Failed, Some(detail))
         }
+    }
+}
+
+/// Why fentry may refuse `symbol`, when ftrace's list says so: "" otherwise. Read only after
+/// a failure (the list is long).
+fn fentry_note(symbol: &str) -> String {
+    match crate::probe::kernel::ftrace_functions() {
+        Ok(set) if !set.contains(symbol) => " (not in available_filter_functions: the function \
+            is notrace or otherwise not traceable by ftrace)"
+            .to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Why kprobes may refuse `symbol`, when the kernel's blacklist says so: "" otherwise.
+fn kprobe_note(symbol: &str) -> String {
+    match crate::probe::kernel::kprobe_blacklist() {
+        Some(list) if list.contains(symbol) => " (on the kernel's kprobe blacklist)".to_owned(),
+        _ => String::new(),
     }
 }
 
@@ -543,24 +568,37 @@ pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
             .as_ref()
             .is_some_and(|b| btf_has_function(b, &func.symbol));
         let present = kallsyms.presence(&func.symbol) == SymbolPresence::Present;
-        let outcome = |r: Result<(), ProgramError>| {
-            r.map_or_else(|e| describe_error(&e), |()| "ok".to_owned())
-        };
         let (fentry, kprobe) = match (&mut loaded, present) {
             (Err(e), _) => (e.clone(), e.clone()),
             (Ok(_), false) => {
-                let why = "function not in /proc/kallsyms".to_owned();
+                let why = match kallsyms.presence(&func.symbol) {
+                    SymbolPresence::ClonesOnly(c) => format!(
+                        "inlined: only compiler clones exist ({}); a clone can be traced by \
+                         its full name with kprobes",
+                        c.join(", ")
+                    ),
+                    _ => match kallsyms.closest(&func.symbol) {
+                        Some(c) => format!("function not in /proc/kallsyms; did you mean `{c}`?"),
+                        None => "function not in /proc/kallsyms".to_owned(),
+                    },
+                };
                 (why.clone(), why)
             }
             (Ok(bpf), true) => {
                 let fentry = match &btf {
                     None => "no kernel BTF".to_owned(),
                     Some(_) if !in_btf => "function not in the kernel's BTF".to_owned(),
-                    Some(b) => outcome(attach_fentry(bpf, func, b)),
+                    Some(b) => match attach_fentry(bpf, func, b) {
+                        Ok(()) => "ok".to_owned(),
+                        Err(e) => describe_error(&e) + &fentry_note(&func.symbol),
+                    },
                 };
                 unload_pair(bpf, func, Mode::Fentry);
                 let kprobe = if kprobes_supported(&kallsyms) {
-                    let k = outcome(attach_kprobe(bpf, func));
+                    let k = match attach_kprobe(bpf, func) {
+                        Ok(()) => "ok".to_owned(),
+                        Err(e) => describe_error(&e) + &kprobe_note(&func.symbol),
+                    };
                     unload_pair(bpf, func, Mode::Kprobe);
                     k
                 } else {
