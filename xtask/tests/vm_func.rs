@@ -258,3 +258,77 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
         );
     }
 }
+
+/// `doctor --func` says, per function, whether it can be traced and why not, from the same
+/// trial attaches as the built-ins: a plain function (both ways), a kprobe-blacklisted one
+/// (`do_int3`), a noinstr one ftrace cannot patch (`rcu_is_watching`) and a typo. `record`
+/// of only an untraceable function fails (status 1) with the reason.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_doctor_func_says_whether_and_why_not() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = "damon-trace doctor --json --func vfs_read --func do_int3 --func rcu_is_watching \
+        --func vfs_wrte > /out/doctor.json; echo $? > /out/doctor.status
+damon-trace record --func rcu_is_watching --attach kprobe --duration 1s -o /out/x.dtcap \
+  2> /out/record.err; echo $? > /out/record.status";
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(240);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let dir = &opts.out_dir;
+    let read = |n: &str| std::fs::read_to_string(dir.join(n)).expect(n);
+    let doctor = json(dir, "doctor.json");
+    assert_eq!(read("doctor.status").trim(), "0", "vfs_read is traceable");
+    let f = |name: &str| {
+        doctor["functions"]
+            .as_array()
+            .expect("functions")
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing: {doctor}"))
+            .clone()
+    };
+    let plain = f("vfs_read");
+    assert_eq!(
+        (&plain["fentry"], &plain["kprobe"], &plain["traceable"]),
+        (&"ok".into(), &"ok".into(), &true.into()),
+        "{plain}"
+    );
+    let int3 = f("do_int3");
+    assert!(
+        int3["kprobe"]
+            .as_str()
+            .is_some_and(|s| s.contains("kprobe blacklist")),
+        "{int3}"
+    );
+    let noinstr = f("rcu_is_watching");
+    assert_eq!(noinstr["traceable"], false, "{noinstr}");
+    assert_eq!(noinstr["ftrace"], false, "{noinstr}");
+    assert!(
+        noinstr["fentry"]
+            .as_str()
+            .is_some_and(|s| s.contains("not in available_filter_functions")),
+        "{noinstr}"
+    );
+    let typo = f("vfs_wrte");
+    assert_eq!(typo["kallsyms"], "absent", "{typo}");
+    assert!(
+        typo["fentry"]
+            .as_str()
+            .is_some_and(|s| s.contains("did you mean `vfs_write`?")),
+        "{typo}"
+    );
+    assert_eq!(read("record.status").trim(), "1");
+    let err = read("record.err");
+    assert!(
+        err.contains("rcu_is_watching") && err.contains("noinstr"),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("damon-trace: error: ")),
+        "{err}"
+    );
+}

@@ -449,9 +449,10 @@ fn attach_one(
             Some(btf) if !btf_has_function(btf, &func.symbol) => {
                 Err("function not in the kernel's BTF".to_owned())
             }
-            Some(btf) => attach_fentry(bpf, func, btf).map_err(|e| describe_error(&e)),
-        }
-        .map_err(|e| e + &fentry_note(&func.symbol));
+            Some(btf) => {
+                attach_fentry(bpf, func, btf).map_err(|e| fentry_failure(&e, &func.symbol))
+            }
+        };
         match result {
             Ok(()) => return (AttachState::Fentry, None),
             Err(e) if choice == AttachChoice::Fentry => {
@@ -466,7 +467,7 @@ fn attach_one(
             fentry_err.map(|e| format!("fentry/fexit failed ({e}); fell back to kprobe")),
         ),
         Err(e) => {
-            let kprobe = describe_error(&e) + &kprobe_note(&func.symbol);
+            let kprobe = kprobe_failure(&e, &func.symbol);
             let detail = match fentry_err {
                 Some(f) => format!("fentry/fexit: {f}; kprobe/kretprobe: {kprobe}"),
                 None => format!("kprobe/kretprobe: {kprobe}"),
@@ -476,23 +477,48 @@ fn attach_one(
     }
 }
 
-/// Why fentry may refuse `symbol`, when ftrace's list says so: "" otherwise. Read only after
-/// a failure (the list is long).
-fn fentry_note(symbol: &str) -> String {
-    match crate::probe::kernel::ftrace_functions() {
-        Ok(set) if !set.contains(symbol) => " (not in available_filter_functions: the function \
-            is notrace or otherwise not traceable by ftrace)"
-            .to_owned(),
-        _ => String::new(),
+/// Whether ftrace can patch `symbol` (`None`: its list is unreadable). Read only after a
+/// failure: the list is long.
+fn in_ftrace(symbol: &str) -> Option<bool> {
+    crate::probe::kernel::ftrace_functions()
+        .ok()
+        .map(|set| set.contains(symbol))
+}
+
+/// The errno alone, without [`describe_error`]'s generic guess.
+fn errno_only(err: &ProgramError) -> String {
+    let d = describe_error(err);
+    d.split(" — ").next().unwrap_or(&d).to_owned()
+}
+
+/// Why fentry refused `symbol`: the kernel's facts when they explain it (the function is not
+/// one ftrace can patch: `notrace`, `noinstr`, ...), else the errno and its usual cause.
+fn fentry_failure(err: &ProgramError, symbol: &str) -> String {
+    match in_ftrace(symbol) {
+        Some(false) => format!(
+            "{} — not in available_filter_functions: the function is notrace or noinstr, which \
+             fentry cannot attach to",
+            errno_only(err)
+        ),
+        _ => describe_error(err),
     }
 }
 
-/// Why kprobes may refuse `symbol`, when the kernel's blacklist says so: "" otherwise.
-fn kprobe_note(symbol: &str) -> String {
-    match crate::probe::kernel::kprobe_blacklist() {
-        Some(list) if list.contains(symbol) => " (on the kernel's kprobe blacklist)".to_owned(),
-        _ => String::new(),
+/// Why kprobes refused `symbol`: on the kernel's kprobe blacklist, or (EINVAL on a function
+/// ftrace cannot patch either) most likely `noinstr` code, which kprobes refuse.
+fn kprobe_failure(err: &ProgramError, symbol: &str) -> String {
+    if crate::probe::kernel::kprobe_blacklist().is_some_and(|l| l.contains(symbol)) {
+        return format!("{} — on the kernel's kprobe blacklist", errno_only(err));
     }
+    let einval = describe_error(err).contains(&format!("os error {}", libc::EINVAL));
+    if einval && in_ftrace(symbol) == Some(false) {
+        return format!(
+            "{} — the function is not in available_filter_functions either: most likely \
+             noinstr code, which kprobes refuse",
+            errno_only(err)
+        );
+    }
+    describe_error(err)
 }
 
 fn program<'a, T>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, ProgramError>
@@ -590,14 +616,14 @@ pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
                     Some(_) if !in_btf => "function not in the kernel's BTF".to_owned(),
                     Some(b) => match attach_fentry(bpf, func, b) {
                         Ok(()) => "ok".to_owned(),
-                        Err(e) => describe_error(&e) + &fentry_note(&func.symbol),
+                        Err(e) => fentry_failure(&e, &func.symbol),
                     },
                 };
                 unload_pair(bpf, func, Mode::Fentry);
                 let kprobe = if kprobes_supported(&kallsyms) {
                     let k = match attach_kprobe(bpf, func) {
                         Ok(()) => "ok".to_owned(),
-                        Err(e) => describe_error(&e) + &kprobe_note(&func.symbol),
+                        Err(e) => kprobe_failure(&e, &func.symbol),
                     };
                     unload_pair(bpf, func, Mode::Kprobe);
                     k

@@ -90,8 +90,12 @@ impl Kallsyms {
             else {
                 continue;
             };
-            // Only text symbols can be traced.
-            if !matches!(kind, "t" | "T" | "w" | "W") {
+            // Only text symbols can be traced; `__pfx_NAME` and `__cfi_NAME` label the padding
+            // before a function (CONFIG_FUNCTION_PADDING, kCFI), not functions.
+            if !matches!(kind, "t" | "T" | "w" | "W")
+                || name.starts_with("__pfx_")
+                || name.starts_with("__cfi_")
+            {
                 continue;
             }
             // Module symbols carry a trailing "[module]" column; the name is still the third.
@@ -287,6 +291,8 @@ mod tests {
 0000000000000000 D damon_data_symbol
 0000000000000000 T register_kprobe
 0000000000000000 t ext4_fill_super\t[ext4]
+0000000000000000 t __pfx_lock_timer_base
+0000000000000000 t __cfi_lock_timer_base
 ";
 
     #[test]
@@ -304,6 +310,9 @@ mod tests {
         );
         // Data symbols are not traceable functions.
         assert_eq!(k.presence("damon_data_symbol"), SymbolPresence::Absent);
+        // Padding labels are not functions.
+        assert_eq!(k.presence("__pfx_lock_timer_base"), SymbolPresence::Absent);
+        assert_eq!(k.presence("__cfi_lock_timer_base"), SymbolPresence::Absent);
         assert!(k.contains("ext4_fill_super"));
         assert!(kprobes_supported(&k));
         assert!(!kprobes_supported(&Kallsyms::parse("0 T foo\n")));
