@@ -205,11 +205,12 @@ exit 0"
                 .count()
         };
         // lock_timer_base: an entry and an exit program, each with a link; plus the
-        // damon_aggregated tracepoint program (interval boundaries) and its link; five maps
-        // (EVENTS, COUNTERS, STAMPS, AGGR_LAST, NODE_PFNS).
+        // damon_aggregated tracepoint program (interval boundaries) and its link; seven maps
+        // (EVENTS, COUNTERS, STAMPS, AGGR_LAST, NODE_PFNS, and kernel mode's HIST and HSTATS,
+        // one entry each in stream mode).
         assert_eq!(
             (count("programs"), count("maps"), count("links")),
-            (3, 5, 3),
+            (3, 7, 3),
             "{attach}: {ours}"
         );
         let types: Vec<&str> = ours["programs"]

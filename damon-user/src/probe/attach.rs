@@ -94,6 +94,7 @@ pub struct Tracer {
     /// Boxed: kept small, the session lives in an enum next to the replay source.
     interval_hook: Box<crate::capture::IntervalHook>,
     args: Vec<crate::capture::ArgStatus>,
+    trace_mode: u32,
 }
 
 pub struct LoadOptions {
@@ -187,6 +188,12 @@ impl Tracer {
         for (global, v) in &globals64 {
             loader.override_global(global, v, true);
         }
+        if opts.trace_mode & damon_common::MODE_KERNEL == 0 {
+            // Stream mode never touches the histograms: one entry each instead of ~70 KiB per
+            // CPU.
+            loader.map_max_entries(MAP_HIST, 1);
+            loader.map_max_entries(MAP_HIST_STATS, 1);
+        }
         let mut bpf = loader
             .btf(btf.as_ref())
             .map_max_entries(MAP_EVENTS, opts.ring_size)
@@ -252,6 +259,7 @@ impl Tracer {
             statuses,
             interval_hook,
             args,
+            trace_mode: opts.trace_mode,
         })
     }
 
@@ -366,9 +374,12 @@ impl Tracer {
 
     /// Per traced function id: the in-kernel histogram statistics summed over CPUs (count and
     /// sum added, min of the non-empty CPUs' minimums, max of maximums) and the bucket counts
-    /// summed over CPUs (`HIST_BUCKETS` of them). Cumulative since load; all zero unless the
-    /// trace mode has [`damon_common::MODE_KERNEL`].
+    /// summed over CPUs (`HIST_BUCKETS` of them). Cumulative since load; empty unless the
+    /// trace mode has [`damon_common::MODE_KERNEL`] (the maps are then not even sized).
     pub fn kernel_histograms(&self) -> anyhow::Result<BTreeMap<u32, (HistStats, Vec<u64>)>> {
+        if self.trace_mode & damon_common::MODE_KERNEL == 0 {
+            return Ok(BTreeMap::new());
+        }
         let stats: PerCpuArray<_, HistStats> = PerCpuArray::try_from(
             self.bpf
                 .map(MAP_HIST_STATS)
