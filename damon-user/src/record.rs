@@ -248,6 +248,7 @@ mod tests {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }
     }
 

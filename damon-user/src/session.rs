@@ -223,6 +223,7 @@ impl Session {
             malformed_items: self.reader.malformed,
             damon_end: damon_config(),
             intervals: self.tracer.mark_counters(),
+            kernel_hist: Default::default(),
         })
     }
 }

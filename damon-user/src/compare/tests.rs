@@ -69,8 +69,10 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }),
         marks: Vec::new(),
+        hist_snapshots: Vec::new(),
     }
 }
 

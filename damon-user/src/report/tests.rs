@@ -77,8 +77,10 @@ fn capture(summary: bool) -> Capture {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }),
         marks: Vec::new(),
+        hist_snapshots: Vec::new(),
     }
 }
 

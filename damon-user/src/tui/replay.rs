@@ -39,6 +39,7 @@ impl ReplaySchedule {
             records,
             summary,
             marks,
+            ..
         } = capture;
         let ids: Vec<u32> = meta.functions.iter().map(|f| f.id).collect();
         let records: Vec<CallRecord> = records
@@ -192,6 +193,7 @@ impl ReplaySchedule {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }
     }
 }
