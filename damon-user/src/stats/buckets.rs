@@ -66,14 +66,25 @@ impl BucketGrid {
         max_ns: Option<u64>,
         sorted: &[&[u64]],
     ) -> Result<BucketGrid, GridError> {
-        if width == 0 {
-            return Err(GridError::ZeroWidth);
-        }
         let min = sorted.iter().filter_map(|s| s.first()).min().copied();
         let p99 = sorted
             .iter()
             .filter_map(|s| super::percentile(s, 99.0))
             .max();
+        Self::plan_bounds(width, max_ns, min, p99)
+    }
+
+    /// [`BucketGrid::plan`] from the lowest minimum and the highest p99 of the distributions
+    /// (kernel-mode histograms have these without sorted records).
+    pub fn plan_bounds(
+        width: u64,
+        max_ns: Option<u64>,
+        min: Option<u64>,
+        p99: Option<u64>,
+    ) -> Result<BucketGrid, GridError> {
+        if width == 0 {
+            return Err(GridError::ZeroWidth);
+        }
         let Some(max_ns) = max_ns else {
             let (min, top) = (min.unwrap_or(0), p99.unwrap_or(0));
             for m in nice_multipliers() {
