@@ -598,7 +598,10 @@ fn kernel_mode_snapshots_round_trip_and_survive_a_kill() {
         c.hist_snapshots,
         (1..=3).map(kernel_snapshot).collect::<Vec<_>>()
     );
-    assert_eq!(c.summary.as_ref().expect("summary").kernel_hist[&3], last.functions[&3].1);
+    assert_eq!(
+        c.summary.as_ref().expect("summary").kernel_hist[&3],
+        last.functions[&3].1
+    );
     let end = c.final_hists().expect("final");
     assert_eq!(end.functions, last.functions);
 
@@ -612,8 +615,8 @@ fn kernel_mode_snapshots_round_trip_and_survive_a_kill() {
     // A reader that does not know kind 6 skips it: same as a capture without snapshots.
     let mut plain = std::fs::read(&path).expect("read");
     plain.truncate(HEADER_LEN);
-    let meta_chunk = super::chunk::encode(KIND_META, &serde_json::to_vec(&kmeta).expect("json"))
-        .expect("chunk");
+    let meta_chunk =
+        super::chunk::encode(KIND_META, &serde_json::to_vec(&kmeta).expect("json")).expect("chunk");
     plain.extend_from_slice(&meta_chunk);
     plain.extend_from_slice(&super::chunk::encode(99, b"x").expect("chunk"));
     assert!(parse(&plain).expect("skips").hist_snapshots.is_empty());
@@ -622,5 +625,8 @@ fn kernel_mode_snapshots_round_trip_and_survive_a_kill() {
     let mut bad = killed;
     bad.extend_from_slice(&super::chunk::encode(6, &[0, 1, 3]).expect("chunk"));
     let err = parse(&bad).expect_err("corrupt");
-    assert!(matches!(err, CaptureError::Malformed { chunk: 4, .. }), "{err}");
+    assert!(
+        matches!(err, CaptureError::Malformed { chunk: 4, .. }),
+        "{err}"
+    );
 }

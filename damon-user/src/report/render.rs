@@ -99,11 +99,27 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(
-        out,
-        "latencies in ns (nearest-rank percentiles over every record), raw: they include the \
-         probe's own cost"
-    );
+    if r.meta.mode == "kernel" {
+        let _ = writeln!(
+            out,
+            "latencies in ns, raw (they include the probe's own cost); kernel mode: `records` \
+             counts calls added to the in-kernel histograms, count, min, mean and max are exact"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "latencies in ns (nearest-rank percentiles over every record), raw: they include the \
+             probe's own cost"
+        );
+    }
+    for f in &r.functions {
+        if let Some(res) = &f.resolution {
+            let _ = writeln!(out, "{}", super::kernel::resolution_line(&f.name, res));
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     if let Some(filter) = &r.meta.filter {
         let _ = writeln!(
             out,
@@ -197,6 +213,14 @@ pub fn markdown(r: &Report) -> String {
         out,
         "\nLatencies in ns, raw (they include the probe's own cost)."
     );
+    for f in &r.functions {
+        if let Some(res) = &f.resolution {
+            let _ = writeln!(out, "\n{}", super::kernel::resolution_line(&f.name, res));
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "\n_{n}_");
+    }
     out.push_str(&super::damon::render_markdown(r));
     for f in &r.functions {
         if let Some(t) = &f.buckets {
@@ -226,13 +250,13 @@ pub fn markdown(r: &Report) -> String {
 pub fn csv(r: &Report) -> String {
     let mut out = String::from(
         "name,attach,mode,calls,count,matched,dropped,in_flight,orphan_exits,min_ns,mean_ns,\
-         p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns\n",
+         p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns,percentile_bound_ns\n",
     );
     let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for f in &r.functions {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             f.name,
             f.attach,
             f.mode,
@@ -250,6 +274,7 @@ pub fn csv(r: &Report) -> String {
             o(f.p99_ns),
             o(f.p999_ns),
             o(f.max_ns),
+            o(f.resolution.as_ref().map(|r| r.bound_ns)),
         );
     }
     out

@@ -12,7 +12,7 @@ fn opts() -> ReportOptions {
     }
 }
 
-fn capture(summary: bool) -> Capture {
+pub(super) fn capture(summary: bool) -> Capture {
     let functions = vec![
         FunctionStatus {
             name: "damon_hot_score".into(),

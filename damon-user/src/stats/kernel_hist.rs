@@ -140,7 +140,9 @@ pub fn delta(later: &KernelHist, earlier: Option<&KernelHist>) -> KernelHist {
     let (min_ns, max_ns) = match (first, last) {
         (Some(f), Some(l)) => (
             hist_bucket_bounds(f as u32, later.width_ns).0,
-            hist_bucket_bounds(l as u32, later.width_ns).1.saturating_sub(1),
+            hist_bucket_bounds(l as u32, later.width_ns)
+                .1
+                .saturating_sub(1),
         ),
         _ => (0, 0),
     };
@@ -167,11 +169,7 @@ pub fn plan_grid(
     }
     let kw = hists.iter().map(|h| h.width_ns.max(1)).max().unwrap_or(1);
     let aligned = width.div_ceil(kw).saturating_mul(kw);
-    let min = hists
-        .iter()
-        .filter(|h| h.count > 0)
-        .map(|h| h.min_ns)
-        .min();
+    let min = hists.iter().filter(|h| h.count > 0).map(|h| h.min_ns).min();
     let p99 = hists
         .iter()
         .filter_map(|h| percentiles(h, &[99.0]))
@@ -295,7 +293,9 @@ mod tests {
             let v = sorted(
                 (0..n)
                     .map(|_| {
-                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
                         // Mostly small, some in the log2 buckets.
                         let r = x >> 33;
                         if r % 10 == 0 { r % 200_000 } else { r % 3000 }
@@ -312,11 +312,20 @@ mod tests {
                     "n={n} w={w} p={p}: {exact} not in {b:?}"
                 );
                 let (lo, hi) = hist_bucket_bounds(hist_bucket(exact, w), w);
-                assert!(b.lo_ns >= lo && b.value_ns < hi, "{b:?} outside [{lo},{hi})");
+                assert!(
+                    b.lo_ns >= lo && b.value_ns < hi,
+                    "{b:?} outside [{lo},{hi})"
+                );
             }
             let lat = latency(&h).expect("latency");
-            assert_eq!((lat.min_ns, lat.max_ns, lat.count), (v[0], v[n - 1], n as u64));
-            assert_eq!(percentiles(&h, &[100.0]).expect("p100")[0].value_ns, v[n - 1]);
+            assert_eq!(
+                (lat.min_ns, lat.max_ns, lat.count),
+                (v[0], v[n - 1], n as u64)
+            );
+            assert_eq!(
+                percentiles(&h, &[100.0]).expect("p100")[0].value_ns,
+                v[n - 1]
+            );
         }
         assert_eq!(percentiles(&KernelHist::default(), &[50.0]), None);
         assert_eq!(latency(&from_durations(&[], 10)), None);
@@ -326,7 +335,13 @@ mod tests {
     fn one_value_is_exact() {
         let h = from_durations(&[137, 137, 137], 10);
         let lat = latency(&h).expect("latency");
-        assert_eq!(lat.p50, BucketPercentile { value_ns: 137, lo_ns: 137 });
+        assert_eq!(
+            lat.p50,
+            BucketPercentile {
+                value_ns: 137,
+                lo_ns: 137
+            }
+        );
         assert_eq!(lat.bound_ns(), 0);
         assert_eq!(lat.p50.label(), "137");
         let h = from_durations(&[100, 105, 109, 300], 10);
@@ -359,8 +374,15 @@ mod tests {
         assert_eq!(
             labels,
             [
-                "0-999", "1000-1999", "2000-2999", "3000-3999", "4000-4999", "5000-5119",
-                "5120-10239", "10240-20479", ">= 20480"
+                "0-999",
+                "1000-1999",
+                "2000-2999",
+                "3000-3999",
+                "4000-4999",
+                "5000-5119",
+                "5120-10239",
+                "10240-20479",
+                ">= 20480"
             ]
         );
         let counts: Vec<u64> = rows.iter().map(|r| r.count).collect();
