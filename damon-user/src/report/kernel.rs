@@ -141,45 +141,45 @@ pub fn resolution_line(name: &str, r: &BucketResolution) -> String {
     )
 }
 
+/// A kernel-mode capture of `damon_hot_score` (id 0) with these durations bucketed at 10 ns;
+/// finished (summary with histograms) or killed (one snapshot only).
+#[cfg(test)]
+pub fn test_capture(durations: &[u64], finished: bool) -> crate::capture::Capture {
+    use crate::{capture::AttachState, stats::kernel_hist::from_durations};
+    let mut c = super::tests::capture(true);
+    c.records.clear();
+    c.meta.mode = "kernel".into();
+    c.meta.functions.retain(|f| f.id == 0);
+    c.meta.functions[0].attach = AttachState::Fentry;
+    let h = from_durations(durations, 10);
+    let counters = FunctionCounters {
+        calls: h.count + 2,
+        emitted: h.count,
+        stamp_full: 1,
+        in_flight: 1,
+        ..Default::default()
+    };
+    let mut snap = HistSnapshot {
+        elapsed_ns: 3_000_000_000,
+        ..Default::default()
+    };
+    snap.functions.insert(0, (counters, h.clone()));
+    c.hist_snapshots.push(snap);
+    let s = c.summary.as_mut().expect("summary");
+    s.counters.clear();
+    if finished {
+        s.counters.insert(0, counters);
+        s.kernel_hist.insert(0, h);
+    } else {
+        c.summary = None;
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        capture::{AttachState, KernelHist},
-        report::{build, tests::capture},
-        stats::kernel_hist::from_durations,
-    };
-
-    fn kernel_capture(durations: &[u64], finished: bool) -> Capture {
-        let mut c = capture(true);
-        c.records.clear();
-        c.meta.mode = "kernel".into();
-        c.meta.functions.retain(|f| f.id == 0);
-        c.meta.functions[0].attach = AttachState::Fentry;
-        let h = from_durations(durations, 10);
-        let counters = FunctionCounters {
-            calls: h.count + 2,
-            emitted: h.count,
-            stamp_full: 1,
-            in_flight: 1,
-            ..Default::default()
-        };
-        let mut snap = HistSnapshot {
-            elapsed_ns: 3_000_000_000,
-            ..Default::default()
-        };
-        snap.functions.insert(0, (counters, h.clone()));
-        c.hist_snapshots.push(snap);
-        let s = c.summary.as_mut().expect("summary");
-        s.counters.clear();
-        if finished {
-            s.counters.insert(0, counters);
-            s.kernel_hist.insert(0, h);
-        } else {
-            c.summary = None;
-        }
-        c
-    }
+    use crate::{capture::KernelHist, report::build};
 
     fn opts() -> ReportOptions {
         ReportOptions {
@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn same_columns_from_buckets_with_exact_count_mean_min_max() {
         let d: Vec<u64> = (0..1000).map(|i| 100 + (i * 37) % 400).collect();
-        let c = kernel_capture(&d, true);
+        let c = test_capture(&d, true);
         let r = build(&c, &opts()).expect("report");
         let f = &r.functions[0];
         assert_eq!(
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn filters_are_refused_and_a_killed_recorder_reads_to_its_last_snapshot() {
-        let c = kernel_capture(&[100, 200], true);
+        let c = test_capture(&[100, 200], true);
         let err = build(
             &c,
             &ReportOptions {
@@ -251,7 +251,7 @@ mod tests {
         )
         .expect_err("no records to filter");
         assert!(err.0.contains("--mode kernel"), "{}", err.0);
-        let c = kernel_capture(&[100, 200], false);
+        let c = test_capture(&[100, 200], false);
         let r = build(&c, &opts()).expect("report");
         assert_eq!(r.functions[0].count, 2);
         assert!(
@@ -260,7 +260,7 @@ mod tests {
             r.warnings
         );
         // Nothing recorded at all.
-        let mut c = kernel_capture(&[], false);
+        let mut c = test_capture(&[], false);
         c.hist_snapshots.clear();
         let r = build(&c, &opts()).expect("report");
         assert_eq!(r.functions[0].p50_ns, None);
