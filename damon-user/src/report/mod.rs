@@ -4,7 +4,7 @@ pub mod damon;
 pub mod kernel;
 pub mod render;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod values;
 
 use std::{collections::BTreeMap, process::ExitCode};

@@ -12,7 +12,7 @@ fn opts() -> ReportOptions {
     }
 }
 
-pub(super) fn capture(summary: bool) -> Capture {
+pub(crate) fn capture(summary: bool) -> Capture {
     let functions = vec![
         FunctionStatus {
             name: "damon_hot_score".into(),

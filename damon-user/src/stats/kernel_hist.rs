@@ -298,7 +298,11 @@ mod tests {
                             .wrapping_add(1442695040888963407);
                         // Mostly small, some in the log2 buckets.
                         let r = x >> 33;
-                        if r % 10 == 0 { r % 200_000 } else { r % 3000 }
+                        if r.is_multiple_of(10) {
+                            r % 200_000
+                        } else {
+                            r % 3000
+                        }
                     })
                     .collect(),
             );
