@@ -193,6 +193,7 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         functions: meta.functions.clone(),
         bucket_ns: args.bucket_ns,
         window_secs: args.window,
+        kernel_width_ns: collector.kernel_width_ns(),
     });
 
     let (tx, mut rx) = mpsc::channel(64);

@@ -55,6 +55,14 @@ impl Collector {
         }
     }
 
+    /// Kernel mode: the linear width of the in-kernel histograms' buckets.
+    pub fn kernel_width_ns(&self) -> Option<u64> {
+        match self {
+            Collector::Live(_) => None,
+            Collector::Replay(r) => r.schedule().kernel_width_ns(),
+        }
+    }
+
     /// Waits for records (or, in a replay, for the capture clock to move). Cancel-safe.
     pub async fn next(&mut self) -> anyhow::Result<Vec<Event>> {
         match self {

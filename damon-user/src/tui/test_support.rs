@@ -41,6 +41,7 @@ pub fn app_for(capture: &Capture) -> App {
         functions: capture.meta.functions.clone(),
         bucket_ns: 20,
         window_secs: 10,
+        kernel_width_ns: None,
     })
 }
 

@@ -65,13 +65,20 @@ fn status_line(app: &App, area: Rect, buf: &mut Buffer) {
             .add_modifier(Modifier::BOLD),
     );
     let dropped = app.total_dropped();
+    // Kernel mode says so, and counts calls bucketed in the kernel instead of records.
+    let throughput = match app.kernel_width_ns {
+        Some(w) => format!(
+            "KERNEL MODE {w} ns buckets  {} calls/s",
+            format::count(app.records_per_sec)
+        ),
+        None => format!("{} rec/s", format::count(app.records_per_sec)),
+    };
     let left_line = |kernel: &str| {
         Line::from(vec![
             origin.clone(),
             Span::raw(format!(
-                " {kernel}{}  {} rec/s  ",
+                " {kernel}{}  {throughput}  ",
                 format::clock(app.elapsed),
-                format::count(app.records_per_sec)
             )),
             Span::styled(
                 format!("{} dropped", format::count(dropped)),
@@ -125,6 +132,13 @@ fn footer_line(app: &App, area: Rect, buf: &mut Buffer) {
     buf.set_style(area, STATUS);
     let mut modes = vec![Span::raw(format!(" {}", window_label(app)))];
     modes.push(Span::raw(format!(" · {}", scale_label(app))));
+    if let Some(w) = app.kernel_width_ns {
+        let linear = crate::stats::kernel_hist::linear_range_ns(w);
+        modes.push(Span::raw(format!(
+            " · percentiles: bucket tops, {w} ns resolution below {}",
+            format::ns(linear)
+        )));
+    }
     if app.frozen() {
         modes.push(Span::raw(" · "));
         modes.push(Span::styled("FROZEN", WARN.bg(Color::DarkGray)));
