@@ -12,7 +12,7 @@ use damon_common::{CallRecord, FunctionId};
 use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
-    capture::{AttachState, FunctionCounters, FunctionStatus, KernelHist},
+    capture::{AttachState, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
     session::StopReason,
     stats::window::{Distribution, FunctionStats},
     tui::{
@@ -29,8 +29,9 @@ pub const RATE_HISTORY: usize = 60;
 pub enum Event {
     /// Call records as they arrived.
     Records(Vec<CallRecord>),
-    /// Kernel mode: the in-kernel histograms, cumulative since the session started.
-    Histograms(BTreeMap<u32, KernelHist>),
+    /// Kernel mode: the kernel's counters and histograms, cumulative since the session
+    /// started (about once a second).
+    Histograms(HistSnapshot),
     /// The kernel's counters (cumulative since the session started).
     Counters(BTreeMap<u32, FunctionCounters>),
     /// One more second of the source's clock has passed.
@@ -279,7 +280,13 @@ impl App {
                 }
                 Effect::None
             }
-            Event::Histograms(hists) => {
+            Event::Histograms(snapshot) => {
+                let mut hists = BTreeMap::new();
+                for (id, (c, h)) in snapshot.functions {
+                    self.counters.insert(id, c);
+                    hists.insert(id, h);
+                }
+                self.apply_counters();
                 self.histograms(hists);
                 Effect::None
             }

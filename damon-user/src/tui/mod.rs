@@ -102,6 +102,12 @@ where
             if let Event::Records(records) = &event {
                 sinks.spool.push(records).context("writing the capture")?;
             }
+            if let Event::Histograms(snapshot) = &event {
+                sinks
+                    .spool
+                    .push_snapshot(snapshot)
+                    .context("writing the capture")?;
+            }
             match app.update(event) {
                 Effect::None => {}
                 Effect::Draw => {

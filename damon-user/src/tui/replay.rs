@@ -116,14 +116,9 @@ impl ReplaySchedule {
             && s.elapsed_ns < before_ns
         {
             let ids: Vec<u32> = self.meta.functions.iter().map(|f| f.id).collect();
-            let (counters, hists) = s
-                .functions
-                .iter()
-                .filter(|(id, _)| ids.contains(id))
-                .map(|(&id, (c, h))| ((id, *c), (id, h.clone())))
-                .unzip();
-            out.push(Event::Counters(counters));
-            out.push(Event::Histograms(hists));
+            let mut s = s.clone();
+            s.functions.retain(|id, _| ids.contains(id));
+            out.push(Event::Histograms(s));
             self.next_snapshot += 1;
         }
     }
@@ -206,9 +201,19 @@ impl ReplaySchedule {
                 out.push(Event::Counters(s.counters.clone()));
                 if !s.kernel_hist.is_empty() {
                     let ids: Vec<u32> = self.meta.functions.iter().map(|f| f.id).collect();
-                    let mut hists = s.kernel_hist.clone();
-                    hists.retain(|id, _| ids.contains(id));
-                    out.push(Event::Histograms(hists));
+                    let functions = s
+                        .kernel_hist
+                        .iter()
+                        .filter(|(id, _)| ids.contains(id))
+                        .map(|(&id, h)| {
+                            let c = s.counters.get(&id).copied().unwrap_or_default();
+                            (id, (c, h.clone()))
+                        })
+                        .collect();
+                    out.push(Event::Histograms(HistSnapshot {
+                        elapsed_ns: s.duration_ns,
+                        functions,
+                    }));
                 }
             }
             out.push(Event::SourceEnded);
