@@ -154,7 +154,7 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
             "capture format v{}, {} bytes{}",
             info.version,
             info.file_bytes,
-            if records > 0 {
+            if records > 0 && r.meta.mode != "kernel" {
                 format!(
                     ", {:.1} bytes per record",
                     info.file_bytes as f64 / records as f64

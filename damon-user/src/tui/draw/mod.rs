@@ -68,7 +68,8 @@ fn status_line(app: &App, area: Rect, buf: &mut Buffer) {
     // Kernel mode says so, and counts calls bucketed in the kernel instead of records.
     let throughput = match app.kernel_width_ns {
         Some(w) => format!(
-            "KERNEL MODE {w} ns buckets  {} calls/s",
+            "KERNEL {}  {} calls/s",
+            format::ns(w),
             format::count(app.records_per_sec)
         ),
         None => format!("{} rec/s", format::count(app.records_per_sec)),
@@ -133,11 +134,9 @@ fn footer_line(app: &App, area: Rect, buf: &mut Buffer) {
     let mut modes = vec![Span::raw(format!(" {}", window_label(app)))];
     modes.push(Span::raw(format!(" · {}", scale_label(app))));
     if let Some(w) = app.kernel_width_ns {
-        let linear = crate::stats::kernel_hist::linear_range_ns(w);
-        modes.push(Span::raw(format!(
-            " · percentiles: bucket tops, {w} ns resolution below {}",
-            format::ns(linear)
-        )));
+        // Percentiles are the tops of the kernel's buckets: this much too high at most
+        // (linear buckets; log2 ones above 512 of them).
+        modes.push(Span::raw(format!(" · pct to {} buckets", format::ns(w))));
     }
     if app.frozen() {
         modes.push(Span::raw(" · "));
@@ -281,6 +280,9 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
 
 #[cfg(test)]
 mod interval_snapshot_tests;
+#[cfg(test)]
+#[path = "kernel_snapshot_tests.rs"]
+mod kernel_snapshot_tests;
 #[cfg(test)]
 #[path = "snapshot_tests.rs"]
 mod snapshot_tests;
