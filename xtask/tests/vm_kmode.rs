@@ -145,7 +145,8 @@ damon-trace export /out/k.dtcap --format json -o /out/k-export.json
 # A kernel-mode recorder killed with SIGKILL: its capture reads to its last snapshot.
 damon-trace record --mode kernel -o /out/killed.dtcap --duration 120s 2> /out/killed.err &
 rec=$!
-sleep 5
+while [ ! -s /out/killed.dtcap ]; do sleep 0.5; done
+sleep 4
 kill -KILL $rec
 wait $rec || true
 damon-trace report /out/killed.dtcap --format json > /out/killed.json
