@@ -301,3 +301,61 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
         }
     }
 }
+
+/// Calls a panel shows for `name` (`damon_hot_score  fentry  619 calls`), if on screen.
+fn calls_shown(screen: &str, name: &str) -> Option<u64> {
+    let line = screen.lines().find(|l| l.contains(name))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let i = words.iter().position(|w| *w == "calls")?;
+    words.get(i.checked_sub(1)?)?.replace(',', "").parse().ok()
+}
+
+/// `live --mode kernel` on the 80x24 serial console: the status line says KERNEL with the
+/// bucket width, panels fill from the kernel's histograms, and the `--record` capture is a
+/// kernel-mode capture holding at least the calls the screen counted.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
+fn vm_7_2_live_mode_kernel_panels_from_histograms() {
+    use xtask::vm::{Interactive, KeyStep};
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = format!(
+        "{SCENARIO}damon-trace live --mode kernel --record /out/live.dtcap
+rc=$?
+{STOP_SCENARIO}
+damon-trace report /out/live.dtcap --format json > /out/live.json
+exit $rc"
+    );
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    opts.interactive = Some(Interactive::script(
+        24,
+        80,
+        vec![KeyStep::when(
+            "damon_hot_score with 200 calls in kernel mode",
+            Duration::from_secs(150),
+            |s| s.contains("KERNEL 10ns") && calls_shown(s, "damon_hot_score").unwrap_or(0) >= 200,
+            "q",
+        )],
+    ));
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let log = outcome.terminal.as_ref().expect("terminal log");
+    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
+        panic!(
+            "live ended (status {}) before the panels filled; last screen:\n{}",
+            outcome.status,
+            log.screen()
+        );
+    };
+    eprintln!("{shown}");
+    assert_eq!(outcome.status, 0, "{shown}");
+    assert!(shown.contains("pct to 10ns buckets"), "{shown}");
+    let on_screen = calls_shown(shown, "damon_hot_score").expect("calls");
+    let report = json(&opts.out_dir, "live.json");
+    assert_eq!(report["meta"]["mode"], "kernel");
+    let f = function(&report, "damon_hot_score");
+    assert_eq!(f["mode"], "kernel");
+    assert_traced(f, "fentry");
+    assert!(u(f, "count") >= on_screen, "{f} vs {on_screen} on screen");
+    assert!(f["resolution"]["bound_ns"].is_u64(), "{f}");
+}
