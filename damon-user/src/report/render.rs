@@ -41,13 +41,28 @@ pub fn headline(r: &Report) -> String {
 
 /// Why the rows are as wide as they are, when it is not what was asked.
 pub fn grid_note(t: &BucketTable) -> Option<String> {
-    t.grid.widened_from.map(|asked| {
+    note_for(&t.grid)
+}
+
+/// The note of a grid: widened rows, and where the kernel's log2 buckets take over.
+pub fn note_for(grid: &crate::stats::buckets::BucketGrid) -> Option<String> {
+    let widened = grid.widened_from.map(|asked| {
         format!(
             "rows are {} ns wide: {asked} ns rows up to the p99 would take more than 40 lines \
              (choose with --bucket-ns and --max-ns)",
-            t.grid.width_ns
+            grid.width_ns
         )
-    })
+    });
+    let log2 = grid.log2_from_ns.map(|from| {
+        format!(
+            "from {from} ns up the rows are the kernel's log2 buckets, each twice as wide as \
+             the one before (kernel mode; --hist-width widens the linear range)"
+        )
+    });
+    match (widened, log2) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    }
 }
 
 const COLUMNS: [&str; 12] = [

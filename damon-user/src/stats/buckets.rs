@@ -19,6 +19,10 @@ pub struct BucketGrid {
     pub hi_ns: u64,
     /// The width was widened from the one asked for to keep the table readable.
     pub widened_from: Option<u64>,
+    /// Kernel-mode histograms: from here up the rows are the kernel's log2 buckets (each
+    /// twice as wide as the one before), which cannot be split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log2_from_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -119,6 +123,7 @@ impl BucketGrid {
             lo_ns: lo,
             hi_ns: hi,
             widened_from: None,
+            log2_from_ns: None,
         }
     }
 

@@ -179,6 +179,8 @@ pub fn plan_grid(
     if aligned != width && grid.widened_from.is_none() {
         grid.widened_from = Some(width);
     }
+    let linear_end = linear_range_ns(kw);
+    grid.log2_from_ns = (grid.hi_ns > linear_end).then_some(linear_end);
     Ok(grid)
 }
 
