@@ -152,6 +152,15 @@ wait $rec || true
 damon-trace report /out/killed.dtcap --format json > /out/killed.json
 status=0; damon-trace report /out/k.dtcap --cpu 0 > /out/cpu.txt 2> /out/cpu.err || status=$?
 echo $status > /out/cpu.status
+# serve --mode kernel: scrapes from the kernel's running histograms.
+damon-trace serve --mode kernel --listen 127.0.0.1:9464 --duration 120s 2> /out/serve.err &
+srv=$!
+i=0
+until wget -q -O /out/m1.txt http://127.0.0.1:9464/metrics; do i=$((i+1)); [ $i -gt 240 ] && exit 9; sleep 0.5; done
+sleep 4
+wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
+kill -INT $srv
+wait $srv
 {STOP_SCENARIO}"
     );
     let t = run_guest(&cmd);
@@ -210,6 +219,25 @@ echo $status > /out/cpu.status
         u(function(&killed, "lock_timer_base"), "calls") > 0,
         "{killed}"
     );
+
+    // serve --mode kernel: histograms from the kernel, growing between scrapes, consistent.
+    let metric = |file: &str, series: &str| -> u64 {
+        let text = fs::read_to_string(dir.join(file)).expect(file);
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} not in {file}:\n{text}"))
+    };
+    let count = "damon_trace_call_duration_seconds_count{function=\"lock_timer_base\"}";
+    let inf = "damon_trace_call_duration_seconds_bucket{function=\"lock_timer_base\",le=\"+Inf\"}";
+    let calls = "damon_trace_calls_total{function=\"lock_timer_base\"}";
+    let (c1, c2) = (metric("m1.txt", count), metric("m2.txt", count));
+    assert!(c2 > c1, "lock_timer_base: {c1} then {c2} calls bucketed");
+    assert_eq!(metric("m2.txt", inf), c2);
+    assert!(metric("m2.txt", calls) >= c2);
+    let m2 = fs::read_to_string(dir.join("m2.txt")).expect("m2");
+    assert!(m2.contains("mode=\"kernel\""), "{m2}");
 
     // --cpu needs records: a usage error that says why.
     let status = fs::read_to_string(dir.join("cpu.status")).expect("status");

@@ -87,6 +87,15 @@ impl FunctionMetrics {
         self.sum_ns += u128::from(h.sum_ns);
         self.count += h.count;
     }
+
+    /// Replaces the latency histogram by a cumulative kernel-mode one (`serve --mode kernel`
+    /// reads the kernel's running totals each second).
+    pub fn set_hist(&mut self, h: &crate::capture::KernelHist) {
+        self.buckets = [0; BOUNDS_NS.len() + 1];
+        self.sum_ns = 0;
+        self.count = 0;
+        self.observe_hist(h);
+    }
 }
 
 /// Everything one scrape or export shows.

@@ -408,3 +408,23 @@ fn kernel_mode_exports_from_buckets() {
     let err = export_capture(&c, ExportFormat::Csv).expect_err("no records");
     assert!(err.to_string().contains("--mode kernel"), "{err}");
 }
+
+/// `serve --mode kernel` replaces each second's histogram by the kernel's cumulative one.
+#[test]
+fn kernel_histograms_replace_rather_than_add() {
+    use crate::{capture::FunctionStatus, export::openmetrics::FunctionMetrics};
+    let status = FunctionStatus {
+        name: "lock_timer_base".into(),
+        id: 3,
+        attach: crate::capture::AttachState::Fentry,
+        detail: None,
+    };
+    let mut f = FunctionMetrics::new(&status);
+    let first = crate::stats::kernel_hist::from_durations(&[50, 150, 999], 10);
+    let later = crate::stats::kernel_hist::from_durations(&[50, 150, 999, 20_000], 10);
+    f.set_hist(&first);
+    f.set_hist(&later);
+    assert_eq!((f.count, f.sum_ns), (4, 21_199));
+    assert_eq!(f.buckets.iter().sum::<u64>(), 4);
+    assert_eq!(f.buckets[0], 1); // le=100 ns: the 50 ns call
+}
