@@ -55,6 +55,35 @@ impl Resolution {
     }
 }
 
+/// A side with more calls than this is compared through a proportional sample of its
+/// histogram of this size (a hot function counted in the kernel can have 10⁸ calls; 8 bytes
+/// each would not fit): same buckets, same shape, tests as conservative as this many calls.
+pub const MAX_EXPANDED: u64 = 4_000_000;
+
+/// Scales bucket counts to sum to `target`, by largest remainder (every count scaled down, the
+/// rounding spread so the total is exact).
+fn proportional(buckets: &[u64], target: u64) -> Vec<u64> {
+    let total: u128 = buckets.iter().map(|&n| u128::from(n)).sum();
+    if total <= u128::from(target) {
+        return buckets.to_vec();
+    }
+    let scaled: Vec<(u64, u128)> = buckets
+        .iter()
+        .map(|&n| {
+            let x = u128::from(n) * u128::from(target);
+            ((x / total) as u64, x % total)
+        })
+        .collect();
+    let mut out: Vec<u64> = scaled.iter().map(|s| s.0).collect();
+    let short = target - out.iter().sum::<u64>();
+    let mut order: Vec<usize> = (0..scaled.len()).collect();
+    order.sort_by(|&a, &b| scaled[b].1.cmp(&scaled[a].1).then(a.cmp(&b)));
+    for &i in order.iter().take(short as usize) {
+        out[i] += 1;
+    }
+    out
+}
+
 /// One side of a function on the grid: its histogram (exact stats kept), and its calls as
 /// bucket values, sorted.
 pub struct Side {
@@ -109,8 +138,9 @@ pub fn side(c: &Capture, id: u32, records: Selected, res: Resolution) -> Side {
             records.count,
         )
     };
-    let mut durations = Vec::with_capacity(hist.buckets.iter().sum::<u64>() as usize);
-    for (b, &n) in hist.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
+    let counts = proportional(&hist.buckets, MAX_EXPANDED);
+    let mut durations = Vec::with_capacity(counts.iter().sum::<u64>() as usize);
+    for (b, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
         durations.extend(std::iter::repeat_n(value_of(b, res.width_ns), n as usize));
     }
     Side {
@@ -273,6 +303,34 @@ mod tests {
         )
         .expect_err("refused");
         assert!(err.0.contains("--mode kernel"), "{}", err.0);
+    }
+
+    #[test]
+    fn huge_histograms_are_compared_through_a_proportional_sample() {
+        let b = proportional(&[0, 7, 3, 0, 1_000_000_000, 1], 1000);
+        assert_eq!(b.iter().sum::<u64>(), 1000);
+        assert_eq!(b[4], 1000);
+        let b = proportional(&[1, 1, 1], 2);
+        assert_eq!(b, [1, 1, 0]);
+        assert_eq!(proportional(&[5, 5], 100), [5, 5]);
+        let mut h = kernel_hist::from_durations(&[100, 200], 10);
+        h.buckets[10] = 30_000_000;
+        h.buckets[20] = 10_000_000;
+        h.count = 40_000_002;
+        let mut c = crate::report::kernel::test_capture(&[1], true);
+        c.summary
+            .as_mut()
+            .expect("summary")
+            .kernel_hist
+            .insert(0, h);
+        let s = side(&c, 0, Selected::default(), Resolution { width_ns: 10 });
+        assert_eq!(s.selected.durations.len() as u64, MAX_EXPANDED);
+        assert_eq!(
+            crate::stats::percentile(&s.selected.durations, 50.0),
+            Some(109),
+            "the median's bucket survives the sampling"
+        );
+        assert_eq!(stats(&s).expect("stats").min_ns, 100);
     }
 
     #[test]

@@ -199,6 +199,16 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         if let Some(res) = resolution {
             let kb = kernel::side(bc, id_b, std::mem::take(&mut b), res);
             let ka = kernel::side(ac, id_a, std::mem::take(&mut a), res);
+            for (label, s) in [("before", &kb), ("after", &ka)] {
+                let n = s.hist.buckets.iter().sum::<u64>();
+                if n > kernel::MAX_EXPANDED {
+                    warnings.push(format!(
+                        "{name}: {n} calls {label}: the tests and intervals use a proportional \
+                         sample of {} of them (same buckets; as conservative as that many calls)",
+                        kernel::MAX_EXPANDED
+                    ));
+                }
+            }
             let (grid, rows) = kernel::rows(opts, &kb, &ka)?;
             let side = |s: &kernel::Side, attach: &'static str| SideStats {
                 attach,
