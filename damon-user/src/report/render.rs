@@ -46,7 +46,9 @@ pub fn grid_note(t: &BucketTable) -> Option<String> {
 
 /// The note of a grid: widened rows, and where the kernel's log2 buckets take over.
 pub fn note_for(grid: &crate::stats::buckets::BucketGrid) -> Option<String> {
-    let widened = grid.widened_from.map(|asked| {
+    // Rows as wide as the kernel's whole linear range: the log2 buckets are all there is.
+    let linear_rows = grid.log2_from_ns.is_none_or(|from| grid.width_ns < from);
+    let widened = grid.widened_from.filter(|_| linear_rows).map(|asked| {
         format!(
             "rows are {} ns wide: {asked} ns rows up to the p99 would take more than 40 lines \
              (choose with --bucket-ns and --max-ns)",
