@@ -22,6 +22,8 @@ use crate::{
 #[derive(Debug, Clone, Copy)]
 pub struct Resolution {
     pub width_ns: u64,
+    /// The kernel captures' widths differ: the finer one is re-bucketed onto the wider grid.
+    pub mixed_widths: bool,
 }
 
 impl Resolution {
@@ -38,6 +40,7 @@ impl Resolution {
         }
         crate::report::kernel::check_options(opts)?;
         Ok(Some(Resolution {
+            mixed_widths: widths.windows(2).any(|w| w[0] != w[1]),
             width_ns: widths
                 .into_iter()
                 .max()
@@ -323,7 +326,15 @@ mod tests {
             .expect("summary")
             .kernel_hist
             .insert(0, h);
-        let s = side(&c, 0, Selected::default(), Resolution { width_ns: 10 });
+        let s = side(
+            &c,
+            0,
+            Selected::default(),
+            Resolution {
+                width_ns: 10,
+                mixed_widths: false,
+            },
+        );
         assert_eq!(s.selected.durations.len() as u64, MAX_EXPANDED);
         assert_eq!(
             crate::stats::percentile(&s.selected.durations, 50.0),

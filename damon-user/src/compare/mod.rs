@@ -180,6 +180,14 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
              argument values need per-call records and are not compared",
             res.describe()
         ));
+        if res.mixed_widths {
+            warnings.push(format!(
+                "the kernel-mode captures used different --hist-width: the finer histogram is \
+                 re-bucketed onto {} ns buckets, each of its buckets counted where its lower \
+                 edge falls (exact where the grids nest)",
+                res.width_ns
+            ));
+        }
     }
     let mut functions = Vec::new();
     for &(name, id_b, attach_b) in tb.iter().filter(|f| wanted(f.0)) {
