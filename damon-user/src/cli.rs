@@ -280,6 +280,8 @@ pub struct ServeArgs {
     pub ring_size: u32,
     #[command(flatten)]
     pub selection: Selection,
+    #[command(flatten)]
+    pub mode: ModeArgs,
 }
 
 /// How the `Range (ns) | Count | Percent` tables are cut.

@@ -182,7 +182,25 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
             }
             if flush {
                 writer.flush().context("writing the capture")?;
-                status_line(started, args.duration, received);
+                // Kernel mode: a cumulative snapshot a second, so a killed recorder's capture
+                // reads to its last one; the calls bucketed so far are the progress.
+                if session.buckets_in_kernel() {
+                    let snapshot = session
+                        .hist_snapshot()
+                        .context("reading the kernel's histograms")?;
+                    writer
+                        .push_snapshot(&snapshot)
+                        .context("writing the capture")?;
+                    if session.kernel_width_ns().is_some() {
+                        received = snapshot.functions.values().map(|(_, h)| h.count).sum();
+                    }
+                }
+                let what = if session.kernel_width_ns().is_some() {
+                    "calls bucketed"
+                } else {
+                    "records"
+                };
+                status_line(started, args.duration, received, what);
             }
         };
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
@@ -201,13 +219,23 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         .finish(&summary)
         .with_context(|| format!("finishing capture {}", args.output.display()))?;
     let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
-    eprintln!(
-        "wrote {} records ({} calls seen) to {} in {:.1} s",
-        written,
-        calls,
-        args.output.display(),
-        summary.duration_ns as f64 / 1e9
-    );
+    if args.mode.mode.bits() == damon_common::MODE_KERNEL {
+        let bucketed: u64 = summary.kernel_hist.values().map(|h| h.count).sum();
+        eprintln!(
+            "wrote the kernel's histograms of {bucketed} calls ({calls} calls seen) to {} in \
+             {:.1} s",
+            args.output.display(),
+            summary.duration_ns as f64 / 1e9
+        );
+    } else {
+        eprintln!(
+            "wrote {} records ({} calls seen) to {} in {:.1} s",
+            written,
+            calls,
+            args.output.display(),
+            summary.duration_ns as f64 / 1e9
+        );
+    }
     let names = |id: u32| {
         session_names
             .iter()
@@ -319,12 +347,12 @@ pub fn suggested_ring_size(ring_size: u32) -> u32 {
 
 /// Progress on stderr: rewritten in place on a terminal, a plain line every 5 s otherwise
 /// (logs, the VM console).
-fn status_line(started: Instant, total: Duration, received: u64) {
+fn status_line(started: Instant, total: Duration, received: u64, what: &str) {
     use std::io::IsTerminal as _;
     let el = started.elapsed();
     let rate = received as f64 / el.as_secs_f64().max(1e-3);
     let line = format!(
-        "recording {:>5.1}/{:.0} s  {received} records  {rate:.0}/s",
+        "recording {:>5.1}/{:.0} s  {received} {what}  {rate:.0}/s",
         el.as_secs_f64(),
         total.as_secs_f64()
     );

@@ -13,7 +13,7 @@ use damon_common::CallRecord;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
-    capture::{FunctionCounters, KernelHist, Meta, Summary},
+    capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, Summary},
     cli::{ModeArgs, Selection},
     doctor,
     probe::{
@@ -232,6 +232,31 @@ impl Session {
                 (id, h)
             })
             .collect())
+    }
+
+    /// Whether the kernel buckets calls (kernel mode, or both).
+    pub fn buckets_in_kernel(&self) -> bool {
+        self.mode.mode.bits() & damon_common::MODE_KERNEL != 0
+    }
+
+    /// Kernel mode: the linear bucket width (`None` when records are streamed).
+    pub fn kernel_width_ns(&self) -> Option<u64> {
+        (self.mode.mode.bits() == damon_common::MODE_KERNEL).then_some(self.mode.hist_width)
+    }
+
+    /// Kernel mode: the counters and histograms now, for a capture's periodic snapshot
+    /// (the histograms first: calls they hold are then surely in the counters read next).
+    pub fn hist_snapshot(&self) -> anyhow::Result<HistSnapshot> {
+        let hists = self.kernel_histograms()?;
+        let counters = self.tracer.counters()?;
+        let functions = hists
+            .into_iter()
+            .map(|(id, h)| (id, (counters.get(&id).copied().unwrap_or_default(), h)))
+            .collect();
+        Ok(HistSnapshot {
+            elapsed_ns: self.started.elapsed().as_nanos() as u64,
+            functions,
+        })
     }
 
     /// Entries off, running calls finish, exits off; the last records go to `out`, and the

@@ -77,13 +77,13 @@ pub fn encode(records: &[CallRecord], with_args: bool, out: &mut Vec<u8>) {
 }
 
 /// Reads varints from a byte slice, failing (never panicking) on a short or overlong one.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+pub(super) struct Cursor<'a> {
+    pub bytes: &'a [u8],
+    pub pos: usize,
 }
 
 impl Cursor<'_> {
-    fn varint(&mut self) -> Result<u64, String> {
+    pub fn varint(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let Some(&b) = self.bytes.get(self.pos) else {
@@ -102,7 +102,7 @@ impl Cursor<'_> {
         Err(format!("varint longer than 10 bytes at byte {}", self.pos))
     }
 
-    fn u32(&mut self, what: &str) -> Result<u32, String> {
+    pub fn u32(&mut self, what: &str) -> Result<u32, String> {
         let v = self.varint()?;
         u32::try_from(v).map_err(|_| format!("{what} {v} does not fit 32 bits"))
     }

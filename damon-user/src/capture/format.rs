@@ -6,7 +6,8 @@
 //! chunk* : see `chunk.rs` (v2: zstd + CRC32 per chunk) or `v1.rs` (v1: raw sections)
 //! ```
 //! Chunk kinds: 1 = metadata (JSON, first), 2 = call records (`columns.rs`), 3 = summary
-//! (JSON, last). Records are written in chunks as they arrive — `record` flushes one every
+//! (JSON, last), 4 = interval markers, 5 = records with arguments, 6 = kernel-mode histogram
+//! snapshot (`hist.rs`). Records are written in chunks as they arrive — `record` flushes one every
 //! second — so a writer killed with SIGKILL leaves every complete chunk readable: a reader
 //! accepts a file that ends inside its last chunk when no summary precedes it (exactly what a
 //! killed writer leaves) and reports the torn tail. Readers skip chunk kinds they do not know,
@@ -21,7 +22,7 @@ use std::{
 use damon_common::CallRecord;
 
 pub use super::error::CaptureError;
-use super::{Capture, Meta, Summary, chunk, columns, v1};
+use super::{Capture, HistSnapshot, Meta, Summary, chunk, columns, hist, v1};
 
 pub const MAGIC: &[u8; 8] = b"DMNTRCAP";
 /// The version this build writes (and the newest it reads).
@@ -36,6 +37,9 @@ pub(super) const KIND_MARKS: u32 = 4;
 /// [`KIND_RECORDS`] for a chunk where some record has a nonzero argument, so captures without
 /// arguments stay byte-compatible with older builds.
 pub(super) const KIND_RECORDS_ARGS: u32 = 5;
+/// Kernel mode: a cumulative snapshot of the in-kernel histograms and counters (`hist.rs`),
+/// about one per second. Older readers skip it (they see a capture without records).
+pub(super) const KIND_HIST_SNAPSHOT: u32 = 6;
 pub(super) const HEADER_LEN: usize = 16;
 /// Records buffered before a chunk is written whatever the clock says.
 const RECORDS_PER_CHUNK: usize = 16 * 1024;
@@ -114,6 +118,18 @@ impl CaptureWriter {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// Writes a kernel-mode histogram snapshot as a chunk of its own, at once (after the
+    /// records buffered so far).
+    pub fn push_snapshot(&mut self, snapshot: &HistSnapshot) -> Result<(), CaptureError> {
+        self.flush()?;
+        let mut raw = std::mem::take(&mut self.scratch);
+        raw.clear();
+        hist::encode(snapshot, &mut raw);
+        let result = self.write_chunk(KIND_HIST_SNAPSHOT, &raw);
+        self.scratch = raw;
+        result
     }
 
     /// Writes buffered records as a chunk, so a kill loses at most what arrived since the last
@@ -281,6 +297,7 @@ pub(super) struct Assembler {
     meta: Option<Meta>,
     records: Vec<CallRecord>,
     marks: Vec<CallRecord>,
+    hist_snapshots: Vec<HistSnapshot>,
     summary: Option<Summary>,
     pub record_chunks: usize,
 }
@@ -307,6 +324,13 @@ impl Assembler {
     pub fn marks(&mut self, chunk: usize) -> Result<&mut Vec<CallRecord>, CaptureError> {
         self.check_order(chunk, "interval markers")?;
         Ok(&mut self.marks)
+    }
+
+    pub fn hist_snapshot(&mut self, chunk: usize, payload: &[u8]) -> Result<(), CaptureError> {
+        self.check_order(chunk, "a histogram snapshot")?;
+        let s = hist::decode(payload).map_err(|e| malformed(chunk, &e))?;
+        self.hist_snapshots.push(s);
+        Ok(())
     }
 
     pub fn summary(&mut self, chunk: usize, payload: &[u8]) -> Result<(), CaptureError> {
@@ -339,6 +363,7 @@ impl Assembler {
             records: self.records,
             summary: self.summary,
             marks: self.marks,
+            hist_snapshots: self.hist_snapshots,
         })
     }
 }
@@ -455,6 +480,7 @@ fn walk_v2(bytes: &[u8], asm: &mut Assembler) -> Result<Option<chunk::Torn>, Cap
                 let out = asm.marks(index)?;
                 columns::decode(&c.raw, false, out).map_err(|e| malformed(index, &e))?;
             }
+            KIND_HIST_SNAPSHOT => asm.hist_snapshot(index, &c.raw)?,
             KIND_SUMMARY => asm.summary(index, &c.raw)?,
             _ => {} // a later version's chunk: skip
         }

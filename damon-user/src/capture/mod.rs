@@ -10,6 +10,7 @@ mod chunk;
 mod columns;
 mod error;
 pub mod format;
+mod hist;
 mod v1;
 
 #[cfg(test)]
@@ -193,15 +194,15 @@ pub struct Summary {
     /// Interval boundary markers' counters, when the interval hook was attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<MarkCounters>,
-    /// The kernel's histograms at the end (kernel mode), keyed by function id: cumulative since
-    /// the probes were loaded, summed over CPUs. Empty in stream mode.
+    /// Kernel mode: each function's in-kernel histogram at the end, keyed by function id
+    /// (empty in stream mode).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kernel_hist: BTreeMap<u32, KernelHist>,
 }
 
-/// One function's in-kernel histogram (kernel mode), summed over CPUs: exact count, sum, min
-/// and max of the timed calls, and the bucket counts (`damon_common::hist_bucket` with
-/// `width_ns`; `HIST_BUCKETS` of them).
+/// One function's in-kernel histogram (kernel mode), summed over CPUs, cumulative since the
+/// probes were loaded: exact count, sum, min and max, and counts per bucket of
+/// `damon_common::hist_bucket` with linear width `width_ns`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelHist {
     pub count: u64,
@@ -210,7 +211,20 @@ pub struct KernelHist {
     pub min_ns: u64,
     pub max_ns: u64,
     pub width_ns: u64,
+    /// `damon_common::HIST_BUCKETS` counts, bucket `i` as `damon_common::hist_bucket_bounds`.
     pub buckets: Vec<u64>,
+}
+
+/// What the kernel had counted at one moment of a kernel-mode session: written about every
+/// second (chunk kind 6), so a killed recorder's capture is readable to its last snapshot and
+/// rates over time can be shown. Cumulative: the calls of a period are the difference of two
+/// snapshots.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistSnapshot {
+    /// Time since the session started, ns.
+    pub elapsed_ns: u64,
+    /// Keyed by function id.
+    pub functions: BTreeMap<u32, (FunctionCounters, KernelHist)>,
 }
 
 /// A whole capture in memory.
@@ -223,4 +237,35 @@ pub struct Capture {
     /// Aggregation-interval boundary markers (records whose `func` is
     /// [`damon_common::AGGREGATION_MARK`]), in arrival order; stored in their own chunks.
     pub marks: Vec<CallRecord>,
+    /// Kernel mode: periodic cumulative histogram snapshots, oldest first.
+    pub hist_snapshots: Vec<HistSnapshot>,
+}
+
+impl Capture {
+    /// Whether the capture was recorded in kernel mode (histograms, no per-call records).
+    pub fn is_kernel_mode(&self) -> bool {
+        self.meta.mode == "kernel"
+    }
+
+    /// Kernel mode: the final histograms and counters, from the summary when the recorder
+    /// finished, else from its last snapshot (a killed recorder); `None` for none of either.
+    pub fn final_hists(&self) -> Option<HistSnapshot> {
+        if let Some(s) = &self.summary
+            && !s.kernel_hist.is_empty()
+        {
+            let functions = s
+                .kernel_hist
+                .iter()
+                .map(|(&id, h)| {
+                    let c = s.counters.get(&id).copied().unwrap_or_default();
+                    (id, (c, h.clone()))
+                })
+                .collect();
+            return Some(HistSnapshot {
+                elapsed_ns: s.duration_ns,
+                functions,
+            });
+        }
+        self.hist_snapshots.last().cloned()
+    }
 }

@@ -541,3 +541,92 @@ fn captures_without_interval_fields_still_read() {
     assert_eq!(c.meta.intervals, None);
     assert_eq!(c.summary.expect("summary").intervals, None);
 }
+
+fn kernel_snapshot(second: u64) -> super::HistSnapshot {
+    let mut buckets = vec![0u64; damon_common::HIST_BUCKETS as usize];
+    buckets[12] = 10 * second;
+    buckets[600 - 60] = second;
+    let hist = super::KernelHist {
+        count: 11 * second,
+        sum_ns: 11 * second * 150,
+        min_ns: 120,
+        max_ns: 5200 + second,
+        width_ns: 10,
+        buckets,
+    };
+    let counters = FunctionCounters {
+        calls: 11 * second + 1,
+        emitted: 11 * second,
+        in_flight: 1,
+        ..Default::default()
+    };
+    let mut s = super::HistSnapshot {
+        elapsed_ns: second * 1_000_000_000,
+        ..Default::default()
+    };
+    s.functions.insert(3, (counters, hist));
+    s
+}
+
+/// Kernel mode: snapshots read back in order; the summary's histograms win over them; a
+/// killed recorder's capture still has its last snapshot; older readers (which skip kind 6)
+/// see a capture without records.
+#[test]
+fn kernel_mode_snapshots_round_trip_and_survive_a_kill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("k.dtcap");
+    let kmeta = Meta {
+        mode: "kernel".into(),
+        ..meta()
+    };
+    let mut w = CaptureWriter::create(&path, false, &kmeta).expect("create");
+    for second in 1..=3 {
+        w.push_snapshot(&kernel_snapshot(second)).expect("snapshot");
+    }
+    let killed = std::fs::read(&path).expect("read");
+    let last = kernel_snapshot(4);
+    let (counters, hist) = last.functions[&3].clone();
+    let mut s = summary(0);
+    s.counters.insert(3, counters);
+    s.kernel_hist.insert(3, hist);
+    w.finish(&s).expect("finish");
+
+    let c = read_file(&path).expect("read");
+    assert!(c.is_kernel_mode());
+    assert!(c.records.is_empty());
+    assert_eq!(
+        c.hist_snapshots,
+        (1..=3).map(kernel_snapshot).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        c.summary.as_ref().expect("summary").kernel_hist[&3],
+        last.functions[&3].1
+    );
+    let end = c.final_hists().expect("final");
+    assert_eq!(end.functions, last.functions);
+
+    // Killed after three snapshots, torn inside a fourth chunk: readable to the third.
+    let mut torn = killed.clone();
+    torn.extend_from_slice(&super::chunk::encode(6, &[1, 2, 3]).expect("chunk")[..10]);
+    let c = load(&torn, false).expect("tolerant").capture;
+    assert!(c.summary.is_none());
+    assert_eq!(c.final_hists(), Some(kernel_snapshot(3)));
+
+    // A reader that does not know kind 6 skips it: same as a capture without snapshots.
+    let mut plain = std::fs::read(&path).expect("read");
+    plain.truncate(HEADER_LEN);
+    let meta_chunk =
+        super::chunk::encode(KIND_META, &serde_json::to_vec(&kmeta).expect("json")).expect("chunk");
+    plain.extend_from_slice(&meta_chunk);
+    plain.extend_from_slice(&super::chunk::encode(99, b"x").expect("chunk"));
+    assert!(parse(&plain).expect("skips").hist_snapshots.is_empty());
+
+    // A corrupt snapshot (valid CRC) is a precise error.
+    let mut bad = killed;
+    bad.extend_from_slice(&super::chunk::encode(6, &[0, 1, 3]).expect("chunk"));
+    let err = parse(&bad).expect_err("corrupt");
+    assert!(
+        matches!(err, CaptureError::Malformed { chunk: 4, .. }),
+        "{err}"
+    );
+}

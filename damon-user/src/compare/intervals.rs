@@ -148,6 +148,7 @@ mod tests {
             records: Vec::new(),
             summary: None,
             marks: Vec::new(),
+            hist_snapshots: Vec::new(),
         }
     }
 

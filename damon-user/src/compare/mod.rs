@@ -5,6 +5,7 @@
 //! Cliff's delta, and a one-line verdict that says "no significant difference" when that is
 //! what the data say.
 pub mod intervals;
+mod kernel;
 pub mod plot;
 pub mod render;
 #[cfg(test)]
@@ -171,6 +172,23 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
     let mut sel_b = select(bc, opts);
     let mut sel_a = select(ac, opts);
     let mut warnings = header_warnings(bc, ac);
+    let resolution = kernel::Resolution::of(bc, ac, opts)?;
+    if let Some(res) = resolution {
+        warnings.push(format!(
+            "a capture was recorded with --mode kernel: both are compared {} (percentiles and \
+             tests on bucketed durations; min, mean and max exact); per-interval times and \
+             argument values need per-call records and are not compared",
+            res.describe()
+        ));
+        if res.mixed_widths {
+            warnings.push(format!(
+                "the kernel-mode captures used different --hist-width: the finer histogram is \
+                 re-bucketed onto {} ns buckets, each of its buckets counted where its lower \
+                 edge falls (exact where the grids nest)",
+                res.width_ns
+            ));
+        }
+    }
     let mut functions = Vec::new();
     for &(name, id_b, attach_b) in tb.iter().filter(|f| wanted(f.0)) {
         let Some(&(_, id_a, attach_a)) = ta.iter().find(|f| f.0 == name) else {
@@ -182,8 +200,36 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                  differently, so part of any difference is the probe's"
             ));
         }
-        let b = sel_b.remove(&id_b).unwrap_or_default();
-        let a = sel_a.remove(&id_a).unwrap_or_default();
+        let mut b = sel_b.remove(&id_b).unwrap_or_default();
+        let mut a = sel_a.remove(&id_a).unwrap_or_default();
+        // With a kernel-mode capture on either side, both go onto the kernel's buckets.
+        let mut on_grid = None;
+        if let Some(res) = resolution {
+            let kb = kernel::side(bc, id_b, std::mem::take(&mut b), res);
+            let ka = kernel::side(ac, id_a, std::mem::take(&mut a), res);
+            for (label, s) in [("before", &kb), ("after", &ka)] {
+                let n = s.hist.buckets.iter().sum::<u64>();
+                if n > kernel::MAX_EXPANDED {
+                    warnings.push(format!(
+                        "{name}: {n} calls {label}: the tests and intervals use a proportional \
+                         sample of {} of them (same buckets; as conservative as that many calls)",
+                        kernel::MAX_EXPANDED
+                    ));
+                }
+            }
+            let (grid, rows) = kernel::rows(opts, &kb, &ka)?;
+            let side = |s: &kernel::Side, attach: &'static str| SideStats {
+                attach,
+                calls: s.counters.calls,
+                count: s.selected.count,
+                dropped: s.counters.dropped(),
+                matched: s.selected.durations.len() as u64,
+                stats: kernel::stats(s),
+            };
+            on_grid = Some((side(&kb, attach_b), side(&ka, attach_a), grid, rows));
+            b = kb.selected;
+            a = ka.selected;
+        }
         let side = |c: &Capture, id: u32, attach: &'static str, s: &crate::report::Selected| {
             let k = counters(c, id, s.count);
             SideStats {
@@ -195,8 +241,42 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 stats: LatencyStats::from_durations(&mut s.durations.clone()),
             }
         };
-        let before = side(bc, id_b, attach_b, &b);
-        let after = side(ac, id_a, attach_a, &a);
+        let (before, after, grid, rows) = match on_grid {
+            Some((before, after, grid, rows)) => {
+                let rows = rows
+                    .into_iter()
+                    .map(|(rb, ra)| RangeRow {
+                        lo_ns: rb.lo_ns,
+                        hi_ns: rb.hi_ns,
+                        before: rb.count,
+                        after: ra.count,
+                    })
+                    .collect();
+                (before, after, grid, rows)
+            }
+            None => {
+                let grid =
+                    BucketGrid::plan(opts.bucket_ns, opts.max_ns, &[&b.durations, &a.durations])
+                        .map_err(|e| UsageError(e.to_string()))?;
+                let rows = grid
+                    .count(&b.durations)
+                    .into_iter()
+                    .zip(grid.count(&a.durations))
+                    .map(|(rb, ra)| RangeRow {
+                        lo_ns: rb.lo_ns,
+                        hi_ns: rb.hi_ns,
+                        before: rb.count,
+                        after: ra.count,
+                    })
+                    .collect();
+                (
+                    side(bc, id_b, attach_b, &b),
+                    side(ac, id_a, attach_a, &a),
+                    grid,
+                    rows,
+                )
+            }
+        };
         for (label, s) in [("before", &before), ("after", &after)] {
             if s.dropped > 0 {
                 warnings.push(format!(
@@ -206,19 +286,6 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 ));
             }
         }
-        let grid = BucketGrid::plan(opts.bucket_ns, opts.max_ns, &[&b.durations, &a.durations])
-            .map_err(|e| UsageError(e.to_string()))?;
-        let rows = grid
-            .count(&b.durations)
-            .into_iter()
-            .zip(grid.count(&a.durations))
-            .map(|(rb, ra)| RangeRow {
-                lo_ns: rb.lo_ns,
-                hi_ns: rb.hi_ns,
-                before: rb.count,
-                after: ra.count,
-            })
-            .collect();
         // One stream per function, so its intervals do not depend on which other functions
         // were compared before it.
         let mut rng = Rng::new(bootstrap::SEED ^ name_hash(name));
@@ -236,7 +303,11 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             .collect::<Vec<_>>();
         let mean = bootstrap::mean_delta(&b.durations, &a.durations);
         let mw = ranktest::mann_whitney(&b.durations, &a.durations);
-        let (significant, verdict) = verdict::verdict(&b.durations, &a.durations, &percentiles, mw);
+        let (significant, mut verdict) =
+            verdict::verdict(&b.durations, &a.durations, &percentiles, mw);
+        if let Some(res) = resolution {
+            verdict = format!("{verdict} ({})", res.describe());
+        }
         functions.push(FunctionComparison {
             name: name.to_owned(),
             before,
@@ -249,11 +320,15 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             significant,
             verdict,
             per_interval: FunctionId::from_symbol(name)
-                .filter(|f| f.is_damon())
+                .filter(|f| f.is_damon() && resolution.is_none())
                 .and_then(|_| intervals::compare((bc, id_b), (ac, id_a))),
-            values: crate::report::values::compare(name, (bc, id_b), (ac, id_a), &|r| {
-                opts.keeps(r.cpu, r.pid)
-            }),
+            values: if resolution.is_some() {
+                Vec::new()
+            } else {
+                crate::report::values::compare(name, (bc, id_b), (ac, id_a), &|r| {
+                    opts.keeps(r.cpu, r.pid)
+                })
+            },
             log_bins: plot::log_bins(&b.durations, &a.durations),
         });
     }

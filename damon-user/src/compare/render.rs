@@ -93,13 +93,7 @@ fn test_line(f: &FunctionComparison) -> Option<String> {
 }
 
 fn grid_note(f: &FunctionComparison) -> Option<String> {
-    f.grid.widened_from.map(|asked| {
-        format!(
-            "rows are {} ns wide: {asked} ns rows up to the p99 would take more than 40 lines \
-             (choose with --bucket-ns and --max-ns)",
-            f.grid.width_ns
-        )
-    })
+    crate::report::render::note_for(&f.grid)
 }
 
 fn footer(c: &Comparison, out: &mut String, prefix: &str) {

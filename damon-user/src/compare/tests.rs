@@ -72,6 +72,7 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
             kernel_hist: Default::default(),
         }),
         marks: Vec::new(),
+        hist_snapshots: Vec::new(),
     }
 }
 

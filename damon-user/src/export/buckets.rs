@@ -19,6 +19,9 @@ impl Exporter for Buckets {
             out,
             "function,lo_ns,hi_ns,count,percent,calls,records,dropped,in_flight"
         )?;
+        if c.is_kernel_mode() {
+            return kernel_rows(c, &self.0, out);
+        }
         let selected = crate::report::select(c, &self.0);
         for status in &c.meta.functions {
             if !self.0.functions.is_empty() && !self.0.functions.contains(&status.name) {
@@ -51,4 +54,41 @@ impl Exporter for Buckets {
         }
         Ok(())
     }
+}
+
+/// A kernel-mode capture's rows, from its final histograms (`records` = calls counted in
+/// them); rows past the kernel's linear buckets are whole log2 buckets.
+fn kernel_rows(c: &Capture, opts: &ReportOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    use crate::stats::kernel_hist;
+    let end = c.final_hists();
+    for status in &c.meta.functions {
+        if !opts.functions.is_empty() && !opts.functions.contains(&status.name) {
+            continue;
+        }
+        let Some((k, h)) = end.as_ref().and_then(|e| e.functions.get(&status.id)) else {
+            continue;
+        };
+        let accounting = format!("{},{},{},{}", k.calls, k.emitted, k.dropped(), k.in_flight);
+        let total: u64 = h.buckets.iter().sum();
+        if total == 0 {
+            if k.calls > 0 {
+                writeln!(out, "{},,,0,0.0000,{accounting}", status.name)?;
+            }
+            continue;
+        }
+        let grid = kernel_hist::plan_grid(opts.bucket_ns, opts.max_ns, &[h])
+            .map_err(|e| UsageError(e.to_string()))?;
+        for row in kernel_hist::count_rows(&grid, h) {
+            let hi = row.hi_ns.map(|h| h.to_string()).unwrap_or_default();
+            writeln!(
+                out,
+                "{},{},{hi},{},{:.4},{accounting}",
+                status.name,
+                row.lo_ns,
+                row.count,
+                row.count as f64 * 100.0 / total as f64
+            )?;
+        }
+    }
+    Ok(())
 }

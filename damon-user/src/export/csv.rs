@@ -8,6 +8,15 @@ pub struct Calls(pub ReportOptions);
 
 impl Exporter for Calls {
     fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
+        if c.is_kernel_mode() {
+            return Err(crate::record::UsageError(
+                "--format csv writes one line per call, and this capture was recorded with \
+                 --mode kernel (histograms, no per-call records): use --format csv-buckets, \
+                 json or openmetrics"
+                    .to_owned(),
+            )
+            .into());
+        }
         writeln!(out, "function,cpu,pid,tid,entry_ns,duration_ns,value")?;
         let names: std::collections::BTreeMap<u32, String> = c
             .meta

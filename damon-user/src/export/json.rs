@@ -49,14 +49,21 @@ impl Exporter for Json {
         for r in &c.records {
             *counts.entry(r.func).or_default() += 1;
         }
+        let end = c.final_hists();
         let accounting: Vec<Accounting> = c
             .meta
             .functions
             .iter()
             .filter(|f| self.0.functions.is_empty() || self.0.functions.contains(&f.name))
             .map(|f| {
-                let records = counts.get(&f.id).copied().unwrap_or(0);
-                let k = crate::report::counters(c, f.id, records);
+                let mut records = counts.get(&f.id).copied().unwrap_or(0);
+                let mut k = crate::report::counters(c, f.id, records);
+                // Kernel mode: the counters of the last snapshot when there is no summary, and
+                // `records` = calls counted in the histograms.
+                if let Some((kc, _)) = end.as_ref().and_then(|e| e.functions.get(&f.id)) {
+                    k = *kc;
+                    records = kc.emitted;
+                }
                 Accounting {
                     function: &f.name,
                     calls: k.calls,
@@ -72,6 +79,12 @@ impl Exporter for Json {
             .collect();
         out.write_all(b",\"accounting\":")?;
         serde_json::to_writer(&mut *out, &accounting)?;
+        if c.is_kernel_mode() {
+            out.write_all(b",\"histograms\":")?;
+            serde_json::to_writer(&mut *out, &kernel::histograms(c, &self.0, end.as_ref()))?;
+            out.write_all(b",\"snapshots\":")?;
+            serde_json::to_writer(&mut *out, &kernel::snapshots(c, &self.0))?;
+        }
         out.write_all(b",\"records\":[")?;
         let mut first = true;
         for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
@@ -100,5 +113,98 @@ impl Exporter for Json {
         }
         out.write_all(b"]}\n")?;
         Ok(())
+    }
+}
+
+/// Kernel mode: the histograms (non-empty buckets with their bounds) and, per snapshot, the
+/// cumulative counts, for rates over time.
+mod kernel {
+    use serde::Serialize;
+
+    use crate::{
+        capture::{Capture, HistSnapshot},
+        report::ReportOptions,
+    };
+
+    #[derive(Serialize)]
+    pub struct Histogram<'a> {
+        function: &'a str,
+        count: u64,
+        sum_ns: u64,
+        min_ns: u64,
+        max_ns: u64,
+        width_ns: u64,
+        /// `[lo_ns, hi_ns, count]` of each non-empty bucket, `lo <= duration < hi`.
+        buckets: Vec<[u64; 3]>,
+    }
+
+    #[derive(Serialize)]
+    pub struct Point<'a> {
+        function: &'a str,
+        elapsed_ns: u64,
+        calls: u64,
+        count: u64,
+        sum_ns: u64,
+        dropped: u64,
+    }
+
+    fn selected<'a>(
+        c: &'a Capture,
+        opts: &'a ReportOptions,
+    ) -> impl Iterator<Item = (u32, &'a str)> {
+        c.meta
+            .functions
+            .iter()
+            .filter(|f| opts.functions.is_empty() || opts.functions.contains(&f.name))
+            .map(|f| (f.id, f.name.as_str()))
+    }
+
+    pub fn histograms<'a>(
+        c: &'a Capture,
+        opts: &'a ReportOptions,
+        end: Option<&'a HistSnapshot>,
+    ) -> Vec<Histogram<'a>> {
+        selected(c, opts)
+            .filter_map(|(id, name)| {
+                let (_, h) = end?.functions.get(&id)?;
+                Some(Histogram {
+                    function: name,
+                    count: h.count,
+                    sum_ns: h.sum_ns,
+                    min_ns: h.min_ns,
+                    max_ns: h.max_ns,
+                    width_ns: h.width_ns,
+                    buckets: h
+                        .buckets
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, n)| **n > 0)
+                        .map(|(b, &n)| {
+                            let (lo, hi) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
+                            [lo, hi, n]
+                        })
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    pub fn snapshots<'a>(c: &'a Capture, opts: &'a ReportOptions) -> Vec<Point<'a>> {
+        let mut out = Vec::new();
+        for s in &c.hist_snapshots {
+            for (id, name) in selected(c, opts) {
+                if let Some((k, h)) = s.functions.get(&id) {
+                    out.push(Point {
+                        function: name,
+                        elapsed_ns: s.elapsed_ns,
+                        calls: k.calls,
+                        count: h.count,
+                        sum_ns: h.sum_ns,
+                        dropped: k.dropped(),
+                    });
+                }
+            }
+        }
+        out
     }
 }

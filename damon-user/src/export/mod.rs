@@ -70,6 +70,18 @@ mod openmetrics_exporter {
                 .cloned()
                 .collect();
             let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses);
+            if c.is_kernel_mode() {
+                let end = c.final_hists().unwrap_or_default();
+                for f in &mut snap.functions {
+                    if let Some((k, h)) = end.functions.get(&f.id) {
+                        f.observe_hist(h);
+                        f.counters = *k;
+                    }
+                }
+                snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
+                out.write_all(render(&snap).as_bytes())?;
+                return Ok(());
+            }
             for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
                 snap.observe(r);
             }
@@ -88,6 +100,9 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let capture = read_file(&args.file)?;
     check_functions(&capture, &args.filter.functions)?;
     let opts = ReportOptions::new(&args.filter, &args.buckets);
+    if capture.is_kernel_mode() {
+        crate::report::kernel::check_options(&opts)?;
+    }
     let exporter = exporter(args.format, opts);
     if args.output == Path::new("-") {
         let stdout = std::io::stdout();

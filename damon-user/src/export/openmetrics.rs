@@ -74,6 +74,30 @@ impl FunctionMetrics {
     }
 }
 
+impl FunctionMetrics {
+    /// Adds a kernel-mode histogram: each kernel bucket `[lo, hi)` goes to the bound that
+    /// holds `lo`, so a cumulative count at `le=B` may include calls up to one kernel bucket
+    /// (the linear width, e.g. 10 ns) above `B`. Sum and count are exact.
+    pub fn observe_hist(&mut self, h: &crate::capture::KernelHist) {
+        for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let (lo, _) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
+            let i = BOUNDS_NS.partition_point(|&bound| bound < lo);
+            self.buckets[i] += n;
+        }
+        self.sum_ns += u128::from(h.sum_ns);
+        self.count += h.count;
+    }
+
+    /// Replaces the latency histogram by a cumulative kernel-mode one (`serve --mode kernel`
+    /// reads the kernel's running totals each second).
+    pub fn set_hist(&mut self, h: &crate::capture::KernelHist) {
+        self.buckets = [0; BOUNDS_NS.len() + 1];
+        self.sum_ns = 0;
+        self.count = 0;
+        self.observe_hist(h);
+    }
+}
+
 /// Everything one scrape or export shows.
 #[derive(Debug, Clone, Default)]
 pub struct MetricsSnapshot {
@@ -132,13 +156,13 @@ fn family(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &s
 pub fn render(s: &MetricsSnapshot) -> String {
     let mut out = String::new();
     let h = "damon_trace_call_duration_seconds";
-    family(
-        &mut out,
-        h,
-        "histogram",
-        Some("seconds"),
-        "Per-call latency of traced kernel functions (raw: includes the probe's own cost).",
-    );
+    let help = if s.mode == "kernel" {
+        "Per-call latency of traced kernel functions (raw: includes the probe's own cost; \
+         kernel mode: from in-kernel buckets, each `le` exact to one bucket width)."
+    } else {
+        "Per-call latency of traced kernel functions (raw: includes the probe's own cost)."
+    };
+    family(&mut out, h, "histogram", Some("seconds"), help);
     for f in &s.functions {
         let fl = format!("function=\"{}\"", escape(&f.name));
         let mut cumulative = 0;

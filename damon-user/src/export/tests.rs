@@ -317,3 +317,114 @@ fn overload_openmetrics_counts_drops() {
         assert_eq!(get("damon_trace_in_flight", name, None), 0);
     }
 }
+
+fn export_capture(c: &Capture, format: ExportFormat) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    exporter(format, opts()).export(c, &mut out)?;
+    Ok(String::from_utf8(out).expect("utf-8"))
+}
+
+/// Kernel mode: csv-buckets, json and openmetrics come from the histograms and carry the
+/// same accounting; per-call csv says it has nothing to write instead of writing nothing.
+#[test]
+fn kernel_mode_exports_from_buckets() {
+    let d: Vec<u64> = (0..500).map(|i| 95 + (i * 13) % 300).collect();
+    let c = crate::report::kernel::test_capture(&d, true);
+    let csv = export_capture(&c, ExportFormat::CsvBuckets).expect("csv-buckets");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(
+        rows.iter()
+            .map(|r| r[3].parse::<u64>().expect("count"))
+            .sum::<u64>(),
+        500
+    );
+    // calls, records, dropped, in flight: the identity holds.
+    assert_eq!(&rows[0][5..], ["502", "500", "1", "1"]);
+    let direct = crate::stats::buckets::BucketGrid::plan(
+        20,
+        None,
+        &[&{
+            let mut s = d.clone();
+            s.sort_unstable();
+            s
+        }],
+    )
+    .expect("grid");
+    assert_eq!(rows.len(), direct.rows() as usize + 1, "{csv}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&export_capture(&c, ExportFormat::Json).expect("json"))
+            .expect("parse");
+    assert_eq!(json["accounting"][0]["records"], 500);
+    assert_eq!(json["histograms"][0]["count"], 500);
+    let buckets = json["histograms"][0]["buckets"]
+        .as_array()
+        .expect("buckets");
+    assert_eq!(
+        buckets
+            .iter()
+            .map(|b| b[2].as_u64().expect("n"))
+            .sum::<u64>(),
+        500
+    );
+    assert_eq!(buckets[0][0], 90);
+    assert_eq!(buckets[0][1], 100);
+    assert_eq!(json["snapshots"][0]["elapsed_ns"], 3_000_000_000u64);
+    assert!(json["records"].as_array().expect("records").is_empty());
+
+    let om = export_capture(&c, ExportFormat::Openmetrics).expect("openmetrics");
+    let samples = parse_samples(&om);
+    let get = |name: &str, le: Option<&str>| {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == name && le.is_none_or(|le| l.get("le").map(String::as_str) == Some(le))
+            })
+            .map(|s| s.2)
+            .expect(name)
+    };
+    assert_eq!(get("damon_trace_call_duration_seconds_count", None), 500.0);
+    assert_eq!(
+        get("damon_trace_call_duration_seconds_bucket", Some("+Inf")),
+        500.0
+    );
+    // 95..=99 is the [90, 100) bucket: at le=100 ns, exact to one 10 ns bucket.
+    let at_100 = get(
+        "damon_trace_call_duration_seconds_bucket",
+        Some("0.0000001"),
+    );
+    let exact = d.iter().filter(|&&v| v <= 100).count() as f64;
+    let upper = d.iter().filter(|&&v| v < 110).count() as f64;
+    assert!(
+        exact <= at_100 && at_100 <= upper,
+        "{at_100} not in {exact}..={upper}"
+    );
+    assert!(om.contains("kernel mode"), "{om}");
+
+    let err = export_capture(&c, ExportFormat::Csv).expect_err("no records");
+    assert!(err.to_string().contains("--mode kernel"), "{err}");
+}
+
+/// `serve --mode kernel` replaces each second's histogram by the kernel's cumulative one.
+#[test]
+fn kernel_histograms_replace_rather_than_add() {
+    use crate::{capture::FunctionStatus, export::openmetrics::FunctionMetrics};
+    let status = FunctionStatus {
+        name: "lock_timer_base".into(),
+        id: 3,
+        attach: crate::capture::AttachState::Fentry,
+        detail: None,
+    };
+    let mut f = FunctionMetrics::new(&status);
+    let first = crate::stats::kernel_hist::from_durations(&[50, 150, 999], 10);
+    let later = crate::stats::kernel_hist::from_durations(&[50, 150, 999, 20_000], 10);
+    f.set_hist(&first);
+    f.set_hist(&later);
+    assert_eq!((f.count, f.sum_ns), (4, 21_199));
+    assert_eq!(f.buckets.iter().sum::<u64>(), 4);
+    assert_eq!(f.buckets[0], 1); // le=100 ns: the 50 ns call
+}

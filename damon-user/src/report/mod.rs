@@ -1,9 +1,10 @@
 //! `damon-trace report`: per-function accounting, latency percentiles and range tables of a
 //! capture. Building the report is pure; [`render`] turns it into text, Markdown or CSV.
 pub mod damon;
+pub mod kernel;
 pub mod render;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod values;
 
 use std::{collections::BTreeMap, process::ExitCode};
@@ -30,6 +31,9 @@ pub struct Report {
     pub intervals: Option<damon::IntervalsReport>,
     /// Things the reader must know to trust the numbers (incomplete capture, accounting gaps).
     pub warnings: Vec<String>,
+    /// What this capture cannot show and why (kernel mode: everything that needs records).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -44,6 +48,8 @@ pub struct ReportMeta {
     pub start_unix_ns: u64,
     pub duration_ns: Option<u64>,
     pub end_reason: Option<String>,
+    /// "stream" (one record per call) or "kernel" (in-kernel histograms).
+    pub mode: String,
     /// Ring buffer size the capture was recorded with (bytes).
     pub ring_size: u32,
     /// False when the capture has no summary (the recorder was killed).
@@ -113,6 +119,9 @@ pub struct FunctionReport {
     /// Cost per DAMON aggregation interval (DAMON functions, when boundaries were recorded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_interval: Option<crate::stats::intervals::PerInterval>,
+    /// Kernel mode: the percentiles above are bucket tops; their ranges and error bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<kernel::BucketResolution>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -217,9 +226,18 @@ pub fn counters(capture: &Capture, id: u32, count: u64) -> FunctionCounters {
 /// Builds the report of a capture (pure).
 pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageError> {
     check_functions(capture, &opts.functions)?;
+    let kernel_mode = capture.is_kernel_mode();
+    let hists = if kernel_mode {
+        kernel::check_options(opts)?;
+        capture.final_hists()
+    } else {
+        None
+    };
     let mut selected = select(capture, opts);
     let mut warnings = Vec::new();
-    if capture.summary.is_none() {
+    if capture.summary.is_none() && kernel_mode {
+        warnings.push(kernel::incomplete_warning(hists.as_ref()));
+    } else if capture.summary.is_none() {
         warnings.push(
             "capture is incomplete (the recorder did not finish): calls and drops are unknown, \
              `calls` below counts records only"
@@ -229,6 +247,12 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
     let mut functions = Vec::new();
     for status in &capture.meta.functions {
         if !opts.functions.is_empty() && !opts.functions.contains(&status.name) {
+            continue;
+        }
+        if kernel_mode {
+            let (f, k) = kernel::function(status, hists.as_ref(), opts)?;
+            accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
+            functions.push(f);
             continue;
         }
         let mut sel = selected.remove(&status.id).unwrap_or_default();
@@ -282,11 +306,14 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             values,
             buckets,
             per_interval: None,
+            resolution: None,
         };
         accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
         functions.push(f);
     }
-    let intervals = {
+    let intervals = if kernel_mode {
+        None
+    } else {
         let ids: Vec<u32> = capture
             .meta
             .functions
@@ -319,6 +346,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             start_unix_ns: m.start_unix_ns,
             duration_ns: capture.summary.as_ref().map(|s| s.duration_ns),
             end_reason: capture.summary.as_ref().map(|s| s.end_reason.clone()),
+            mode: capture.meta.mode.clone(),
             ring_size: m.ring_size,
             complete: capture.summary.is_some(),
             calibration: m.calibration.clone(),
@@ -331,6 +359,11 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
         functions,
         intervals,
         warnings,
+        notes: if kernel_mode {
+            vec![kernel::NOT_AVAILABLE.to_owned()]
+        } else {
+            Vec::new()
+        },
     })
 }
 

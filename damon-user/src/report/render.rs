@@ -41,13 +41,30 @@ pub fn headline(r: &Report) -> String {
 
 /// Why the rows are as wide as they are, when it is not what was asked.
 pub fn grid_note(t: &BucketTable) -> Option<String> {
-    t.grid.widened_from.map(|asked| {
+    note_for(&t.grid)
+}
+
+/// The note of a grid: widened rows, and where the kernel's log2 buckets take over.
+pub fn note_for(grid: &crate::stats::buckets::BucketGrid) -> Option<String> {
+    // Rows as wide as the kernel's whole linear range: the log2 buckets are all there is.
+    let linear_rows = grid.log2_from_ns.is_none_or(|from| grid.width_ns < from);
+    let widened = grid.widened_from.filter(|_| linear_rows).map(|asked| {
         format!(
             "rows are {} ns wide: {asked} ns rows up to the p99 would take more than 40 lines \
              (choose with --bucket-ns and --max-ns)",
-            t.grid.width_ns
+            grid.width_ns
         )
-    })
+    });
+    let log2 = grid.log2_from_ns.map(|from| {
+        format!(
+            "from {from} ns up the rows are the kernel's log2 buckets, each twice as wide as \
+             the one before (kernel mode; --hist-width widens the linear range)"
+        )
+    });
+    match (widened, log2) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    }
 }
 
 const COLUMNS: [&str; 12] = [
@@ -99,11 +116,27 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(
-        out,
-        "latencies in ns (nearest-rank percentiles over every record), raw: they include the \
-         probe's own cost"
-    );
+    if r.meta.mode == "kernel" {
+        let _ = writeln!(
+            out,
+            "latencies in ns, raw (they include the probe's own cost); kernel mode: `records` \
+             counts calls added to the in-kernel histograms, count, min, mean and max are exact"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "latencies in ns (nearest-rank percentiles over every record), raw: they include the \
+             probe's own cost"
+        );
+    }
+    for f in &r.functions {
+        if let Some(res) = &f.resolution {
+            let _ = writeln!(out, "{}", super::kernel::resolution_line(&f.name, res));
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     if let Some(filter) = &r.meta.filter {
         let _ = writeln!(
             out,
@@ -138,7 +171,7 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
             "capture format v{}, {} bytes{}",
             info.version,
             info.file_bytes,
-            if records > 0 {
+            if records > 0 && r.meta.mode != "kernel" {
                 format!(
                     ", {:.1} bytes per record",
                     info.file_bytes as f64 / records as f64
@@ -197,6 +230,14 @@ pub fn markdown(r: &Report) -> String {
         out,
         "\nLatencies in ns, raw (they include the probe's own cost)."
     );
+    for f in &r.functions {
+        if let Some(res) = &f.resolution {
+            let _ = writeln!(out, "\n{}", super::kernel::resolution_line(&f.name, res));
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "\n_{n}_");
+    }
     out.push_str(&super::damon::render_markdown(r));
     for f in &r.functions {
         if let Some(t) = &f.buckets {
@@ -226,13 +267,13 @@ pub fn markdown(r: &Report) -> String {
 pub fn csv(r: &Report) -> String {
     let mut out = String::from(
         "name,attach,mode,calls,count,matched,dropped,in_flight,orphan_exits,min_ns,mean_ns,\
-         p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns\n",
+         p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns,percentile_bound_ns\n",
     );
     let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for f in &r.functions {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             f.name,
             f.attach,
             f.mode,
@@ -250,6 +291,7 @@ pub fn csv(r: &Report) -> String {
             o(f.p99_ns),
             o(f.p999_ns),
             o(f.max_ns),
+            o(f.resolution.as_ref().map(|r| r.bound_ns)),
         );
     }
     out

@@ -12,7 +12,7 @@ fn opts() -> ReportOptions {
     }
 }
 
-fn capture(summary: bool) -> Capture {
+pub(crate) fn capture(summary: bool) -> Capture {
     let functions = vec![
         FunctionStatus {
             name: "damon_hot_score".into(),
@@ -80,6 +80,7 @@ fn capture(summary: bool) -> Capture {
             kernel_hist: Default::default(),
         }),
         marks: Vec::new(),
+        hist_snapshots: Vec::new(),
     }
 }
 

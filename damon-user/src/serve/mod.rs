@@ -58,7 +58,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = TcpListener::from_std(std_listener)?;
     let local: SocketAddr = listener.local_addr()?;
 
-    let mut session = Session::start(&args.selection, args.ring_size, Default::default())?;
+    let mut session = Session::start(&args.selection, args.ring_size, args.mode)?;
     let meta = session.meta().clone();
     let shared: Shared = Arc::new(Mutex::new(MetricsSnapshot::new(
         &meta.kernel.release,
@@ -84,6 +84,20 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             // counters are read: every record then has its entry in `calls`, so a scrape
             // never shows more records than calls.
             session.drain(&mut batch);
+            // Kernel mode: the kernel's cumulative histograms replace the records (read before
+            // the counters, so no bucketed call is missing from `calls`).
+            if session.kernel_width_ns().is_some() {
+                let snapshot = session.hist_snapshot()?;
+                with(&shared, |s| {
+                    for f in &mut s.functions {
+                        if let Some((c, h)) = snapshot.functions.get(&f.id) {
+                            f.set_hist(h);
+                            f.counters = *c;
+                        }
+                    }
+                });
+                continue;
+            }
             let counters = session.counters()?;
             with(&shared, |s| {
                 for r in batch.drain(..) {

@@ -19,6 +19,10 @@ pub struct BucketGrid {
     pub hi_ns: u64,
     /// The width was widened from the one asked for to keep the table readable.
     pub widened_from: Option<u64>,
+    /// Kernel-mode histograms: from here up the rows are the kernel's log2 buckets (each
+    /// twice as wide as the one before), which cannot be split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log2_from_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,14 +70,25 @@ impl BucketGrid {
         max_ns: Option<u64>,
         sorted: &[&[u64]],
     ) -> Result<BucketGrid, GridError> {
-        if width == 0 {
-            return Err(GridError::ZeroWidth);
-        }
         let min = sorted.iter().filter_map(|s| s.first()).min().copied();
         let p99 = sorted
             .iter()
             .filter_map(|s| super::percentile(s, 99.0))
             .max();
+        Self::plan_bounds(width, max_ns, min, p99)
+    }
+
+    /// [`BucketGrid::plan`] from the lowest minimum and the highest p99 of the distributions
+    /// (kernel-mode histograms have these without sorted records).
+    pub fn plan_bounds(
+        width: u64,
+        max_ns: Option<u64>,
+        min: Option<u64>,
+        p99: Option<u64>,
+    ) -> Result<BucketGrid, GridError> {
+        if width == 0 {
+            return Err(GridError::ZeroWidth);
+        }
         let Some(max_ns) = max_ns else {
             let (min, top) = (min.unwrap_or(0), p99.unwrap_or(0));
             for m in nice_multipliers() {
@@ -108,6 +123,7 @@ impl BucketGrid {
             lo_ns: lo,
             hi_ns: hi,
             widened_from: None,
+            log2_from_ns: None,
         }
     }
 

@@ -4,6 +4,7 @@ pub mod buckets;
 pub mod dist;
 pub mod histogram;
 pub mod intervals;
+pub mod kernel_hist;
 #[cfg(test)]
 mod proptests;
 pub mod ranktest;

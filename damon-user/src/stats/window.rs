@@ -164,6 +164,40 @@ impl FunctionStats {
         }
     }
 
+    /// Adds `n` calls known only to lie in `lo..=top` (a kernel-mode histogram bucket): they
+    /// count at `top`, an upper bound like every slot, and widen min/max by the bucket's
+    /// edges. Their time goes in with [`FunctionStats::add_sum`], exact, per batch.
+    pub fn record_bucket(&mut self, lo: u64, top: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let slot = slot_of(top);
+        for t in [&mut self.since_start, &mut self.window] {
+            t.latency.add_to_slot(slot, n);
+            t.count += n;
+            t.min = extend(t.min, Some(lo), u64::min);
+            t.max = extend(t.max, Some(top), u64::max);
+        }
+        let o = &mut self.open;
+        *o.slots.entry(slot).or_default() += n;
+        o.count += n;
+        o.min = extend(o.min, Some(lo), u64::min);
+        o.max = extend(o.max, Some(top), u64::max);
+    }
+
+    /// Adds the exact total time of calls added with [`FunctionStats::record_bucket`].
+    pub fn add_sum(&mut self, sum_ns: u64) {
+        self.since_start.sum += u128::from(sum_ns);
+        self.window.sum += u128::from(sum_ns);
+        self.open.sum += u128::from(sum_ns);
+    }
+
+    /// Narrows the since-start extremes to exact ones (the kernel keeps them).
+    pub fn set_exact_extremes(&mut self, min: u64, max: u64) {
+        self.since_start.min = Some(min);
+        self.since_start.max = Some(max);
+    }
+
     /// Ends the current second; drops from the window the second that leaves it.
     pub fn close_second(&mut self) {
         let fresh = Slice {

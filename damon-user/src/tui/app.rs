@@ -12,7 +12,7 @@ use damon_common::{CallRecord, FunctionId};
 use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
-    capture::{AttachState, FunctionCounters, FunctionStatus},
+    capture::{AttachState, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
     session::StopReason,
     stats::window::{Distribution, FunctionStats},
     tui::{
@@ -29,6 +29,9 @@ pub const RATE_HISTORY: usize = 60;
 pub enum Event {
     /// Call records as they arrived.
     Records(Vec<CallRecord>),
+    /// Kernel mode: the kernel's counters and histograms, cumulative since the session
+    /// started (about once a second).
+    Histograms(HistSnapshot),
     /// The kernel's counters (cumulative since the session started).
     Counters(BTreeMap<u32, FunctionCounters>),
     /// One more second of the source's clock has passed.
@@ -80,6 +83,8 @@ pub struct AppConfig {
     pub functions: Vec<FunctionStatus>,
     pub bucket_ns: u64,
     pub window_secs: u32,
+    /// Kernel mode: the in-kernel histograms' linear bucket width (`None`: stream mode).
+    pub kernel_width_ns: Option<u64>,
 }
 
 /// One traced function on screen.
@@ -172,6 +177,10 @@ pub struct App {
     pub ended: bool,
     /// The last thing to tell the user (a saved path, an error).
     pub message: Option<String>,
+    /// Kernel mode: the linear bucket width (percentiles are bucket tops); `None`: stream.
+    pub kernel_width_ns: Option<u64>,
+    /// Kernel mode: the last cumulative histograms, to take the next period's difference.
+    last_hists: BTreeMap<u32, KernelHist>,
 }
 
 fn counter_delta(now: &FunctionCounters, base: &FunctionCounters) -> FunctionCounters {
@@ -218,6 +227,8 @@ impl App {
             interval_tracker: IntervalTracker::default(),
             ended: false,
             message: None,
+            kernel_width_ns: config.kernel_width_ns,
+            last_hists: BTreeMap::new(),
         }
     }
 
@@ -269,6 +280,16 @@ impl App {
                 }
                 Effect::None
             }
+            Event::Histograms(snapshot) => {
+                let mut hists = BTreeMap::new();
+                for (id, (c, h)) in snapshot.functions {
+                    self.counters.insert(id, c);
+                    hists.insert(id, h);
+                }
+                self.apply_counters();
+                self.histograms(hists);
+                Effect::None
+            }
             Event::Counters(counters) => {
                 self.counters = counters;
                 self.apply_counters();
@@ -295,6 +316,33 @@ impl App {
                 });
                 Effect::Draw
             }
+        }
+    }
+
+    /// Kernel mode: what the kernel counted since the last read goes into the panels, each
+    /// call at its bucket's top (the exact time sum per period, the exact extremes since
+    /// start).
+    fn histograms(&mut self, hists: BTreeMap<u32, KernelHist>) {
+        for (id, h) in hists {
+            let d = crate::stats::kernel_hist::delta(&h, self.last_hists.get(&id));
+            let n: u64 = d.buckets.iter().sum();
+            match self.panels.iter_mut().find(|p| p.status.id == id) {
+                Some(p) => {
+                    for (b, &count) in d.buckets.iter().enumerate().filter(|(_, c)| **c > 0) {
+                        let (lo, hi) = damon_common::hist_bucket_bounds(b as u32, d.width_ns);
+                        let top = if hi == u64::MAX { lo } else { hi - 1 };
+                        p.stats.record_bucket(lo, top, count);
+                    }
+                    p.stats.add_sum(d.sum_ns);
+                    if self.reset_at.is_none() && h.count > 0 {
+                        p.stats.set_exact_extremes(h.min_ns, h.max_ns);
+                    }
+                    p.records += n;
+                }
+                None => self.foreign_records += n,
+            }
+            self.records_total += n;
+            self.last_hists.insert(id, h);
         }
     }
 

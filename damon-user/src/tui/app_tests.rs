@@ -80,6 +80,7 @@ fn test_config() -> AppConfig {
         functions: fixture().meta.functions,
         bucket_ns: 20,
         window_secs: 3,
+        kernel_width_ns: None,
     }
 }
 

@@ -102,6 +102,12 @@ where
             if let Event::Records(records) = &event {
                 sinks.spool.push(records).context("writing the capture")?;
             }
+            if let Event::Histograms(snapshot) = &event {
+                sinks
+                    .spool
+                    .push_snapshot(snapshot)
+                    .context("writing the capture")?;
+            }
             match app.update(event) {
                 Effect::None => {}
                 Effect::Draw => {
@@ -193,6 +199,7 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         functions: meta.functions.clone(),
         bucket_ns: args.bucket_ns,
         window_secs: args.window,
+        kernel_width_ns: collector.kernel_width_ns(),
     });
 
     let (tx, mut rx) = mpsc::channel(64);
@@ -241,8 +248,14 @@ fn finish(
     spool.push(&rest).context("writing the capture")?;
     if let Some((path, n)) = spool.finish(&summary)? {
         let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
+        let what = if n == 0 && !summary.kernel_hist.is_empty() {
+            let bucketed: u64 = summary.kernel_hist.values().map(|h| h.count).sum();
+            format!("the kernel's histograms of {bucketed} calls")
+        } else {
+            format!("{n} records")
+        };
         eprintln!(
-            "wrote {n} records ({calls} calls seen) to {} in {:.1} s",
+            "wrote {what} ({calls} calls seen) to {} in {:.1} s",
             path.display(),
             summary.duration_ns as f64 / 1e9
         );

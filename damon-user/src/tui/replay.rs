@@ -7,7 +7,7 @@ use std::{
 use damon_common::CallRecord;
 
 use crate::{
-    capture::{Capture, FunctionCounters, Meta, Summary},
+    capture::{Capture, FunctionCounters, HistSnapshot, Meta, Summary},
     tui::app::Event,
 };
 
@@ -29,6 +29,9 @@ pub struct ReplaySchedule {
     next_second: u64,
     summary: Option<Summary>,
     ended: bool,
+    /// Kernel mode: the histogram snapshots, played when the clock passes their time.
+    snapshots: Vec<HistSnapshot>,
+    next_snapshot: usize,
 }
 
 impl ReplaySchedule {
@@ -39,6 +42,7 @@ impl ReplaySchedule {
             records,
             summary,
             marks,
+            hist_snapshots,
         } = capture;
         let ids: Vec<u32> = meta.functions.iter().map(|f| f.id).collect();
         let records: Vec<CallRecord> = records
@@ -61,10 +65,12 @@ impl ReplaySchedule {
                 latest
             })
             .collect();
+        let last_snapshot = hist_snapshots.last().map_or(0, |s| s.elapsed_ns);
         let end_ns = summary
             .as_ref()
             .map_or(latest, |s| s.duration_ns)
-            .max(latest);
+            .max(latest)
+            .max(last_snapshot);
         let summary = summary.map(|mut s| {
             s.counters.retain(|id, _| ids.contains(id));
             s
@@ -79,6 +85,41 @@ impl ReplaySchedule {
             next_second: 1,
             summary,
             ended: false,
+            snapshots: hist_snapshots,
+            next_snapshot: 0,
+        }
+    }
+
+    /// Kernel mode: the linear bucket width of the capture's histograms.
+    pub fn kernel_width_ns(&self) -> Option<u64> {
+        if self.meta.mode != "kernel" {
+            return None;
+        }
+        let from_summary = self
+            .summary
+            .as_ref()
+            .and_then(|s| s.kernel_hist.values().next().map(|h| h.width_ns));
+        let from_snapshots = self
+            .snapshots
+            .iter()
+            .find_map(|s| s.functions.values().next().map(|(_, h)| h.width_ns));
+        Some(
+            from_summary
+                .or(from_snapshots)
+                .unwrap_or(damon_common::DEFAULT_HIST_WIDTH_NS),
+        )
+    }
+
+    /// Kernel mode: the snapshots taken before `before_ns`, as counters and histograms.
+    fn take_snapshots(&mut self, before_ns: u64, out: &mut Vec<Event>) {
+        while let Some(s) = self.snapshots.get(self.next_snapshot)
+            && s.elapsed_ns < before_ns
+        {
+            let ids: Vec<u32> = self.meta.functions.iter().map(|f| f.id).collect();
+            let mut s = s.clone();
+            s.functions.retain(|id, _| ids.contains(id));
+            out.push(Event::Histograms(s));
+            self.next_snapshot += 1;
         }
     }
 
@@ -140,6 +181,7 @@ impl ReplaySchedule {
         while self.next_second * SECOND_NS <= t {
             let boundary = self.next_second * SECOND_NS;
             self.take_until(boundary, &mut out);
+            self.take_snapshots(boundary.saturating_add(1), &mut out);
             out.push(Event::Second {
                 elapsed: Duration::from_nanos(boundary),
             });
@@ -149,6 +191,7 @@ impl ReplaySchedule {
         self.now_ns = t;
         if t >= self.end_ns {
             self.take_until(u64::MAX, &mut out);
+            self.take_snapshots(u64::MAX, &mut out);
             if (self.next_second - 1) * SECOND_NS < t {
                 out.push(Event::Second {
                     elapsed: Duration::from_nanos(t),
@@ -156,6 +199,22 @@ impl ReplaySchedule {
             }
             if let Some(s) = &self.summary {
                 out.push(Event::Counters(s.counters.clone()));
+                if !s.kernel_hist.is_empty() {
+                    let ids: Vec<u32> = self.meta.functions.iter().map(|f| f.id).collect();
+                    let functions = s
+                        .kernel_hist
+                        .iter()
+                        .filter(|(id, _)| ids.contains(id))
+                        .map(|(&id, h)| {
+                            let c = s.counters.get(&id).copied().unwrap_or_default();
+                            (id, (c, h.clone()))
+                        })
+                        .collect();
+                    out.push(Event::Histograms(HistSnapshot {
+                        elapsed_ns: s.duration_ns,
+                        functions,
+                    }));
+                }
             }
             out.push(Event::SourceEnded);
             self.ended = true;
@@ -177,6 +236,17 @@ impl ReplaySchedule {
             .iter()
             .map(|f| (f.id, FunctionCounters::default()))
             .collect();
+        let mut kernel_hist = BTreeMap::new();
+        if let Some(s) = self
+            .next_snapshot
+            .checked_sub(1)
+            .map(|i| &self.snapshots[i])
+        {
+            for (&id, (c, h)) in &s.functions {
+                counters.insert(id, *c);
+                kernel_hist.insert(id, h.clone());
+            }
+        }
         for r in self.played() {
             if r.func == damon_common::AGGREGATION_MARK {
                 continue;
@@ -192,7 +262,7 @@ impl ReplaySchedule {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
-            kernel_hist: Default::default(),
+            kernel_hist,
         }
     }
 }

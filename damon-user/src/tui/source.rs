@@ -55,6 +55,14 @@ impl Collector {
         }
     }
 
+    /// Kernel mode: the linear width of the in-kernel histograms' buckets.
+    pub fn kernel_width_ns(&self) -> Option<u64> {
+        match self {
+            Collector::Live(l) => l.session.kernel_width_ns(),
+            Collector::Replay(r) => r.schedule().kernel_width_ns(),
+        }
+    }
+
     /// Waits for records (or, in a replay, for the capture clock to move). Cancel-safe.
     pub async fn next(&mut self) -> anyhow::Result<Vec<Event>> {
         match self {
@@ -76,11 +84,20 @@ impl Collector {
             Collector::Live(l) => {
                 l.session.drain(&mut l.batch);
                 let mut out = l.records();
-                out.push(Event::Counters(
-                    l.session
-                        .counters()
-                        .context("reading the kernel's counters")?,
-                ));
+                if l.session.kernel_width_ns().is_some() {
+                    // Kernel mode: counters and histograms together, one snapshot.
+                    out.push(Event::Histograms(
+                        l.session
+                            .hist_snapshot()
+                            .context("reading the kernel's histograms")?,
+                    ));
+                } else {
+                    out.push(Event::Counters(
+                        l.session
+                            .counters()
+                            .context("reading the kernel's counters")?,
+                    ));
+                }
                 out.push(Event::Second {
                     elapsed: l.started.elapsed(),
                 });
@@ -112,7 +129,7 @@ impl Collector {
                 malformed_items: 0,
                 damon_end: None,
                 intervals: None,
-                kernel_hist: Default::default(),
+                kernel_hist: l.session.kernel_histograms()?,
             }),
             Collector::Replay(r) => Ok(r.schedule().snapshot_summary()),
         }

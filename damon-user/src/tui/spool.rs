@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use damon_common::CallRecord;
 
 use crate::capture::{
-    Meta, Summary,
+    HistSnapshot, Meta, Summary,
     format::{CaptureError, CaptureWriter, read_file},
 };
 
@@ -83,6 +83,17 @@ impl Spool {
                 v.extend_from_slice(records);
                 Ok(())
             }
+        }
+    }
+
+    /// Kernel mode: writes a histogram snapshot into the file (a memory spool has no use for
+    /// it: a replay's capture keeps its own).
+    pub fn push_snapshot(&mut self, snapshot: &HistSnapshot) -> Result<(), CaptureError> {
+        match self {
+            Spool::Disk(DiskSpool {
+                writer: Some(w), ..
+            }) => w.push_snapshot(snapshot),
+            _ => Ok(()),
         }
     }
 

@@ -30,17 +30,37 @@ pub fn overload_fixture() -> Capture {
     read_file(Path::new(path)).expect("overload fixture capture")
 }
 
+/// 10.5 s of the migrate-hot scenario in the 7.2 guest recorded with `--mode kernel`: the
+/// kernel's histograms (10 ns buckets) of 1546 calls of all four functions, one snapshot a
+/// second, no per-call records.
+pub fn kernel_fixture() -> Capture {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/kernel-mode-7.2.dtcap"
+    );
+    read_file(Path::new(path)).expect("kernel-mode fixture capture")
+}
+
 pub fn app_for(capture: &Capture) -> App {
     App::new(AppConfig {
         kernel_release: capture.meta.kernel.release.clone(),
         origin: Origin::Replay {
-            file: "migrate-hot-7.2.dtcap".to_owned(),
+            file: if capture.is_kernel_mode() {
+                "kernel-mode-7.2.dtcap"
+            } else {
+                "migrate-hot-7.2.dtcap"
+            }
+            .to_owned(),
             speed: 1.0,
         },
         recording: None,
         functions: capture.meta.functions.clone(),
         bucket_ns: 20,
         window_secs: 10,
+        kernel_width_ns: capture
+            .final_hists()
+            .filter(|_| capture.is_kernel_mode())
+            .and_then(|s| s.functions.values().next().map(|(_, h)| h.width_ns)),
     })
 }
 

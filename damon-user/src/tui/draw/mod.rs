@@ -65,13 +65,21 @@ fn status_line(app: &App, area: Rect, buf: &mut Buffer) {
             .add_modifier(Modifier::BOLD),
     );
     let dropped = app.total_dropped();
+    // Kernel mode says so, and counts calls bucketed in the kernel instead of records.
+    let throughput = match app.kernel_width_ns {
+        Some(w) => format!(
+            "KERNEL {}  {} calls/s",
+            format::ns(w),
+            format::count(app.records_per_sec)
+        ),
+        None => format!("{} rec/s", format::count(app.records_per_sec)),
+    };
     let left_line = |kernel: &str| {
         Line::from(vec![
             origin.clone(),
             Span::raw(format!(
-                " {kernel}{}  {} rec/s  ",
+                " {kernel}{}  {throughput}  ",
                 format::clock(app.elapsed),
-                format::count(app.records_per_sec)
             )),
             Span::styled(
                 format!("{} dropped", format::count(dropped)),
@@ -125,6 +133,11 @@ fn footer_line(app: &App, area: Rect, buf: &mut Buffer) {
     buf.set_style(area, STATUS);
     let mut modes = vec![Span::raw(format!(" {}", window_label(app)))];
     modes.push(Span::raw(format!(" · {}", scale_label(app))));
+    if let Some(w) = app.kernel_width_ns {
+        // Percentiles are the tops of the kernel's buckets: this much too high at most
+        // (linear buckets; log2 ones above 512 of them).
+        modes.push(Span::raw(format!(" · pct to {} buckets", format::ns(w))));
+    }
     if app.frozen() {
         modes.push(Span::raw(" · "));
         modes.push(Span::styled("FROZEN", WARN.bg(Color::DarkGray)));
@@ -267,6 +280,9 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
 
 #[cfg(test)]
 mod interval_snapshot_tests;
+#[cfg(test)]
+#[path = "kernel_snapshot_tests.rs"]
+mod kernel_snapshot_tests;
 #[cfg(test)]
 #[path = "snapshot_tests.rs"]
 mod snapshot_tests;

@@ -1,0 +1,201 @@
+//! The uncompressed layout of a kernel-mode histogram snapshot (chunk kind 6): varints only,
+//! buckets stored sparsely (most of the 544 are empty).
+//!
+//! ```text
+//! elapsed_ns   varint
+//! functions    varint
+//! per function, ascending id:
+//!   id calls emitted ring_full stamp_full too_deep orphan_exits in_flight   (counters)
+//!   count sum_ns min_ns max_ns width_ns                                     (exact stats)
+//!   buckets      varint: the number of buckets (HIST_BUCKETS when written)
+//!   nonzero      varint: how many pairs follow
+//!   (gap, n)*    gap = bucket index minus the previous pair's index plus one (the first:
+//!                the index itself), n > 0 its count
+//! ```
+use super::{FunctionCounters, HistSnapshot, KernelHist, columns::Cursor, columns::put_varint};
+
+/// More buckets than a reader accepts in one histogram (the format holds 544 today): bounds
+/// what a corrupt chunk can make a reader allocate.
+const MAX_BUCKETS: u64 = 1 << 16;
+
+pub fn encode(s: &HistSnapshot, out: &mut Vec<u8>) {
+    put_varint(out, s.elapsed_ns);
+    put_varint(out, s.functions.len() as u64);
+    for (&id, (c, h)) in &s.functions {
+        for v in [
+            u64::from(id),
+            c.calls,
+            c.emitted,
+            c.ring_full,
+            c.stamp_full,
+            c.too_deep,
+            c.orphan_exits,
+            c.in_flight,
+            h.count,
+            h.sum_ns,
+            h.min_ns,
+            h.max_ns,
+            h.width_ns,
+            h.buckets.len() as u64,
+        ] {
+            put_varint(out, v);
+        }
+        let nonzero = h.buckets.iter().filter(|&&n| n > 0).count();
+        put_varint(out, nonzero as u64);
+        let mut next = 0usize;
+        for (i, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
+            put_varint(out, (i - next) as u64);
+            put_varint(out, n);
+            next = i + 1;
+        }
+    }
+}
+
+pub fn decode(bytes: &[u8]) -> Result<HistSnapshot, String> {
+    let mut c = Cursor { bytes, pos: 0 };
+    let elapsed_ns = c.varint()?;
+    let nfuncs = c.varint()?;
+    // Each function takes at least 16 bytes (one per varint above).
+    if nfuncs > (bytes.len() / 16) as u64 {
+        return Err(format!(
+            "{nfuncs} histograms cannot fit in {} bytes",
+            bytes.len()
+        ));
+    }
+    let mut s = HistSnapshot {
+        elapsed_ns,
+        ..Default::default()
+    };
+    for _ in 0..nfuncs {
+        let id = c.u32("function id")?;
+        let mut v = [0u64; 13];
+        for x in &mut v {
+            *x = c.varint()?;
+        }
+        let counters = FunctionCounters {
+            calls: v[0],
+            emitted: v[1],
+            ring_full: v[2],
+            stamp_full: v[3],
+            too_deep: v[4],
+            orphan_exits: v[5],
+            in_flight: v[6],
+        };
+        let len = v[12];
+        if len > MAX_BUCKETS {
+            return Err(format!("histogram of function {id} declares {len} buckets"));
+        }
+        let mut buckets = vec![0u64; len as usize];
+        let nonzero = c.varint()?;
+        let mut next = 0u64;
+        for _ in 0..nonzero {
+            let i = next.saturating_add(c.varint()?);
+            let n = c.varint()?;
+            let slot = buckets
+                .get_mut(i as usize)
+                .filter(|_| i < len && n > 0)
+                .ok_or_else(|| {
+                    format!("histogram of function {id}: bucket {i} of {len} (count {n})")
+                })?;
+            *slot = n;
+            next = i + 1;
+        }
+        let hist = KernelHist {
+            count: v[7],
+            sum_ns: v[8],
+            min_ns: v[9],
+            max_ns: v[10],
+            width_ns: v[11],
+            buckets,
+        };
+        if s.functions.insert(id, (counters, hist)).is_some() {
+            return Err(format!("function {id} appears twice in a snapshot"));
+        }
+    }
+    if c.pos != bytes.len() {
+        return Err(format!(
+            "{} bytes left over after a histogram snapshot",
+            bytes.len() - c.pos
+        ));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> HistSnapshot {
+        let mut buckets = vec![0u64; damon_common::HIST_BUCKETS as usize];
+        buckets[0] = 3;
+        buckets[7] = 1;
+        buckets[511] = 2;
+        buckets[543] = 9;
+        let mut s = HistSnapshot {
+            elapsed_ns: 1_000_000_123,
+            ..Default::default()
+        };
+        s.functions.insert(
+            3,
+            (
+                FunctionCounters {
+                    calls: 16,
+                    emitted: 15,
+                    in_flight: 1,
+                    orphan_exits: 2,
+                    ..Default::default()
+                },
+                KernelHist {
+                    count: 15,
+                    sum_ns: u64::MAX - 1,
+                    min_ns: 4,
+                    max_ns: u64::MAX,
+                    width_ns: 10,
+                    buckets,
+                },
+            ),
+        );
+        s.functions
+            .insert(0, (FunctionCounters::default(), KernelHist::default()));
+        s
+    }
+
+    #[test]
+    fn round_trip() {
+        let s = snapshot();
+        let mut b = Vec::new();
+        encode(&s, &mut b);
+        assert_eq!(decode(&b), Ok(s));
+        // Sparse: four non-empty buckets of 544 take a few bytes.
+        assert!(b.len() < 80, "{} bytes", b.len());
+    }
+
+    #[test]
+    fn corrupt_snapshots_are_errors() {
+        let mut b = Vec::new();
+        encode(&snapshot(), &mut b);
+        for cut in 0..b.len() {
+            assert!(decode(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut extra = b.clone();
+        extra.push(0);
+        assert!(decode(&extra).unwrap_err().contains("left over"));
+        // A bucket index past the declared length.
+        let mut s = HistSnapshot::default();
+        s.functions.insert(
+            1,
+            (
+                FunctionCounters::default(),
+                KernelHist {
+                    buckets: vec![0, 5],
+                    ..Default::default()
+                },
+            ),
+        );
+        let mut b = Vec::new();
+        encode(&s, &mut b);
+        let last = b.len() - 2; // the gap of the only pair
+        b[last] = 2;
+        assert!(decode(&b).unwrap_err().contains("bucket 2 of 2"));
+    }
+}

@@ -1,0 +1,354 @@
+//! Comparisons that involve a kernel-mode capture: both sides go onto the kernel's bucket
+//! grid (a stream capture's durations are bucketed exactly as the kernel buckets them), so
+//! percentiles, tests and range rows compare like with like, at the stated resolution.
+//!
+//! Each call stands for its bucket's top value (`hi - 1`; the open-ended last bucket, its
+//! `lo`) on both sides, so a percentile delta is a whole number of buckets. Min, mean and max
+//! stay exact (the kernel keeps them; a stream capture has the records).
+use damon_common::{HIST_BUCKETS, hist_bucket_bounds};
+
+use crate::{
+    capture::{Capture, FunctionCounters, KernelHist},
+    record::UsageError,
+    report::{ReportOptions, Selected},
+    stats::{
+        LatencyStats,
+        buckets::{BucketGrid, BucketRow},
+        kernel_hist::{self, linear_range_ns},
+    },
+};
+
+/// The grid both sides are put on.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolution {
+    pub width_ns: u64,
+    /// The kernel captures' widths differ: the finer one is re-bucketed onto the wider grid.
+    pub mixed_widths: bool,
+}
+
+impl Resolution {
+    /// `None` when both captures are stream captures (compared record by record).
+    pub fn of(b: &Capture, a: &Capture, opts: &ReportOptions) -> Result<Option<Self>, UsageError> {
+        let widths: Vec<u64> = [b, a]
+            .iter()
+            .filter(|c| c.is_kernel_mode())
+            .filter_map(|c| c.final_hists())
+            .flat_map(|s| s.functions.into_values().map(|(_, h)| h.width_ns))
+            .collect();
+        if !b.is_kernel_mode() && !a.is_kernel_mode() {
+            return Ok(None);
+        }
+        crate::report::kernel::check_options(opts)?;
+        Ok(Some(Resolution {
+            mixed_widths: widths.windows(2).any(|w| w[0] != w[1]),
+            width_ns: widths
+                .into_iter()
+                .max()
+                .unwrap_or(damon_common::DEFAULT_HIST_WIDTH_NS),
+        }))
+    }
+
+    /// What the verdict and the table say about the resolution.
+    pub fn describe(&self) -> String {
+        format!(
+            "at bucket resolution: {} ns buckets below {} ns, log2 above",
+            self.width_ns,
+            linear_range_ns(self.width_ns)
+        )
+    }
+}
+
+/// A side with more calls than this is compared through a proportional sample of its
+/// histogram of this size (a hot function counted in the kernel can have 10⁸ calls; 8 bytes
+/// each would not fit): same buckets, same shape, tests as conservative as this many calls.
+pub const MAX_EXPANDED: u64 = 4_000_000;
+
+/// Scales bucket counts to sum to `target`, by largest remainder (every count scaled down, the
+/// rounding spread so the total is exact).
+fn proportional(buckets: &[u64], target: u64) -> Vec<u64> {
+    let total: u128 = buckets.iter().map(|&n| u128::from(n)).sum();
+    if total <= u128::from(target) {
+        return buckets.to_vec();
+    }
+    let scaled: Vec<(u64, u128)> = buckets
+        .iter()
+        .map(|&n| {
+            let x = u128::from(n) * u128::from(target);
+            ((x / total) as u64, x % total)
+        })
+        .collect();
+    let mut out: Vec<u64> = scaled.iter().map(|s| s.0).collect();
+    let short = target - out.iter().sum::<u64>();
+    let mut order: Vec<usize> = (0..scaled.len()).collect();
+    order.sort_by(|&a, &b| scaled[b].1.cmp(&scaled[a].1).then(a.cmp(&b)));
+    for &i in order.iter().take(short as usize) {
+        out[i] += 1;
+    }
+    out
+}
+
+/// One side of a function on the grid: its histogram (exact stats kept), and its calls as
+/// bucket values, sorted.
+pub struct Side {
+    pub hist: KernelHist,
+    pub selected: Selected,
+    pub counters: FunctionCounters,
+}
+
+/// A bucket's stand-in value.
+fn value_of(bucket: usize, width_ns: u64) -> u64 {
+    let (lo, hi) = hist_bucket_bounds(bucket as u32, width_ns);
+    if hi == u64::MAX { lo } else { hi - 1 }
+}
+
+/// Re-buckets a histogram of another width onto `width_ns`: each bucket goes where its lower
+/// edge falls (exact when the grids nest, as linear buckets of a multiple width do).
+fn rebucket(h: &KernelHist, width_ns: u64) -> KernelHist {
+    if h.width_ns == width_ns {
+        return h.clone();
+    }
+    let mut buckets = vec![0; HIST_BUCKETS as usize];
+    for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let lo = hist_bucket_bounds(b as u32, h.width_ns).0;
+        buckets[damon_common::hist_bucket(lo, width_ns) as usize] += n;
+    }
+    KernelHist {
+        buckets,
+        width_ns,
+        ..h.clone()
+    }
+}
+
+/// Puts one function of one capture on the grid. `records` is what `report::select` kept of
+/// a stream capture (empty for a kernel capture).
+pub fn side(c: &Capture, id: u32, records: Selected, res: Resolution) -> Side {
+    let (hist, counters, count) = if c.is_kernel_mode() {
+        let end = c.final_hists();
+        let (k, h) = end
+            .and_then(|e| e.functions.get(&id).cloned())
+            .unwrap_or_default();
+        let h = if h.buckets.is_empty() {
+            kernel_hist::from_durations(&[], res.width_ns)
+        } else {
+            rebucket(&h, res.width_ns)
+        };
+        (h, k, k.emitted)
+    } else {
+        let k = crate::report::counters(c, id, records.count);
+        (
+            kernel_hist::from_durations(&records.durations, res.width_ns),
+            k,
+            records.count,
+        )
+    };
+    let counts = proportional(&hist.buckets, MAX_EXPANDED);
+    let mut durations = Vec::with_capacity(counts.iter().sum::<u64>() as usize);
+    for (b, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+        durations.extend(std::iter::repeat_n(value_of(b, res.width_ns), n as usize));
+    }
+    Side {
+        hist,
+        selected: Selected {
+            count,
+            durations,
+            values: Vec::new(),
+        },
+        counters,
+    }
+}
+
+/// Latency stats of a side: percentiles at bucket resolution, min/mean/max exact.
+pub fn stats(s: &Side) -> Option<LatencyStats> {
+    let mut st = LatencyStats::from_durations(&mut s.selected.durations.clone())?;
+    let h = &s.hist;
+    if h.count > 0 {
+        st.min_ns = h.min_ns;
+        st.max_ns = h.max_ns;
+        st.mean_ns = h.sum_ns as f64 / h.count as f64;
+    }
+    Some(st)
+}
+
+/// The range table of both sides on one grid aligned to the buckets.
+pub fn rows(
+    opts: &ReportOptions,
+    b: &Side,
+    a: &Side,
+) -> Result<(BucketGrid, Vec<(BucketRow, BucketRow)>), UsageError> {
+    let grid = kernel_hist::plan_grid(opts.bucket_ns, opts.max_ns, &[&b.hist, &a.hist])
+        .map_err(|e| UsageError(e.to_string()))?;
+    let rb = kernel_hist::count_rows(&grid, &b.hist);
+    let ra = kernel_hist::count_rows(&grid, &a.hist);
+    // Both sides have the same width, so the same rows, except a leading "below" row that
+    // only one side may need.
+    let (mut rb, mut ra) = (rb, ra);
+    let below = |r: &[BucketRow]| r.first().is_some_and(|r| r.lo_ns == 0 && grid.lo_ns > 0);
+    if below(&rb) != below(&ra) {
+        let pad = |r: &mut Vec<BucketRow>| {
+            r.insert(
+                0,
+                BucketRow {
+                    lo_ns: 0,
+                    hi_ns: r.first().map(|f| f.lo_ns),
+                    count: 0,
+                },
+            )
+        };
+        if below(&rb) {
+            pad(&mut ra);
+        } else {
+            pad(&mut rb);
+        }
+    }
+    Ok((grid, rb.into_iter().zip(ra).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::{Inputs, build};
+
+    fn opts() -> ReportOptions {
+        ReportOptions {
+            bucket_ns: 20,
+            ..Default::default()
+        }
+    }
+
+    /// A kernel capture and a stream capture of the same durations compare as equal: same
+    /// bucketed percentiles, same rows, no significant difference, resolution stated.
+    #[test]
+    fn kernel_and_stream_of_the_same_calls_agree() {
+        let d: Vec<u64> = (0..400).map(|i| 100 + (i * 37) % 300).collect();
+        let k = crate::report::kernel::test_capture(&d, true);
+        let mut s = crate::report::tests::capture(true);
+        s.records = d
+            .iter()
+            .map(|&v| damon_common::CallRecord {
+                duration_ns: v,
+                func: 0,
+                ..Default::default()
+            })
+            .collect();
+        let counters = s
+            .summary
+            .as_mut()
+            .expect("summary")
+            .counters
+            .get_mut(&0)
+            .expect("0");
+        *counters = FunctionCounters {
+            calls: 400,
+            emitted: 400,
+            ..Default::default()
+        };
+        for (before, after) in [(&k, &s), (&s, &k), (&k, &k)] {
+            let cmp = build(
+                &Inputs {
+                    before: ("b", before),
+                    after: ("a", after),
+                },
+                &opts(),
+            )
+            .expect("compare");
+            let f = &cmp.functions[0];
+            assert!(!f.significant, "{}", f.verdict);
+            assert!(
+                f.verdict.contains("at bucket resolution: 10 ns"),
+                "{}",
+                f.verdict
+            );
+            for p in &f.percentiles {
+                assert_eq!(p.before_ns, p.after_ns, "{}", p.label);
+            }
+            assert!(f.rows.iter().all(|r| r.before == r.after), "{:?}", f.rows);
+            assert_eq!(f.rows.iter().map(|r| r.before).sum::<u64>(), 400);
+            let (b, a) = (f.before.stats.expect("b"), f.after.stats.expect("a"));
+            assert_eq!((b.min_ns, b.max_ns), (100, 399));
+            assert!((b.mean_ns - a.mean_ns).abs() < 1e-9);
+        }
+        // A shift of 50 ns is found, and still said at bucket resolution.
+        let slower = crate::report::kernel::test_capture(
+            &d.iter().map(|v| v + 50).collect::<Vec<_>>(),
+            true,
+        );
+        let cmp = build(
+            &Inputs {
+                before: ("b", &s),
+                after: ("a", &slower),
+            },
+            &opts(),
+        )
+        .expect("compare");
+        let f = &cmp.functions[0];
+        assert!(
+            f.significant && f.verdict.contains("slower"),
+            "{}",
+            f.verdict
+        );
+        let p50 = &f.percentiles[0];
+        assert_eq!(p50.after_ns - p50.before_ns, 50);
+    }
+
+    #[test]
+    fn filters_are_refused_with_a_kernel_capture() {
+        let k = crate::report::kernel::test_capture(&[100], true);
+        let s = crate::report::tests::capture(true);
+        let err = build(
+            &Inputs {
+                before: ("b", &s),
+                after: ("a", &k),
+            },
+            &ReportOptions {
+                pid: vec![1],
+                ..opts()
+            },
+        )
+        .expect_err("refused");
+        assert!(err.0.contains("--mode kernel"), "{}", err.0);
+    }
+
+    #[test]
+    fn huge_histograms_are_compared_through_a_proportional_sample() {
+        let b = proportional(&[0, 7, 3, 0, 1_000_000_000, 1], 1000);
+        assert_eq!(b.iter().sum::<u64>(), 1000);
+        assert_eq!(b[4], 1000);
+        let b = proportional(&[1, 1, 1], 2);
+        assert_eq!(b, [1, 1, 0]);
+        assert_eq!(proportional(&[5, 5], 100), [5, 5]);
+        let mut h = kernel_hist::from_durations(&[100, 200], 10);
+        h.buckets[10] = 30_000_000;
+        h.buckets[20] = 10_000_000;
+        h.count = 40_000_002;
+        let mut c = crate::report::kernel::test_capture(&[1], true);
+        c.summary
+            .as_mut()
+            .expect("summary")
+            .kernel_hist
+            .insert(0, h);
+        let s = side(
+            &c,
+            0,
+            Selected::default(),
+            Resolution {
+                width_ns: 10,
+                mixed_widths: false,
+            },
+        );
+        assert_eq!(s.selected.durations.len() as u64, MAX_EXPANDED);
+        assert_eq!(
+            crate::stats::percentile(&s.selected.durations, 50.0),
+            Some(109),
+            "the median's bucket survives the sampling"
+        );
+        assert_eq!(stats(&s).expect("stats").min_ns, 100);
+    }
+
+    #[test]
+    fn rebucketing_to_a_wider_grid_keeps_every_call() {
+        let h = kernel_hist::from_durations(&[5, 15, 25, 6000, 20_000], 10);
+        let r = rebucket(&h, 20);
+        assert_eq!(r.buckets.iter().sum::<u64>(), 5);
+        assert_eq!((r.buckets[0], r.buckets[1]), (2, 1));
+    }
+}

@@ -1,0 +1,389 @@
+//! In-kernel aggregation (`--mode kernel`) on a real 7.2 kernel:
+//! - the kernel's bucketing equals userspace's: with the hidden `--mode both` each call is timed
+//!   once, streamed and bucketed, and the records bucketed with `damon_common::hist_bucket` are
+//!   the kernel's histogram exactly (count, sum, min, max too);
+//! - `record --mode kernel` under the migrate-hot scenario gives a report with all four
+//!   functions, their calls, percentiles and error bound, and the accounting identity; a
+//!   recorder killed with SIGKILL leaves a capture readable to its last snapshot;
+//! - a kernel-mode and a stream-mode capture of the same driven workload, back to back, count
+//!   the same calls, and `compare` puts them on one bucket grid and says so.
+use std::{collections::BTreeMap, fs, time::Duration};
+
+mod common;
+use common::{FOUR, assert_traced, function, json, u};
+use xtask::{
+    kernel::Kernel,
+    vm::{self, VmOptions},
+};
+
+/// Starts the migrate-hot scenario in the background and waits for its kdamond.
+const SCENARIO: &str = "damon-trace scenario migrate-hot --duration 300s > /out/scenario.out 2> /out/scenario.err &
+scenario=$!
+i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
+sleep 1
+";
+
+const STOP_SCENARIO: &str = "kill -INT $scenario 2>/dev/null || true
+wait $scenario || true";
+
+fn run_guest(cmd: &str) -> tempfile::TempDir {
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(400);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let dir = &opts.out_dir;
+    assert_eq!(
+        outcome.status,
+        0,
+        "console:\n{}\nscenario:\n{}",
+        outcome.console,
+        fs::read_to_string(dir.join("scenario.err")).unwrap_or_default()
+    );
+    out
+}
+
+fn out_dir(t: &tempfile::TempDir) -> std::path::PathBuf {
+    t.path().join("out")
+}
+
+/// `summary.kernel_hist` of an exported capture, by function name.
+fn kernel_hists(export: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    let names: BTreeMap<String, String> = export["meta"]["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .map(|f| {
+            (
+                f["id"].to_string(),
+                f["name"].as_str().expect("name").to_owned(),
+            )
+        })
+        .collect();
+    export["summary"]["kernel_hist"]
+        .as_object()
+        .expect("summary.kernel_hist")
+        .iter()
+        .map(|(id, h)| (names[id].clone(), h.clone()))
+        .collect()
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
+fn vm_7_2_mode_both_kernel_buckets_equal_the_records_bucketed_in_userspace() {
+    let cmd = format!(
+        "set -e
+{SCENARIO}damon-trace record --mode both --ring-size 67108864 -o /out/both.dtcap --duration 10s 2> /out/record.err
+damon-trace export /out/both.dtcap --format json -o /out/both.json
+{STOP_SCENARIO}"
+    );
+    let t = run_guest(&cmd);
+    let dir = out_dir(&t);
+    let export = json(&dir, "both.json");
+    assert_eq!(export["meta"]["mode"], "both");
+    let hists = kernel_hists(&export);
+    let mut durations: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in export["records"].as_array().expect("records") {
+        durations
+            .entry(r["function"].as_str().expect("function").to_owned())
+            .or_default()
+            .push(u(r, "duration_ns"));
+    }
+    for name in FOUR {
+        let acc = export["accounting"]
+            .as_array()
+            .expect("accounting")
+            .iter()
+            .find(|a| a["function"] == name)
+            .unwrap_or_else(|| panic!("{name}: no accounting"));
+        // Both paths see the same timed calls only when the ring lost none.
+        assert_eq!(u(acc, "ring_full"), 0, "{name}: {acc}");
+        assert_eq!(
+            u(acc, "calls"),
+            u(acc, "records") + u(acc, "dropped") + u(acc, "in_flight"),
+            "{name}: {acc}"
+        );
+        let h = &hists[name];
+        let d = durations.get(name).cloned().unwrap_or_default();
+        assert!(!d.is_empty(), "{name}: no call under the scenario");
+        let width = u(h, "width_ns");
+        let mut mine = vec![0u64; damon_common::HIST_BUCKETS as usize];
+        for &v in &d {
+            mine[damon_common::hist_bucket(v, width) as usize] += 1;
+        }
+        let kernel: Vec<u64> = h["buckets"]
+            .as_array()
+            .expect("buckets")
+            .iter()
+            .map(|n| n.as_u64().expect("count"))
+            .collect();
+        assert_eq!(
+            kernel, mine,
+            "{name}: kernel buckets != records bucketed here"
+        );
+        assert_eq!(u(h, "count"), d.len() as u64, "{name}");
+        assert_eq!(u(h, "sum_ns"), d.iter().sum::<u64>(), "{name}");
+        assert_eq!(u(h, "min_ns"), *d.iter().min().expect("min"), "{name}");
+        assert_eq!(u(h, "max_ns"), *d.iter().max().expect("max"), "{name}");
+        eprintln!(
+            "{name}: {} calls, kernel histogram == userspace bucketing ({} non-empty buckets)",
+            d.len(),
+            mine.iter().filter(|&&n| n > 0).count()
+        );
+    }
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
+fn vm_7_2_record_mode_kernel_reports_every_function_with_its_bound() {
+    let cmd = format!(
+        "set -e
+{SCENARIO}damon-trace record --mode kernel -o /out/k.dtcap --duration 10s 2> /out/record.err
+damon-trace report /out/k.dtcap --format json > /out/k.json
+damon-trace report /out/k.dtcap > /out/k.txt
+damon-trace export /out/k.dtcap --format json -o /out/k-export.json
+# A kernel-mode recorder killed with SIGKILL: its capture reads to its last snapshot.
+damon-trace record --mode kernel -o /out/killed.dtcap --duration 120s 2> /out/killed.err &
+rec=$!
+while [ ! -s /out/killed.dtcap ]; do sleep 0.5; done
+sleep 4
+kill -KILL $rec
+wait $rec || true
+damon-trace report /out/killed.dtcap --format json > /out/killed.json
+status=0; damon-trace report /out/k.dtcap --cpu 0 > /out/cpu.txt 2> /out/cpu.err || status=$?
+echo $status > /out/cpu.status
+# serve --mode kernel: scrapes from the kernel's running histograms.
+damon-trace serve --mode kernel --listen 127.0.0.1:9464 --duration 120s 2> /out/serve.err &
+srv=$!
+i=0
+until wget -q -O /out/m1.txt http://127.0.0.1:9464/metrics; do i=$((i+1)); [ $i -gt 240 ] && exit 9; sleep 0.5; done
+sleep 4
+wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
+kill -INT $srv
+wait $srv
+{STOP_SCENARIO}"
+    );
+    let t = run_guest(&cmd);
+    let dir = out_dir(&t);
+    let report = json(&dir, "k.json");
+    let table = fs::read_to_string(dir.join("k.txt")).expect("k.txt");
+    eprintln!("{table}");
+    assert_eq!(report["meta"]["mode"], "kernel");
+    for name in FOUR {
+        let f = function(&report, name);
+        assert_eq!(f["mode"], "kernel", "{f}");
+        assert_traced(f, "fentry");
+        assert_eq!(u(f, "ring_full"), 0, "{f}");
+        let res = &f["resolution"];
+        assert_eq!(u(res, "width_ns"), 10, "{f}");
+        for p in ["p50", "p90", "p99"] {
+            let (lo, top) = (u(&res[p], "lo_ns"), u(&res[p], "value_ns"));
+            assert!(
+                lo <= top && top == u(f, &format!("{p}_ns")),
+                "{name} {p}: {res}"
+            );
+            assert!(top - lo <= u(res, "bound_ns"), "{name} {p}: {res}");
+        }
+        let rows = f["buckets"]["rows"].as_array().expect("rows");
+        let in_rows: u64 = rows.iter().map(|r| u(r, "count")).sum();
+        assert_eq!(in_rows, u(f, "count"), "{name}: range rows");
+        assert!(
+            table.contains(&format!("{name}: percentiles at bucket resolution")),
+            "{table}"
+        );
+    }
+    assert!(table.contains("not available"), "{table}");
+    // Snapshots: one a second, cumulative.
+    let export = json(&dir, "k-export.json");
+    let snaps = export["snapshots"].as_array().expect("snapshots");
+    let per_fn = |name: &str| -> Vec<(u64, u64)> {
+        snaps
+            .iter()
+            .filter(|s| s["function"] == name)
+            .map(|s| (u(s, "elapsed_ns"), u(s, "count")))
+            .collect()
+    };
+    let lt = per_fn("lock_timer_base");
+    assert!(lt.len() >= 8, "{} snapshots in 10 s: {lt:?}", lt.len());
+    assert!(
+        lt.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "{lt:?}"
+    );
+
+    // Killed after ~5 s: incomplete, but counts to its last snapshot.
+    let killed = json(&dir, "killed.json");
+    assert_eq!(killed["meta"]["complete"], false);
+    let warning = killed["warnings"][0].as_str().expect("warning");
+    assert!(warning.contains("last histogram snapshot"), "{killed}");
+    assert!(
+        u(function(&killed, "lock_timer_base"), "calls") > 0,
+        "{killed}"
+    );
+
+    // serve --mode kernel: histograms from the kernel, growing between scrapes, consistent.
+    let metric = |file: &str, series: &str| -> u64 {
+        let text = fs::read_to_string(dir.join(file)).expect(file);
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} not in {file}:\n{text}"))
+    };
+    let count = "damon_trace_call_duration_seconds_count{function=\"lock_timer_base\"}";
+    let inf = "damon_trace_call_duration_seconds_bucket{function=\"lock_timer_base\",le=\"+Inf\"}";
+    let calls = "damon_trace_calls_total{function=\"lock_timer_base\"}";
+    let (c1, c2) = (metric("m1.txt", count), metric("m2.txt", count));
+    assert!(c2 > c1, "lock_timer_base: {c1} then {c2} calls bucketed");
+    assert_eq!(metric("m2.txt", inf), c2);
+    assert!(metric("m2.txt", calls) >= c2);
+    let m2 = fs::read_to_string(dir.join("m2.txt")).expect("m2");
+    assert!(m2.contains("mode=\"kernel\""), "{m2}");
+
+    // --cpu needs records: a usage error that says why.
+    let status = fs::read_to_string(dir.join("cpu.status")).expect("status");
+    let err = fs::read_to_string(dir.join("cpu.err")).expect("cpu.err");
+    assert_eq!(status.trim(), "2", "{err}");
+    assert!(err.contains("--mode kernel"), "{err}");
+}
+
+/// `uname` runs `N` times while each recorder traces `__x64_sys_newuname` (the uname(2) system
+/// call, which nothing else in the guest calls).
+const N: u64 = 300;
+
+fn record_driven(mode: &str, file: &str) -> String {
+    format!(
+        "damon-trace record --mode {mode} --func __x64_sys_newuname -o /out/{file} --duration 300s 2> /out/{file}.err &
+rec=$!
+i=0; until grep -q '__x64_sys_newuname' /out/{file}.err; do i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.1; done
+n=0; while [ $n -lt {N} ]; do uname > /dev/null; n=$((n+1)); done
+kill -INT $rec
+wait $rec
+"
+    )
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
+fn vm_7_2_kernel_and_stream_captures_of_one_workload_agree() {
+    let cmd = format!(
+        "set -e
+{}{}damon-trace report /out/stream.dtcap --format json > /out/stream.json
+damon-trace report /out/kernel.dtcap --format json > /out/kernel.json
+damon-trace compare /out/stream.dtcap /out/kernel.dtcap --format json > /out/cmp.json
+damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
+        record_driven("stream", "stream.dtcap"),
+        record_driven("kernel", "kernel.dtcap")
+    );
+    let t = run_guest(&cmd);
+    let dir = out_dir(&t);
+    let name = "__x64_sys_newuname";
+    let s = json(&dir, "stream.json");
+    let k = json(&dir, "kernel.json");
+    let (fs_, fk) = (function(&s, name), function(&k, name));
+    eprintln!(
+        "{}",
+        fs::read_to_string(dir.join("cmp.txt")).expect("cmp.txt")
+    );
+    assert_eq!(
+        (fs_["mode"].as_str(), fk["mode"].as_str()),
+        (Some("stream"), Some("kernel"))
+    );
+    for f in [fs_, fk] {
+        assert_traced(f, "fentry");
+        // Deterministic: the workload's calls, every one timed.
+        assert_eq!(u(f, "calls"), N, "{f}");
+        assert_eq!(u(f, "count"), N, "{f}");
+    }
+    let cmp = json(&dir, "cmp.json");
+    let c = cmp["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .find(|f| f["name"] == name)
+        .expect("compared");
+    assert_eq!((u(&c["before"], "calls"), u(&c["after"], "calls")), (N, N));
+    let rows: u64 = c["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| u(r, "after"))
+        .sum();
+    assert_eq!(rows, N);
+    let before_rows: u64 = c["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| u(r, "before"))
+        .sum();
+    assert_eq!(before_rows, N);
+    let verdict = c["verdict"].as_str().expect("verdict");
+    assert!(verdict.contains("at bucket resolution: 10 ns"), "{verdict}");
+    // The stream capture's percentiles, bucketed, lie on the same grid as the kernel's: each
+    // compared percentile is a bucket top of the kernel's grid.
+    for p in c["percentiles"].as_array().expect("percentiles") {
+        for side in ["before_ns", "after_ns"] {
+            let v = u(p, side);
+            let b = damon_common::hist_bucket(v, 10);
+            let (lo, hi) = damon_common::hist_bucket_bounds(b, 10);
+            assert!(v == hi - 1 || hi == u64::MAX && v == lo, "{p}");
+        }
+    }
+}
+
+/// Calls a panel shows for `name` (`damon_hot_score  fentry  619 calls`), if on screen.
+fn calls_shown(screen: &str, name: &str) -> Option<u64> {
+    let line = screen.lines().find(|l| l.contains(name))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let i = words.iter().position(|w| *w == "calls")?;
+    words.get(i.checked_sub(1)?)?.replace(',', "").parse().ok()
+}
+
+/// `live --mode kernel` on the 80x24 serial console: the status line says KERNEL with the
+/// bucket width, panels fill from the kernel's histograms, and the `--record` capture is a
+/// kernel-mode capture holding at least the calls the screen counted.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
+fn vm_7_2_live_mode_kernel_panels_from_histograms() {
+    use xtask::vm::{Interactive, KeyStep};
+    let out = tempfile::tempdir().expect("temp dir");
+    let cmd = format!(
+        "{SCENARIO}damon-trace live --mode kernel --record /out/live.dtcap
+rc=$?
+{STOP_SCENARIO}
+damon-trace report /out/live.dtcap --format json > /out/live.json
+exit $rc"
+    );
+    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(300);
+    opts.interactive = Some(Interactive::script(
+        24,
+        80,
+        vec![KeyStep::when(
+            "damon_hot_score with 200 calls in kernel mode",
+            Duration::from_secs(150),
+            |s| s.contains("KERNEL 10ns") && calls_shown(s, "damon_hot_score").unwrap_or(0) >= 200,
+            "q",
+        )],
+    ));
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let log = outcome.terminal.as_ref().expect("terminal log");
+    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
+        panic!(
+            "live ended (status {}) before the panels filled; last screen:\n{}",
+            outcome.status,
+            log.screen()
+        );
+    };
+    eprintln!("{shown}");
+    assert_eq!(outcome.status, 0, "{shown}");
+    assert!(shown.contains("pct to 10ns buckets"), "{shown}");
+    let on_screen = calls_shown(shown, "damon_hot_score").expect("calls");
+    let report = json(&opts.out_dir, "live.json");
+    assert_eq!(report["meta"]["mode"], "kernel");
+    let f = function(&report, "damon_hot_score");
+    assert_eq!(f["mode"], "kernel");
+    assert_traced(f, "fentry");
+    assert!(u(f, "count") >= on_screen, "{f} vs {on_screen} on screen");
+    assert!(f["resolution"]["bound_ns"].is_u64(), "{f}");
+}
