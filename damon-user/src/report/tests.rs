@@ -310,3 +310,104 @@ fn overload_capture_shows_drops_and_accounts_for_every_call() {
     );
     assert!(render::csv(&r).contains("damon_hot_score,fentry,stream,125830,7197,7197,118633,0,"));
 }
+
+/// A calibrated capture: every format shows raw and corrected latencies and says which is
+/// which; the JSON keeps `meta.calibration` as the capture holds it.
+#[test]
+fn corrected_latencies_next_to_raw_ones() {
+    use crate::stats::calibration::{
+        Calibration, CalibrationStatus, Floor, FloorDistribution, METHOD,
+    };
+    let mut c = capture(true);
+    // A floor with median 25 ns and p5..p95 = 21..29 (uncertainty 4).
+    let floor = FloorDistribution::from_durations(&(21..=29).collect::<Vec<u64>>()).expect("f");
+    assert_eq!((floor.median_ns, floor.uncertainty_ns), (25.0, 4.0));
+    let cal = Calibration {
+        status: CalibrationStatus::Ok,
+        detail: None,
+        function: "bpf_fentry_test1".into(),
+        calls: 9,
+        method: METHOD.into(),
+        floors: vec![Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor: Some(floor),
+            held_out: None,
+            untimed: 0,
+            error: None,
+            took_ns: 1,
+        }],
+    };
+    c.meta.calibration = Some(serde_json::to_value(&cal).expect("json"));
+    let r = build(&c, &opts()).expect("report");
+    let f = &r.functions[0];
+    // Raw durations 10..=100: p50 = 50, min 10, max 100, mean 55.
+    let k = f.corrected.expect("fentry/stream floor applies");
+    assert_eq!((f.p50_ns, k.p50_ns), (Some(50), 25.0));
+    assert_eq!((k.min_ns, k.max_ns, k.mean_ns), (-15.0, 75.0, 30.0));
+    assert_eq!(k.uncertainty_ns, 4.0);
+    assert!(r.functions[1].corrected.is_none(), "missing function");
+    let json = serde_json::to_value(&r).expect("json");
+    assert_eq!(
+        json["meta"]["calibration"]["floors"][0]["floor"]["median_ns"],
+        25.0
+    );
+    assert_eq!(json["functions"][0]["corrected"]["p50_ns"], 25.0);
+    assert!(
+        json["meta"]["latencies"]
+            .as_str()
+            .expect("note")
+            .contains("corrected")
+    );
+    let table = render::table(&r, None);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("  corrected") && l.contains("±4") && l.contains("-15")),
+        "{table}"
+    );
+    assert!(
+        table.contains("fentry/stream floor 25 ± 4 ns (9 calls of bpf_fentry_test1)"),
+        "{table}"
+    );
+    let csv = render::csv(&r);
+    let lines: Vec<&str> = csv.lines().collect();
+    let cols = lines[0].split(',').count();
+    assert!(lines.iter().all(|l| l.split(',').count() == cols), "{csv}");
+    assert!(
+        lines[1]
+            .ends_with(",25.000,4.000,-15.000,30.000,25.000,65.000,75.000,75.000,75.000,75.000"),
+        "{csv}"
+    );
+    assert!(render::markdown(&r).contains("| ↳ corrected | |"));
+
+    // A kprobe floor does not correct an fentry function; a skipped calibration says so.
+    let mut other = cal.clone();
+    other.floors[0].attach = "kprobe".into();
+    c.meta.calibration = Some(serde_json::to_value(&other).expect("json"));
+    assert!(
+        build(&c, &opts()).expect("r").functions[0]
+            .corrected
+            .is_none()
+    );
+    let skipped = Calibration::not_run(
+        CalibrationStatus::Skipped,
+        "bpf_fentry_test1",
+        "--no-calibrate".into(),
+    );
+    c.meta.calibration = Some(serde_json::to_value(&skipped).expect("json"));
+    let r = build(&c, &opts()).expect("r");
+    assert!(r.functions[0].corrected.is_none());
+    assert!(
+        r.meta
+            .latencies
+            .contains("calibration was skipped (--no-calibrate)"),
+        "{}",
+        r.meta.latencies
+    );
+    // Captures from before calibration: raw only, no warning.
+    c.meta.calibration = None;
+    let r = build(&c, &opts()).expect("r");
+    assert!(r.meta.latencies.contains("no calibration"));
+    assert!(r.warnings.iter().all(|w| !w.contains("calibration")));
+}
