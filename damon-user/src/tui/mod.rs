@@ -194,6 +194,9 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         bucket_ns: args.bucket_ns,
         window_secs: args.window,
     });
+    app.set_calibration(
+        crate::stats::calibration::Calibration::from_meta(meta.calibration.as_ref()).as_ref(),
+    );
 
     let (tx, mut rx) = mpsc::channel(64);
     let outcome = {
