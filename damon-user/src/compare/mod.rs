@@ -194,7 +194,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             let k = counters(c, id, s.count);
             let stats = LatencyStats::from_durations(&mut s.durations.clone());
             let corrected = Calibration::from_meta(c.meta.calibration.as_ref())
-                .and_then(|cal| cal.floor(attach, "stream").cloned())
+                .and_then(|cal| cal.floor(attach, &c.meta.mode).cloned())
                 .zip(stats)
                 .map(|(floor, st)| Corrected::new(&floor, &st));
             SideStats {

@@ -274,7 +274,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
         let mode = "stream";
         let corrected = calibration
             .as_ref()
-            .and_then(|c| c.floor(status.attach.as_str(), mode))
+            .and_then(|c| c.floor(status.attach.as_str(), &capture.meta.mode))
             .zip(lat)
             .map(|(floor, lat)| Corrected::new(floor, &lat));
         let f = FunctionReport {

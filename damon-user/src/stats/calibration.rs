@@ -319,6 +319,89 @@ pub fn describe_floor(f: &Floor, function: &str) -> String {
     }
 }
 
+/// What `damon-trace calibrate` prints: per floor its distribution and the held-out check.
+pub fn render_text(c: &Calibration) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if c.status != CalibrationStatus::Ok {
+        let _ = writeln!(
+            out,
+            "no probe floor measured{}",
+            c.detail
+                .as_ref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  held-out {}",
+        "probe floor",
+        "calls",
+        "p5",
+        "median",
+        "p95",
+        "mean",
+        "±",
+        "took",
+        c.floors
+            .iter()
+            .find_map(|f| f.held_out.as_ref())
+            .map_or("(none)", |h| h.function.as_str())
+    );
+    for f in &c.floors {
+        let label = format!("{}/{}", f.attach, f.mode);
+        let took = format!("{:.1} s", f.took_ns as f64 / 1e9);
+        match (&f.floor, &f.error) {
+            (Some(d), _) => {
+                let held = f.held_out.as_ref().map_or_else(
+                    || "-".to_owned(),
+                    |h| {
+                        format!(
+                            "{:+.1} ± {} ns (raw median {})",
+                            h.corrected_median_ns,
+                            format_ns(h.uncertainty_ns.round()),
+                            format_ns(h.median_ns)
+                        )
+                    },
+                );
+                let _ = writeln!(
+                    out,
+                    "{label:<14} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>8} {took:>7}  {held}",
+                    d.count,
+                    format_ns(d.p5_ns),
+                    format_ns(d.median_ns),
+                    format_ns(d.p95_ns),
+                    d.mean_ns,
+                    format_ns(d.uncertainty_ns.round()),
+                );
+                if f.untimed > 0 {
+                    let _ = writeln!(
+                        out,
+                        "{label:<14} warning: {} calls of {} were not timed (dropped or in flight)",
+                        f.untimed, c.function
+                    );
+                }
+            }
+            (None, e) => {
+                let _ = writeln!(
+                    out,
+                    "{label:<14} not measured: {}",
+                    e.as_deref().unwrap_or("unknown reason")
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "ns, timing {} with the session's own programs; corrected = raw − median, ± = (p95 − p5)/2 \
+         (+ half a bucket in kernel mode); the held-out function's corrected median should be 0 \
+         within ±",
+        c.function
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,6 +527,64 @@ mod tests {
         let v = serde_json::to_value(&skipped).expect("json");
         assert_eq!(v["status"], "skipped");
         assert_eq!(v["detail"], "x");
+    }
+
+    #[test]
+    fn renders_floors_held_out_and_failures() {
+        let floor = FloorDistribution::from_durations(&(90..=110).collect::<Vec<u64>>());
+        let held = HeldOut {
+            function: "bpf_fentry_test2".into(),
+            count: 21,
+            median_ns: 102.0,
+            corrected_median_ns: 2.0,
+            uncertainty_ns: 9.0,
+        };
+        let cal = Calibration {
+            status: CalibrationStatus::Ok,
+            detail: None,
+            function: "bpf_fentry_test1".into(),
+            calls: 21,
+            method: METHOD.into(),
+            floors: vec![
+                Floor {
+                    attach: "fentry".into(),
+                    mode: "stream".into(),
+                    floor,
+                    held_out: Some(held),
+                    untimed: 0,
+                    error: None,
+                    took_ns: 1_500_000_000,
+                },
+                Floor {
+                    attach: "kprobe".into(),
+                    mode: "stream".into(),
+                    floor: None,
+                    held_out: None,
+                    untimed: 0,
+                    error: Some("kernel has no kprobes".into()),
+                    took_ns: 0,
+                },
+            ],
+        };
+        let text = render_text(&cal);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("held-out bpf_fentry_test2"), "{text}");
+        assert!(
+            lines[1].starts_with("fentry/stream       21       91      100      109"),
+            "{text}"
+        );
+        assert!(lines[1].contains("+2.0 ± 9 ns (raw median 102)"), "{text}");
+        assert!(lines[1].contains("1.5 s"), "{text}");
+        assert_eq!(
+            lines[2],
+            "kprobe/stream  not measured: kernel has no kprobes"
+        );
+        let failed = Calibration::not_run(
+            CalibrationStatus::Failed,
+            "bpf_fentry_test1",
+            "fentry/stream: EPERM".into(),
+        );
+        assert!(render_text(&failed).starts_with("no probe floor measured: fentry/stream: EPERM"));
     }
 
     #[test]

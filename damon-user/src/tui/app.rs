@@ -231,12 +231,12 @@ impl App {
         }
     }
 
-    /// Gives each panel the floor of its attach method (stream mode), from the session's or
-    /// the replayed capture's calibration.
-    pub fn set_calibration(&mut self, calibration: Option<&Calibration>) {
+    /// Gives each panel the floor of its attach method in trace mode `mode`, from the
+    /// session's or the replayed capture's calibration.
+    pub fn set_calibration(&mut self, calibration: Option<&Calibration>, mode: &str) {
         for p in &mut self.panels {
             p.floor = calibration
-                .and_then(|c| c.floor(p.status.attach.as_str(), "stream"))
+                .and_then(|c| c.floor(p.status.attach.as_str(), mode))
                 .map(|f| (f.median_ns, f.uncertainty_ns));
         }
     }

@@ -196,6 +196,7 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     });
     app.set_calibration(
         crate::stats::calibration::Calibration::from_meta(meta.calibration.as_ref()).as_ref(),
+        &meta.mode,
     );
 
     let (tx, mut rx) = mpsc::channel(64);

@@ -187,7 +187,7 @@ fn corrected_latencies_toggle_80x24() {
     press(&mut app, KeyCode::Char('c'));
     assert!(!app.corrected, "no calibration: stays raw");
     assert!(render(&app, 80, 24).contains("no probe calibration"));
-    app.set_calibration(Some(&cal));
+    app.set_calibration(Some(&cal), "stream");
     press(&mut app, KeyCode::Char('c'));
     let screen = render(&app, 80, 24);
     assert!(screen.contains("corrected: − probe floor"), "{screen}");
