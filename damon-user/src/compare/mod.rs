@@ -355,19 +355,20 @@ fn calibration_warning(b: &Capture, a: &Capture) -> Vec<String> {
     };
     let mut out = Vec::new();
     for fb in &cb.floors {
-        let (Some(db), Some(da)) = (fb.floor.as_ref(), ca.floor(&fb.attach, &fb.mode)) else {
+        let (Some(_), Some(da)) = (fb.floor.as_ref(), ca.floor(&fb.attach, &fb.mode)) else {
             continue;
         };
-        let gap = da.median_ns - db.median_ns;
+        let db = fb;
+        let gap = da.median_ns() - db.median_ns();
         if gap.abs() > db.uncertainty_ns.max(da.uncertainty_ns) {
             out.push(format!(
                 "the {}/{} probe floor differs: before {:.0} ± {:.0} ns, after {:.0} ± {:.0} ns: \
                  {} ns of any raw difference is the probe's; read the corrected rows",
                 fb.attach,
                 fb.mode,
-                db.median_ns,
+                db.median_ns(),
                 db.uncertainty_ns,
-                da.median_ns,
+                da.median_ns(),
                 da.uncertainty_ns,
                 signed(gap)
             ));

@@ -330,19 +330,23 @@ fn corrected_rows_subtract_each_sides_floor() {
         let cal = Calibration {
             status: CalibrationStatus::Ok,
             detail: None,
-            function: "bpf_fentry_test1".into(),
+            functions: vec!["bpf_fentry_test1".into()],
             calls: 9,
             method: METHOD.into(),
             floors: vec![Floor {
                 attach: "fentry".into(),
                 mode: "stream".into(),
                 floor: Some(floor),
+                functions: Vec::new(),
+                between_functions_ns: 0.0,
+                uncertainty_ns: 0.0,
                 held_out: None,
                 untimed: 0,
                 error: None,
                 took_ns: 1,
             }],
-        };
+        }
+        .settled();
         c.meta.calibration = Some(serde_json::to_value(cal).expect("json"));
     };
     let mut b = capture(

@@ -4,14 +4,15 @@
 //!
 //! # Which functions
 //!
-//! The floor function is **`bpf_fentry_test1`** and the held-out check is **`bpf_fentry_test2`**
-//! (net/bpf/test_run.c; both in Debian 6.12 and 7.2, in kallsyms, BTF and
-//! `available_filter_functions`). Why they are the most faithful stand-in for "the probe's cost
-//! on an empty function":
-//! - they are empty: `return a + 1;` and `return a + b;`, `noinline`, traceable (ftrace
-//!   entry), with the same prologue and fentry/kprobe attach path as any traced function, so
-//!   the timed interval holds the probe's work and nothing else;
-//! - the kernel calls them **on demand, from userspace**, with `BPF_PROG_TEST_RUN` on a
+//! The floor pools **`bpf_fentry_test1`, `bpf_fentry_test2`, `bpf_fentry_test4` and
+//! `bpf_fentry_test5`**; the held-out check is **`bpf_fentry_test3`** (net/bpf/test_run.c; all
+//! in Debian 6.12 and 7.2, in kallsyms, BTF and `available_filter_functions`). Why they are
+//! the most faithful stand-in for "the probe's cost on an empty function":
+//! - they are empty: `noinline` integer arithmetic on their register arguments (`a + 1`,
+//!   `a + b`, `a + b + c`, ...; test4 and test5 add pointer-typed arguments as integers, never
+//!   dereferenced), traceable (ftrace entry), with the same prologue and fentry/kprobe attach
+//!   path as any traced function, so the timed interval holds the probe's work and nothing else;
+//! - the kernel calls them **on demand, from userspace**, with `BPF_PROG_TEST_RUN` of a
 //!   never-attached tracing program (`calib_trigger`): one syscall calls
 //!   `bpf_fentry_test1..N` once each, in process context on the calling CPU, without side
 //!   effects, so tens of thousands of calls take a second or two and touch nothing else;
@@ -19,13 +20,18 @@
 //!   `--func` (same entry/exit code as the built-in functions, same maps, same trace-mode
 //!   global), attached with the same method (fentry/fexit or kprobe/kretprobe), in the same
 //!   trace mode;
-//! - test1 and test2 are the same shape (int arithmetic, one or two register arguments, no
-//!   memory access) and are called back to back in the same syscall, so the held-out one sees
-//!   the same cache and CPU state: if the floor really is "the probe on an empty function",
-//!   test2's corrected median must come out at 0 within the floor's spread; if the floor
-//!   included anything but the probe (trigger overhead, the function itself, ordering), it
-//!   would not. Later test functions (test3..) take pointers or more arguments and would not
-//!   be a like-for-like check.
+//! - **several, pooled**, because the probe does not cost the same on every function:
+//!   measured under TCG, one empty function's median differs from another's by up to ~10 %
+//!   (e.g. 631 vs 721 ns), consistently across runs and whichever is called first (code
+//!   placement). A floor from one function would carry that function's quirk into every
+//!   correction; the pool's median does not, and the spread of the pooled functions' medians
+//!   gives the between-function term of the stated uncertainty
+//!   (see [`crate::stats::calibration`]);
+//! - the held-out function is the same kind of function, called in the same syscalls, but not
+//!   in the pool: its corrected median must come out at 0 within the stated ±; it would not if
+//!   the floor held anything but the probe (trigger overhead, a function's own work, another
+//!   attach method's cost) or if the ± understated how much the probe varies between
+//!   functions.
 //!
 //! What it cannot capture: a traced function called from a cold path may pay more for the
 //! probe (cache misses on the maps) than these warm back-to-back calls; the floor is the
@@ -34,6 +40,7 @@
 //! Calibration loads its own, short-lived [`Tracer`] (never the session's), so the floor's
 //! calls are never in a capture's records.
 use std::{
+    collections::BTreeMap,
     os::fd::{AsRawFd as _, RawFd},
     process::ExitCode,
     time::Instant,
@@ -50,14 +57,21 @@ use crate::{
         ring::decode,
     },
     stats::calibration::{
-        Calibration, CalibrationStatus, Floor, FloorBucket, FloorDistribution, HeldOut, METHOD,
+        Calibration, CalibrationStatus, Floor, FloorBucket, FloorDistribution, FunctionMedian,
+        HeldOut, METHOD,
     },
 };
 
-/// The empty function timed for the floor.
-pub const FLOOR_FUNCTION: &str = "bpf_fentry_test1";
-/// The second empty function, timed in the same run and corrected with the floor (a check).
-pub const HELD_OUT_FUNCTION: &str = "bpf_fentry_test2";
+/// The empty functions whose probe durations, pooled, make the floor.
+pub const FLOOR_FUNCTIONS: [&str; 4] = [
+    "bpf_fentry_test1",
+    "bpf_fentry_test2",
+    "bpf_fentry_test4",
+    "bpf_fentry_test5",
+];
+/// Another empty function, timed in the same run, not in the pool, corrected with the floor:
+/// the check.
+pub const HELD_OUT_FUNCTION: &str = "bpf_fentry_test3";
 
 /// Calls per floor by default: under TCG emulation 20 000 calls take about a second per floor
 /// (see the README); the median of that many is good to well under a nanosecond.
@@ -110,6 +124,9 @@ pub fn calibrate(
                     attach: r.attach_name().to_owned(),
                     mode: r.mode_name.to_owned(),
                     floor: None,
+                    functions: Vec::new(),
+                    between_functions_ns: 0.0,
+                    uncertainty_ns: 0.0,
                     held_out: None,
                     untimed: 0,
                     error: Some(format!("{e:#}")),
@@ -123,7 +140,7 @@ pub fn calibrate(
     let mut cal = Calibration {
         status: CalibrationStatus::Failed,
         detail: None,
-        function: FLOOR_FUNCTION.to_owned(),
+        functions: FLOOR_FUNCTIONS.map(str::to_owned).to_vec(),
         calls,
         method: METHOD.to_owned(),
         floors,
@@ -132,29 +149,29 @@ pub fn calibrate(
     cal
 }
 
-/// What the calibration tracer timed, per function.
-#[derive(Default)]
-struct Timed {
-    floor: Vec<u64>,
-    held_out: Vec<u64>,
+/// Ids of the calibration tracer's functions: the floor's first, the held-out one last.
+fn ids() -> impl Iterator<Item = (u32, &'static str)> {
+    FLOOR_FUNCTIONS
+        .iter()
+        .chain([&HELD_OUT_FUNCTION])
+        .enumerate()
+        .map(|(i, f)| (FIRST_USER_FUNC + i as u32, *f))
 }
 
-const FLOOR_ID: u32 = FIRST_USER_FUNC;
-const HELD_OUT_ID: u32 = FIRST_USER_FUNC + 1;
+const HELD_OUT_ID: u32 = FIRST_USER_FUNC + FLOOR_FUNCTIONS.len() as u32;
+
+/// One function's calls as the kernel histogram saw them between two readings.
+type HistDelta = (Vec<FloorBucket>, u128, u64, u64);
 
 /// Loads a calibration tracer for one request, calls the empty functions, and summarises.
 fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyhow::Result<Floor> {
     let mut tracer = Tracer::load(&LoadOptions {
-        functions: vec![
-            TracedFunction {
-                id: FLOOR_ID,
-                symbol: FLOOR_FUNCTION.to_owned(),
-            },
-            TracedFunction {
-                id: HELD_OUT_ID,
-                symbol: HELD_OUT_FUNCTION.to_owned(),
-            },
-        ],
+        functions: ids()
+            .map(|(id, symbol)| TracedFunction {
+                id,
+                symbol: symbol.to_owned(),
+            })
+            .collect(),
         attach: r.attach,
         ring_size: RING_BYTES,
         trace_mode: r.trace_mode,
@@ -192,18 +209,17 @@ fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyho
     } else {
         None
     };
-    let mut timed = Timed::default();
-    let mut drain = |timed: Option<&mut Timed>| {
+    // Stream mode: every duration, per function id.
+    let mut timed: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    let mut drain = |timed: Option<&mut BTreeMap<u32, Vec<u64>>>| {
         let Some(ring) = ring.as_mut() else { return };
         let mut timed = timed;
         while let Some(item) = ring.next() {
-            let (Some(rec), Some(t)) = (decode(&item), timed.as_deref_mut()) else {
-                continue;
-            };
-            match rec.func {
-                FLOOR_ID => t.floor.push(rec.duration_ns),
-                HELD_OUT_ID => t.held_out.push(rec.duration_ns),
-                _ => {}
+            if let (Some(rec), Some(t)) = (decode(&item), timed.as_deref_mut())
+                && rec.func >= FIRST_USER_FUNC
+                && rec.func <= HELD_OUT_ID
+            {
+                t.entry(rec.func).or_default().push(rec.duration_ns);
             }
         }
     };
@@ -233,14 +249,24 @@ fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyho
     let seen = |id: u32| {
         counters.get(&id).map_or(0, |c| c.calls) - counters_before.get(&id).map_or(0, |c| c.calls)
     };
-    let (floor, held_out) = match before {
-        None => (
-            FloorDistribution::from_durations(&timed.floor),
-            FloorDistribution::from_durations(&timed.held_out),
-        ),
+    // Per function: its own distribution, and what it adds to the pooled floor.
+    let (per_function, pooled) = match before {
+        None => {
+            let per: Vec<(u32, Option<FloorDistribution>)> = ids()
+                .map(|(id, _)| {
+                    let d = timed.get(&id).map(Vec::as_slice).unwrap_or_default();
+                    (id, FloorDistribution::from_durations(d))
+                })
+                .collect();
+            let pool: Vec<u64> = ids()
+                .filter(|&(id, _)| id != HELD_OUT_ID)
+                .flat_map(|(id, _)| timed.get(&id).cloned().unwrap_or_default())
+                .collect();
+            (per, FloorDistribution::from_durations(&pool))
+        }
         Some(before) => {
             let after = tracer.kernel_histograms()?;
-            let dist = |id: u32| {
+            let delta = |id: u32| -> Option<HistDelta> {
                 let (s1, b1) = after.get(&id)?;
                 let (s0, b0) = before.get(&id)?;
                 let buckets = b1
@@ -256,36 +282,87 @@ fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyho
                         }
                     })
                     .collect();
-                // The kernel's min and max are since load (warm-up included): a bound, not
+                // The kernel's min and max are since load (warm-up included): bounds, not
                 // exact for the counted calls; the sum is exact.
-                FloorDistribution::from_buckets(
+                Some((
                     buckets,
-                    Some(u128::from(s1.sum_ns - s0.sum_ns)),
+                    u128::from(s1.sum_ns - s0.sum_ns),
                     s1.min_ns,
                     s1.max_ns,
-                )
+                ))
             };
-            (dist(FLOOR_ID), dist(HELD_OUT_ID))
+            let per = ids()
+                .map(|(id, _)| {
+                    let d = delta(id).and_then(|(b, sum, min, max)| {
+                        FloorDistribution::from_buckets(b, Some(sum), min, max)
+                    });
+                    (id, d)
+                })
+                .collect();
+            let mut pool: Option<HistDelta> = None;
+            for (id, _) in ids().filter(|&(id, _)| id != HELD_OUT_ID) {
+                let Some((b, sum, min, max)) = delta(id) else {
+                    continue;
+                };
+                pool = Some(match pool {
+                    None => (b, sum, min, max),
+                    Some((mut pb, ps, pmin, pmax)) => {
+                        for (p, x) in pb.iter_mut().zip(&b) {
+                            p.count += x.count;
+                        }
+                        (pb, ps + sum, pmin.min(min), pmax.max(max))
+                    }
+                });
+            }
+            let pooled = pool.and_then(|(b, sum, min, max)| {
+                FloorDistribution::from_buckets(b, Some(sum), min, max)
+            });
+            (per, pooled)
         }
     };
-    let floor = floor.context("the probes timed no call of the empty function")?;
-    let untimed = seen(FLOOR_ID).saturating_sub(floor.count);
-    let held_out = held_out.map(|h| HeldOut {
-        function: HELD_OUT_FUNCTION.to_owned(),
-        count: h.count,
-        median_ns: h.median_ns,
-        corrected_median_ns: floor.correct(h.median_ns),
-        uncertainty_ns: floor.uncertainty_ns,
-    });
-    Ok(Floor {
+    let floor = pooled.context("the probes timed no call of the empty functions")?;
+    let untimed = ids()
+        .filter(|&(id, _)| id != HELD_OUT_ID)
+        .map(|(id, _)| seen(id))
+        .sum::<u64>()
+        .saturating_sub(floor.count);
+    let name = |id: u32| ids().find(|&(i, _)| i == id).map_or("", |(_, f)| f);
+    let held_out = per_function
+        .iter()
+        .find(|(id, _)| *id == HELD_OUT_ID)
+        .and_then(|(_, d)| d.as_ref())
+        .map(|h| HeldOut {
+            function: HELD_OUT_FUNCTION.to_owned(),
+            count: h.count,
+            median_ns: h.median_ns,
+            corrected_median_ns: floor.correct(h.median_ns),
+            uncertainty_ns: 0.0,
+        });
+    let functions = per_function
+        .iter()
+        .filter(|(id, _)| *id != HELD_OUT_ID)
+        .filter_map(|(id, d)| {
+            d.as_ref().map(|d| FunctionMedian {
+                function: name(*id).to_owned(),
+                count: d.count,
+                median_ns: d.median_ns,
+            })
+        })
+        .collect();
+    let mut out = Floor {
         attach: r.attach_name().to_owned(),
         mode: r.mode_name.to_owned(),
         floor: Some(floor),
+        functions,
+        between_functions_ns: 0.0,
+        uncertainty_ns: 0.0,
         held_out,
         untimed,
         error: None,
         took_ns: 0,
-    })
+    };
+    out.settle_uncertainty();
+    Ok(out)
 }
 
 /// `BPF_PROG_TEST_RUN` of the trigger: the kernel calls `bpf_fentry_test1..N` once each.
@@ -364,7 +441,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
     if err.is_terminal() {
         let _ = write!(
             err,
-            "\rcalibrating the probe floor ({}/{}): {done}/{calls} calls of {FLOOR_FUNCTION}   ",
+            "\rcalibrating the probe floor ({}/{}): {done}/{calls} test runs   ",
             r.attach_name(),
             r.mode_name
         );
@@ -375,7 +452,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
     } else if done >= calls {
         let _ = writeln!(
             err,
-            "calibrated the probe floor ({}/{}): {calls} calls of {FLOOR_FUNCTION}",
+            "calibrated the probe floor ({}/{}): {calls} test runs",
             r.attach_name(),
             r.mode_name
         );
@@ -415,7 +492,7 @@ pub fn summary_lines(cal: &Calibration) -> Vec<String> {
     cal.floors
         .iter()
         .map(|f| {
-            let mut line = format!("probe {}", describe_floor(f, &cal.function));
+            let mut line = format!("probe {}", describe_floor(f));
             if let Some(h) = &f.held_out {
                 line.push_str(&format!(
                     "; held-out {} corrected {:+.1} ns",
@@ -437,11 +514,7 @@ pub fn before_session(
     mode: &ModeArgs,
 ) -> Calibration {
     if args.no_calibrate {
-        return Calibration::not_run(
-            CalibrationStatus::Skipped,
-            FLOOR_FUNCTION,
-            "--no-calibrate".to_owned(),
-        );
+        return Calibration::not_run(CalibrationStatus::Skipped, "--no-calibrate".to_owned());
     }
     let requests = requests_for(
         attach,
@@ -513,7 +586,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     if cal.status != CalibrationStatus::Ok {
         bail!(
-            "no probe floor could be measured: {}; see `damon-trace doctor --func {FLOOR_FUNCTION}`",
+            "no probe floor could be measured: {}; see `damon-trace doctor --func {HELD_OUT_FUNCTION}`",
             cal.detail.as_deref().unwrap_or("unknown reason")
         );
     }

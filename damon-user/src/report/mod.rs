@@ -381,7 +381,7 @@ pub fn latencies_note(calibration: Option<&Calibration>) -> String {
              method, ± the floor's p5..p95 half-width (negative: below the floor); {}",
             c.floors
                 .iter()
-                .map(|f| describe_floor(f, &c.function))
+                .map(describe_floor)
                 .collect::<Vec<_>>()
                 .join("; ")
         ),

@@ -322,23 +322,27 @@ fn corrected_latencies_next_to_raw_ones() {
     let mut c = capture(true);
     // A floor with median 25 ns and p5..p95 = 21..29 (uncertainty 4).
     let floor = FloorDistribution::from_durations(&(21..=29).collect::<Vec<u64>>()).expect("f");
-    assert_eq!((floor.median_ns, floor.uncertainty_ns), (25.0, 4.0));
+    assert_eq!((floor.median_ns, floor.spread_ns), (25.0, 4.0));
     let cal = Calibration {
         status: CalibrationStatus::Ok,
         detail: None,
-        function: "bpf_fentry_test1".into(),
+        functions: vec!["bpf_fentry_test1".into()],
         calls: 9,
         method: METHOD.into(),
         floors: vec![Floor {
             attach: "fentry".into(),
             mode: "stream".into(),
             floor: Some(floor),
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
             held_out: None,
             untimed: 0,
             error: None,
             took_ns: 1,
         }],
-    };
+    }
+    .settled();
     c.meta.calibration = Some(serde_json::to_value(&cal).expect("json"));
     let r = build(&c, &opts()).expect("report");
     let f = &r.functions[0];
@@ -368,7 +372,7 @@ fn corrected_latencies_next_to_raw_ones() {
         "{table}"
     );
     assert!(
-        table.contains("fentry/stream floor 25 ± 4 ns (9 calls of bpf_fentry_test1)"),
+        table.contains("fentry/stream floor 25 ± 4 ns (9 calls of an empty function)"),
         "{table}"
     );
     let csv = render::csv(&r);
@@ -391,11 +395,7 @@ fn corrected_latencies_next_to_raw_ones() {
             .corrected
             .is_none()
     );
-    let skipped = Calibration::not_run(
-        CalibrationStatus::Skipped,
-        "bpf_fentry_test1",
-        "--no-calibrate".into(),
-    );
+    let skipped = Calibration::not_run(CalibrationStatus::Skipped, "--no-calibrate".into());
     c.meta.calibration = Some(serde_json::to_value(&skipped).expect("json"));
     let r = build(&c, &opts()).expect("r");
     assert!(r.functions[0].corrected.is_none());

@@ -7,14 +7,16 @@
 //!
 //! - **Central value: the median.** An interrupt or a preemption between the entry and exit
 //!   stamps adds microseconds to a few calls; the mean follows them, the median does not.
-//! - **Spread, stated as the uncertainty: half the width of the floor's p5..p95 range, plus half
-//!   its bucket width** (kernel mode's buckets round). Corrected percentiles are raw ones shifted
-//!   by the median, but the probe does not cost every call the same: on 90 % of calls its cost
-//!   lies inside that range, so a corrected value is good to about ± that half-width. The
-//!   median's own sampling error (≈ 1.25 σ/√n, well under 1 ns at tens of thousands of calls) is
-//!   negligible beside it. It is deliberately the spread of the probe, not the standard error
-//!   of its median: a user correcting a p50 of a few ns must see that the probe's jitter is of
-//!   the same size.
+//! - **The uncertainty stated with every corrected value combines two spreads.** (1) Per call:
+//!   the probe does not cost every call the same; on 90 % of calls its cost lies inside the
+//!   floor's p5..p95, so the half-width of that range (plus half a bucket in kernel mode) is
+//!   the *spread*. (2) Per function: the probe's cost also differs from one empty function to
+//!   another (code placement; under TCG emulation by up to ~10 %), and a traced function is a
+//!   *new* function. The floor therefore pools several empty functions, and the 95 %
+//!   prediction half-width for a new function's median from theirs (`t(0.975, k−1) · s ·
+//!   √(1 + 1/k)` over their k medians) is the *between-functions* term. The stated ± is
+//!   `√(spread² + between²)`. The median's own sampling error (≈ 1.25 σ/√n, well under 1 ns at
+//!   tens of thousands of calls) is negligible beside it.
 //! - **Corrected = raw − median, not clamped.** A negative corrected value is shown as such: it
 //!   says the function's own time is below the floor's central value, i.e. within the stated
 //!   uncertainty of zero. Clamping at 0 would hide that and bias averages upwards.
@@ -61,8 +63,9 @@ pub struct FloorDistribution {
     pub median_ns: f64,
     pub p75_ns: f64,
     pub p95_ns: f64,
-    /// `(p95 − p5) / 2 + resolution / 2`: see the module documentation.
-    pub uncertainty_ns: f64,
+    /// Per-call spread: `(p95 − p5) / 2 + (resolution − 1) / 2` (see the module
+    /// documentation).
+    pub spread_ns: f64,
     /// Widest bucket between p5 and p95 (1: exact durations, stream mode).
     pub resolution_ns: u64,
     /// Non-empty buckets, lowest first.
@@ -142,7 +145,7 @@ impl FloorDistribution {
             median_ns: at(50.0).0,
             p75_ns: at(75.0).0,
             p95_ns: p95,
-            uncertainty_ns: (p95 - p5) / 2.0 + (resolution as f64 - 1.0) / 2.0,
+            spread_ns: (p95 - p5) / 2.0 + (resolution as f64 - 1.0) / 2.0,
             resolution_ns: resolution,
             buckets,
         })
@@ -164,8 +167,17 @@ pub struct HeldOut {
     pub median_ns: f64,
     /// Raw median minus the floor's median.
     pub corrected_median_ns: f64,
-    /// The floor's uncertainty (what the corrected value is good to).
+    /// The floor's stated uncertainty: the corrected median should be within ± this of 0.
     pub uncertainty_ns: f64,
+}
+
+/// One empty function's share of a pooled floor: its own median (how much the probe's cost
+/// differs from one function to another).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionMedian {
+    pub function: String,
+    pub count: u64,
+    pub median_ns: f64,
 }
 
 /// The floor for one way of tracing: an attach method and a trace mode.
@@ -178,6 +190,16 @@ pub struct Floor {
     /// Absent when this calibration failed (then `error` says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<FloorDistribution>,
+    /// The pooled functions' own medians.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionMedian>,
+    /// 95 % prediction half-width of a new function's median from the pooled functions'
+    /// medians (0 with fewer than two).
+    #[serde(default)]
+    pub between_functions_ns: f64,
+    /// What every corrected value is good to: `√(spread² + between_functions²)`.
+    #[serde(default)]
+    pub uncertainty_ns: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_out: Option<HeldOut>,
     /// Calls of the empty function the kernel saw and did not time (dropped, in flight):
@@ -189,6 +211,44 @@ pub struct Floor {
     /// Wall time this floor took (load, attach, calls, detach), ns.
     #[serde(default)]
     pub took_ns: u64,
+}
+
+impl Floor {
+    /// The central value subtracted from raw latencies (0 when not measured).
+    pub fn median_ns(&self) -> f64 {
+        self.floor.as_ref().map_or(0.0, |d| d.median_ns)
+    }
+
+    /// A raw latency with the floor's central value taken out (may be negative).
+    pub fn correct(&self, raw_ns: f64) -> f64 {
+        raw_ns - self.median_ns()
+    }
+
+    /// Sets [`Floor::between_functions_ns`] from the pooled functions' medians and
+    /// [`Floor::uncertainty_ns`] from it and the spread; the held-out check's bound follows.
+    pub fn settle_uncertainty(&mut self) {
+        let medians: Vec<f64> = self.functions.iter().map(|f| f.median_ns).collect();
+        self.between_functions_ns = prediction_half_width(&medians);
+        let spread = self.floor.as_ref().map_or(0.0, |d| d.spread_ns);
+        self.uncertainty_ns = spread.hypot(self.between_functions_ns);
+        let u = self.uncertainty_ns;
+        if let Some(h) = &mut self.held_out {
+            h.uncertainty_ns = u;
+        }
+    }
+}
+
+/// 95 % two-sided prediction half-width for one more value from `values`' distribution:
+/// `t(0.975, k−1) · s · √(1 + 1/k)`; 0 with fewer than two values.
+pub fn prediction_half_width(values: &[f64]) -> f64 {
+    let k = values.len();
+    if k < 2 {
+        return 0.0;
+    }
+    let n = k as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    super::dist::t_quantile(0.975, n - 1.0) * var.sqrt() * (1.0 + 1.0 / n).sqrt()
 }
 
 /// Whether calibration ran.
@@ -210,9 +270,10 @@ pub struct Calibration {
     pub status: CalibrationStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
-    /// The empty function timed for the floor.
-    pub function: String,
-    /// Times the kernel was asked to call it (per floor).
+    /// The empty functions timed for the floor (their durations pooled).
+    #[serde(default)]
+    pub functions: Vec<String>,
+    /// Test runs per floor: each calls every function once.
     pub calls: u64,
     /// How the floor is summarised, in words (for readers of the JSON).
     pub method: String,
@@ -231,12 +292,20 @@ impl Calibration {
         serde_json::from_value(value?.clone()).ok()
     }
 
+    /// With every floor's uncertainty computed ([`Floor::settle_uncertainty`]).
+    pub fn settled(mut self) -> Calibration {
+        for f in &mut self.floors {
+            f.settle_uncertainty();
+        }
+        self
+    }
+
     /// A calibration that did not run, and why.
-    pub fn not_run(status: CalibrationStatus, function: &str, detail: String) -> Calibration {
+    pub fn not_run(status: CalibrationStatus, detail: String) -> Calibration {
         Calibration {
             status,
             detail: Some(detail),
-            function: function.to_owned(),
+            functions: Vec::new(),
             calls: 0,
             method: METHOD.to_owned(),
             floors: Vec::new(),
@@ -244,11 +313,10 @@ impl Calibration {
     }
 
     /// The measured floor for an attach method ("fentry"/"kprobe") and trace mode.
-    pub fn floor(&self, attach: &str, mode: &str) -> Option<&FloorDistribution> {
+    pub fn floor(&self, attach: &str, mode: &str) -> Option<&Floor> {
         self.floors
             .iter()
-            .find(|f| f.attach == attach && f.mode == mode)
-            .and_then(|f| f.floor.as_ref())
+            .find(|f| f.attach == attach && f.mode == mode && f.floor.is_some())
     }
 }
 
@@ -271,10 +339,10 @@ pub struct Corrected {
 }
 
 impl Corrected {
-    pub fn new(floor: &FloorDistribution, raw: &super::LatencyStats) -> Corrected {
+    pub fn new(floor: &Floor, raw: &super::LatencyStats) -> Corrected {
         let c = |v: u64| floor.correct(v as f64);
         Corrected {
-            floor_ns: floor.median_ns,
+            floor_ns: floor.median_ns(),
             uncertainty_ns: floor.uncertainty_ns,
             min_ns: c(raw.min_ns),
             mean_ns: floor.correct(raw.mean_ns),
@@ -298,16 +366,20 @@ pub fn format_ns(v: f64) -> String {
     }
 }
 
-/// `fentry/stream floor 812 ± 40 ns (50000 calls of bpf_fentry_test1)`.
-pub fn describe_floor(f: &Floor, function: &str) -> String {
+/// `fentry/stream floor 812 ± 40 ns (80000 calls of 4 empty functions)`.
+pub fn describe_floor(f: &Floor) -> String {
     match (&f.floor, &f.error) {
         (Some(d), _) => format!(
-            "{}/{} floor {} ± {} ns ({} calls of {function}{})",
+            "{}/{} floor {} ± {} ns ({} calls of {}{})",
             f.attach,
             f.mode,
             format_ns(d.median_ns),
-            format_ns(d.uncertainty_ns.round()),
+            format_ns(f.uncertainty_ns.round()),
             d.count,
+            match f.functions.len() {
+                0 | 1 => "an empty function".to_owned(),
+                n => format!("{n} empty functions"),
+            },
             if f.untimed > 0 {
                 format!(", {} not timed", f.untimed)
             } else {
@@ -335,13 +407,15 @@ pub fn render_text(c: &Calibration) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  held-out {}",
+        "{:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7}  held-out {}",
         "probe floor",
         "calls",
         "p5",
         "median",
         "p95",
         "mean",
+        "spread",
+        "betw.fn",
         "±",
         "took",
         c.floors
@@ -367,19 +441,30 @@ pub fn render_text(c: &Calibration) -> String {
                 );
                 let _ = writeln!(
                     out,
-                    "{label:<14} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>8} {took:>7}  {held}",
+                    "{label:<14} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>7} {:>7} {:>7} {took:>7}  {held}",
                     d.count,
                     format_ns(d.p5_ns),
                     format_ns(d.median_ns),
                     format_ns(d.p95_ns),
                     d.mean_ns,
-                    format_ns(d.uncertainty_ns.round()),
+                    format_ns(d.spread_ns.round()),
+                    format_ns(f.between_functions_ns.round()),
+                    format_ns(f.uncertainty_ns.round()),
                 );
+                if !f.functions.is_empty() {
+                    let per: Vec<String> = f
+                        .functions
+                        .iter()
+                        .map(|m| format!("{} {}", m.function, format_ns(m.median_ns)))
+                        .collect();
+                    let _ = writeln!(out, "{:<14} medians: {}", "", per.join(", "));
+                }
                 if f.untimed > 0 {
                     let _ = writeln!(
                         out,
                         "{label:<14} warning: {} calls of {} were not timed (dropped or in flight)",
-                        f.untimed, c.function
+                        f.untimed,
+                        c.functions.join(", ")
                     );
                 }
             }
@@ -394,10 +479,11 @@ pub fn render_text(c: &Calibration) -> String {
     }
     let _ = writeln!(
         out,
-        "ns, timing {} with the session's own programs; corrected = raw − median, ± = (p95 − p5)/2 \
-         (+ half a bucket in kernel mode); the held-out function's corrected median should be 0 \
-         within ±",
-        c.function
+        "ns, timing {} (pooled) with the session's own programs; corrected = raw − median; \
+         spread = (p95 − p5)/2 (+ half a bucket in kernel mode); betw.fn = 95 % prediction \
+         half-width of a new function's median from the pooled ones'; ± = √(spread² + betw.fn²); \
+         the held-out function's corrected median should be within ± of 0",
+        c.functions.join(", ")
     );
     out
 }
@@ -416,7 +502,7 @@ mod tests {
         assert_eq!((f.p5_ns, f.median_ns, f.p95_ns), (5.0, 50.0, 95.0));
         assert_eq!((f.p25_ns, f.p75_ns), (25.0, 75.0));
         assert_eq!(f.resolution_ns, 1);
-        assert_eq!(f.uncertainty_ns, 45.0);
+        assert_eq!(f.spread_ns, 45.0);
         assert_eq!((f.min_ns, f.max_ns), (1, 100));
         assert!((f.mean_ns - 50.5).abs() < 1e-9);
         assert_eq!(f.buckets.len(), 100);
@@ -432,7 +518,7 @@ mod tests {
         assert_eq!(f.median_ns, 305.0);
         assert!(f.mean_ns > 500.0, "{}", f.mean_ns);
         assert_eq!((f.p5_ns, f.p95_ns), (300.0, 309.0));
-        assert_eq!(f.uncertainty_ns, 4.5);
+        assert_eq!(f.spread_ns, 4.5);
         // Repeated durations share one bucket.
         assert_eq!(f.buckets.len(), 11);
         assert_eq!(f.buckets[0].count, 1000);
@@ -458,7 +544,7 @@ mod tests {
         assert_eq!(f.median_ns, 304.5);
         assert_eq!((f.p5_ns, f.p95_ns), (304.5, 314.5));
         assert_eq!(f.resolution_ns, 10);
-        assert_eq!(f.uncertainty_ns, 5.0 + 4.5);
+        assert_eq!(f.spread_ns, 5.0 + 4.5);
         assert!((f.mean_ns - 308.0).abs() < 1e-9);
         assert_eq!(
             FloorDistribution::from_buckets(vec![b(0, 0)], None, 0, 0),
@@ -479,6 +565,20 @@ mod tests {
         let floor = FloorDistribution::from_durations(&[40, 42, 44, 46, 48]).expect("floor");
         assert_eq!(floor.median_ns, 44.0);
         let raw = LatencyStats::from_durations(&mut vec![41, 50, 60, 1000]).expect("raw");
+        let mut floor = Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor: Some(floor),
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: None,
+            untimed: 0,
+            error: None,
+            took_ns: 0,
+        };
+        floor.settle_uncertainty();
+        assert_eq!(floor.uncertainty_ns, 4.0, "one function: the spread alone");
         let c = Corrected::new(&floor, &raw);
         assert_eq!(c.floor_ns, 44.0);
         assert_eq!(c.min_ns, -3.0);
@@ -495,25 +595,33 @@ mod tests {
         let cal = Calibration {
             status: CalibrationStatus::Ok,
             detail: None,
-            function: "bpf_fentry_test1".into(),
+            functions: vec!["bpf_fentry_test1".into()],
             calls: 3,
             method: METHOD.into(),
             floors: vec![Floor {
                 attach: "fentry".into(),
                 mode: "stream".into(),
                 floor: Some(floor.clone()),
+                functions: Vec::new(),
+                between_functions_ns: 0.0,
+                uncertainty_ns: 0.0,
                 held_out: None,
                 untimed: 0,
                 error: None,
                 took_ns: 5,
             }],
-        };
+        }
+        .settled();
         let v = serde_json::to_value(&cal).expect("json");
         assert_eq!(v["floors"][0]["floor"]["median_ns"], 11.0);
         assert_eq!(v["status"], "ok");
         let back = Calibration::from_meta(Some(&v)).expect("reads back");
         assert_eq!(back, cal);
-        assert_eq!(back.floor("fentry", "stream"), Some(&floor));
+        assert_eq!(
+            back.floor("fentry", "stream")
+                .and_then(|f| f.floor.as_ref()),
+            Some(&floor)
+        );
         assert_eq!(back.floor("kprobe", "stream"), None);
         assert_eq!(back.floor("fentry", "kernel"), None);
         // Absent (captures before calibration) and foreign shapes read as uncalibrated.
@@ -522,8 +630,7 @@ mod tests {
             Calibration::from_meta(Some(&serde_json::json!({"fentry": 40}))),
             None
         );
-        let skipped =
-            Calibration::not_run(CalibrationStatus::Skipped, "bpf_fentry_test1", "x".into());
+        let skipped = Calibration::not_run(CalibrationStatus::Skipped, "x".into());
         let v = serde_json::to_value(&skipped).expect("json");
         assert_eq!(v["status"], "skipped");
         assert_eq!(v["detail"], "x");
@@ -542,7 +649,7 @@ mod tests {
         let cal = Calibration {
             status: CalibrationStatus::Ok,
             detail: None,
-            function: "bpf_fentry_test1".into(),
+            functions: vec!["bpf_fentry_test1".into()],
             calls: 21,
             method: METHOD.into(),
             floors: vec![
@@ -550,6 +657,9 @@ mod tests {
                     attach: "fentry".into(),
                     mode: "stream".into(),
                     floor,
+                    functions: Vec::new(),
+                    between_functions_ns: 0.0,
+                    uncertainty_ns: 0.0,
                     held_out: Some(held),
                     untimed: 0,
                     error: None,
@@ -559,13 +669,17 @@ mod tests {
                     attach: "kprobe".into(),
                     mode: "stream".into(),
                     floor: None,
+                    functions: Vec::new(),
+                    between_functions_ns: 0.0,
+                    uncertainty_ns: 0.0,
                     held_out: None,
                     untimed: 0,
                     error: Some("kernel has no kprobes".into()),
                     took_ns: 0,
                 },
             ],
-        };
+        }
+        .settled();
         let text = render_text(&cal);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].ends_with("held-out bpf_fentry_test2"), "{text}");
@@ -579,28 +693,74 @@ mod tests {
             lines[2],
             "kprobe/stream  not measured: kernel has no kprobes"
         );
-        let failed = Calibration::not_run(
-            CalibrationStatus::Failed,
-            "bpf_fentry_test1",
-            "fentry/stream: EPERM".into(),
-        );
+        let failed = Calibration::not_run(CalibrationStatus::Failed, "fentry/stream: EPERM".into());
         assert!(render_text(&failed).starts_with("no probe floor measured: fentry/stream: EPERM"));
     }
 
     #[test]
+    fn uncertainty_adds_the_spread_between_functions() {
+        // Four functions with medians 690, 720, 700, 670: s = 20.82, t(0.975, 3) = 3.182,
+        // √(1 + 1/4) = 1.118: a new function's median within ± 74.1 ns.
+        let medians = [690.0, 720.0, 700.0, 670.0];
+        let b = prediction_half_width(&medians);
+        assert!((b - 74.07).abs() < 0.05, "{b}");
+        assert_eq!(prediction_half_width(&[700.0]), 0.0);
+        assert_eq!(prediction_half_width(&[5.0, 5.0, 5.0]), 0.0);
+        let dist = FloorDistribution::from_durations(&(650..=750).collect::<Vec<u64>>());
+        let mut f = Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor: dist,
+            functions: medians
+                .iter()
+                .enumerate()
+                .map(|(i, &m)| FunctionMedian {
+                    function: format!("bpf_fentry_test{}", i + 1),
+                    count: 10,
+                    median_ns: m,
+                })
+                .collect(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: Some(HeldOut {
+                function: "bpf_fentry_test3".into(),
+                count: 10,
+                median_ns: 640.0,
+                corrected_median_ns: -60.0,
+                uncertainty_ns: 0.0,
+            }),
+            untimed: 0,
+            error: None,
+            took_ns: 0,
+        };
+        f.settle_uncertainty();
+        let spread = f.floor.as_ref().expect("floor").spread_ns;
+        assert_eq!(spread, 45.0);
+        assert!((f.uncertainty_ns - spread.hypot(b)).abs() < 1e-9);
+        assert_eq!(
+            f.held_out.as_ref().map(|h| h.uncertainty_ns),
+            Some(f.uncertainty_ns)
+        );
+    }
+
+    #[test]
     fn describes_a_floor() {
-        let f = Floor {
+        let mut f = Floor {
             attach: "kprobe".into(),
             mode: "stream".into(),
             floor: FloorDistribution::from_durations(&[100, 110, 120, 130, 140]),
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
             held_out: None,
             untimed: 2,
             error: None,
             took_ns: 0,
         };
+        f.settle_uncertainty();
         assert_eq!(
-            describe_floor(&f, "bpf_fentry_test1"),
-            "kprobe/stream floor 120 ± 20 ns (5 calls of bpf_fentry_test1, 2 not timed)"
+            describe_floor(&f),
+            "kprobe/stream floor 120 ± 20 ns (5 calls of an empty function, 2 not timed)"
         );
         let failed = Floor {
             floor: None,
@@ -608,7 +768,7 @@ mod tests {
             ..f
         };
         assert_eq!(
-            describe_floor(&failed, "bpf_fentry_test1"),
+            describe_floor(&failed),
             "kprobe/stream floor not measured: EPERM"
         );
     }

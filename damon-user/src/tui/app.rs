@@ -237,7 +237,7 @@ impl App {
         for p in &mut self.panels {
             p.floor = calibration
                 .and_then(|c| c.floor(p.status.attach.as_str(), mode))
-                .map(|f| (f.median_ns, f.uncertainty_ns));
+                .map(|f| (f.median_ns(), f.uncertainty_ns));
         }
     }
 

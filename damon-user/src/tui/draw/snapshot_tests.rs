@@ -169,19 +169,23 @@ fn corrected_latencies_toggle_80x24() {
     let cal = Calibration {
         status: CalibrationStatus::Ok,
         detail: None,
-        function: "bpf_fentry_test1".into(),
+        functions: vec!["bpf_fentry_test1".into()],
         calls: 81,
         method: METHOD.into(),
         floors: vec![Floor {
             attach: "fentry".into(),
             mode: "stream".into(),
             floor,
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
             held_out: None,
             untimed: 0,
             error: None,
             took_ns: 1,
         }],
-    };
+    }
+    .settled();
     let mut app = replayed(capture, 12 * SECOND);
     let raw = render(&app, 80, 24);
     press(&mut app, KeyCode::Char('c'));
