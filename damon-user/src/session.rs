@@ -142,7 +142,7 @@ impl Session {
         let diagnosis = doctor::diagnose(&functions);
         if !diagnosis.can_trace {
             eprint!("{}", doctor::render_text(&diagnosis));
-            bail!("this kernel cannot be traced (diagnosis above)");
+            bail!("the selected functions cannot be traced here (diagnosis above)");
         }
         let mut floor = calibration.map(|c| calibrate::before_session(c, selection.attach, &mode));
         let mut tracer = Tracer::load(&LoadOptions {
