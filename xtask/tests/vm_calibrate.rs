@@ -93,7 +93,7 @@ fn check_floor(floor: &serde_json::Value) -> String {
 /// `calibrate`, a calibrated and an uncalibrated `record`, and their reports.
 fn run(kernel: Kernel, modes: &[&str]) {
     let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, &cmd(&modes.join(",")));
+    let mut opts = VmOptions::new(kernel, cmd(&modes.join(",")));
     opts.out_dir = out.path().join("out");
     opts.timeout = Duration::from_secs(420);
     let outcome = vm::run(&opts).expect("the guest runs");

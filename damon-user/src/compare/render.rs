@@ -158,8 +158,8 @@ fn corrected_note(c: &Comparison) -> &'static str {
         .iter()
         .any(|f| f.before.corrected.is_some() && f.after.corrected.is_some())
     {
-        "; the corrected rows subtract each capture's probe floor (its median, ± its p5..p95 \
-         half-width)"
+        "; the corrected rows subtract each capture's probe floor (its median, ± its stated \
+         uncertainty)"
     } else {
         "; no corrected rows: both captures need a probe calibration"
     }

@@ -378,7 +378,8 @@ pub fn latencies_note(calibration: Option<&Calibration>) -> String {
         ),
         Some(c) => format!(
             "{raw}; corrected: raw minus the probe floor's median for the function's attach \
-             method, ± the floor's p5..p95 half-width (negative: below the floor); {}",
+             method and trace mode, ± its uncertainty (per-call and between-function spread of \
+             the probe's cost; negative: below the floor); {}",
             c.floors
                 .iter()
                 .map(describe_floor)

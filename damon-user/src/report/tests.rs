@@ -412,3 +412,78 @@ fn corrected_latencies_next_to_raw_ones() {
     assert!(r.meta.latencies.contains("no calibration"));
     assert!(r.warnings.iter().all(|w| !w.contains("calibration")));
 }
+
+/// A real calibrated capture (7.2 guest, `record --duration 5s`, default calibration): its
+/// floor reads back with the histogram it was computed from, and every traced function with
+/// records is shown corrected by exactly the floor's median.
+#[test]
+fn real_calibrated_capture() {
+    use crate::stats::calibration::{Calibration, CalibrationStatus, FloorDistribution};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/calibrated-7.2.dtcap");
+    let c = read_file(&path).expect("calibrated fixture");
+    let cal = Calibration::from_meta(c.meta.calibration.as_ref()).expect("typed calibration");
+    assert_eq!(cal.status, CalibrationStatus::Ok);
+    assert_eq!(cal.calls, 20_000);
+    let floor = cal.floor("fentry", "stream").expect("fentry/stream floor");
+    let dist = floor.floor.as_ref().expect("measured");
+    assert_eq!(
+        dist.count,
+        4 * 20_000,
+        "every call of the four pooled functions timed"
+    );
+    assert_eq!(floor.functions.len(), 4);
+    // The stored histogram is the distribution: recomputing from it gives the same summary.
+    let again = FloorDistribution::from_buckets(
+        dist.buckets.clone(),
+        Some((dist.mean_ns * dist.count as f64).round() as u128),
+        dist.min_ns,
+        dist.max_ns,
+    )
+    .expect("histogram");
+    assert_eq!(
+        (again.median_ns, again.p5_ns, again.p95_ns, again.spread_ns),
+        (dist.median_ns, dist.p5_ns, dist.p95_ns, dist.spread_ns)
+    );
+    let held = floor.held_out.as_ref().expect("held-out check");
+    assert!(
+        held.corrected_median_ns.abs() <= floor.uncertainty_ns,
+        "{held:?}"
+    );
+
+    let r = build(&c, &opts()).expect("report");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let timer = r
+        .functions
+        .iter()
+        .find(|f| f.name == "lock_timer_base")
+        .expect("timer");
+    let k = timer.corrected.expect("lock_timer_base corrected");
+    assert_eq!(k.floor_ns, dist.median_ns);
+    assert_eq!(k.p50_ns, timer.p50_ns.expect("p50") as f64 - dist.median_ns);
+    for f in r.functions.iter().filter(|f| f.matched == 0) {
+        assert!(f.corrected.is_none(), "{}: nothing to correct", f.name);
+    }
+    let json = serde_json::to_value(&r).expect("json");
+    assert_eq!(json["meta"]["calibration"]["status"], "ok");
+    assert!(json["meta"]["calibration"]["floors"][0]["floor"]["buckets"].is_array());
+
+    // Against an uncalibrated capture, compare says only one side can be corrected.
+    let before =
+        read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/migrate-hot-7.2.dtcap"))
+            .expect("fixture");
+    let cmp = crate::compare::build(
+        &crate::compare::Inputs {
+            before: ("migrate-hot-7.2.dtcap", &before),
+            after: ("calibrated-7.2.dtcap", &c),
+        },
+        &opts(),
+    )
+    .expect("compare");
+    assert!(
+        cmp.warnings
+            .iter()
+            .any(|w| w.contains("only the after capture has a probe calibration")),
+        "{:?}",
+        cmp.warnings
+    );
+}

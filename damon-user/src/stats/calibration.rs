@@ -293,6 +293,7 @@ impl Calibration {
     }
 
     /// With every floor's uncertainty computed ([`Floor::settle_uncertainty`]).
+    #[cfg(test)]
     pub fn settled(mut self) -> Calibration {
         for f in &mut self.floors {
             f.settle_uncertainty();
@@ -564,7 +565,7 @@ mod tests {
     fn corrections_subtract_the_median_and_keep_negatives() {
         let floor = FloorDistribution::from_durations(&[40, 42, 44, 46, 48]).expect("floor");
         assert_eq!(floor.median_ns, 44.0);
-        let raw = LatencyStats::from_durations(&mut vec![41, 50, 60, 1000]).expect("raw");
+        let raw = LatencyStats::from_durations(&mut [41, 50, 60, 1000]).expect("raw");
         let mut floor = Floor {
             attach: "fentry".into(),
             mode: "stream".into(),
