@@ -586,8 +586,8 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     if cal.status != CalibrationStatus::Ok {
         bail!(
-            "no probe floor could be measured: {}; see `damon-trace doctor --func {HELD_OUT_FUNCTION}`",
-            cal.detail.as_deref().unwrap_or("unknown reason")
+            "no probe floor could be measured (each attach method's reason is above); see \
+             `damon-trace doctor --func {HELD_OUT_FUNCTION}`"
         );
     }
     Ok(ExitCode::SUCCESS)

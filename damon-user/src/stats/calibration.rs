@@ -396,7 +396,8 @@ pub fn describe_floor(f: &Floor) -> String {
 pub fn render_text(c: &Calibration) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    if c.status != CalibrationStatus::Ok {
+    // Floors that failed say why on their own line; the detail is for when there are none.
+    if c.status != CalibrationStatus::Ok && c.floors.is_empty() {
         let _ = writeln!(
             out,
             "no probe floor measured{}",
@@ -696,6 +697,13 @@ mod tests {
         );
         let failed = Calibration::not_run(CalibrationStatus::Failed, "fentry/stream: EPERM".into());
         assert!(render_text(&failed).starts_with("no probe floor measured: fentry/stream: EPERM"));
+        // With floors, each failed one says why on its line, once.
+        let mut both_failed = cal.clone();
+        both_failed.status = CalibrationStatus::Failed;
+        both_failed.floors.remove(0);
+        let text = render_text(&both_failed);
+        assert!(!text.contains("no probe floor measured"), "{text}");
+        assert_eq!(text.matches("kernel has no kprobes").count(), 1, "{text}");
     }
 
     #[test]
