@@ -36,7 +36,7 @@ pub enum Command {
     /// Trace and serve OpenMetrics/Prometheus metrics over HTTP (GET /metrics) meanwhile.
     Serve(ServeArgs),
     /// Measure the probe floor: what the probes add to every latency, per attach method and
-    /// trace mode, timing an empty kernel function (and check it on a second one).
+    /// trace mode, timing empty kernel functions (and check it on a held-out one).
     Calibrate(CalibrateArgs),
     /// Drive a reproducible DAMON experiment through sysfs, then restore what was there.
     #[command(subcommand)]
@@ -296,14 +296,14 @@ pub struct CalibrationArgs {
     /// and only raw latencies can be shown.
     #[arg(long)]
     pub no_calibrate: bool,
-    /// Calls of the empty function per probe floor at start.
+    /// Test runs per probe floor at start (each calls every calibration function once).
     #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), conflicts_with = "no_calibrate", allow_hyphen_values = true)]
     pub calibrate_calls: u64,
 }
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Calls of the empty function per floor.
+    /// Test runs per floor (each calls every calibration function once).
     #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), allow_hyphen_values = true)]
     pub calls: u64,
     /// Attach method to calibrate: fentry, kprobe, or auto for both.
