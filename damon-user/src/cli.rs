@@ -35,6 +35,9 @@ pub enum Command {
     Export(ExportArgs),
     /// Trace and serve OpenMetrics/Prometheus metrics over HTTP (GET /metrics) meanwhile.
     Serve(ServeArgs),
+    /// Measure the probe floor: what the probes add to every latency, per attach method and
+    /// trace mode, timing empty kernel functions (and check it on a held-out one).
+    Calibrate(CalibrateArgs),
     /// Drive a reproducible DAMON experiment through sysfs, then restore what was there.
     #[command(subcommand)]
     Scenario(ScenarioCommand),
@@ -144,6 +147,8 @@ pub struct RecordArgs {
     pub selection: Selection,
     #[command(flatten)]
     pub mode: ModeArgs,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
 }
 
 #[derive(Debug, Args)]
@@ -173,6 +178,8 @@ pub struct LiveArgs {
     pub selection: Selection,
     #[command(flatten)]
     pub mode: ModeArgs,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
 }
 
 /// A replay speed factor: 0 (as fast as possible) or a positive finite number.
@@ -282,6 +289,38 @@ pub struct ServeArgs {
     pub selection: Selection,
     #[command(flatten)]
     pub mode: ModeArgs,
+}
+
+/// Measuring the probe floor when a session starts (`record`, `live`).
+#[derive(Debug, Args, Clone, Copy)]
+pub struct CalibrationArgs {
+    /// Do not measure the probe floor at start: the capture then says calibration was skipped,
+    /// and only raw latencies can be shown.
+    #[arg(long)]
+    pub no_calibrate: bool,
+    /// Test runs per probe floor at start (each calls every calibration function once).
+    #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), conflicts_with = "no_calibrate", allow_hyphen_values = true)]
+    pub calibrate_calls: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Test runs per floor (each calls every calibration function once).
+    #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), allow_hyphen_values = true)]
+    pub calls: u64,
+    /// Attach method to calibrate: fentry, kprobe, or auto for both.
+    #[arg(long, value_enum, default_value_t = AttachChoice::Auto)]
+    pub attach: AttachChoice,
+    /// Trace modes to calibrate, comma-separated (stream, kernel).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "stream")]
+    pub mode: Vec<TraceMode>,
+    /// Width of the kernel histograms' linear buckets in ns (kernel mode), as the session
+    /// will use it.
+    #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
+    pub hist_width: u64,
+    /// Print the calibration as one JSON object (the shape of a capture's meta.calibration).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How the `Range (ns) | Count | Percent` tables are cut.

@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Calibrate(args) => probe::calibrate::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),
         Command::Workload(args) => damon::run_workload(&args),
     });
@@ -87,6 +88,7 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             record::check_symbols(&record::select_functions(&a.selection)?)?;
             doctor::require_privileges()
         }
+        Command::Calibrate(_) => doctor::require_privileges(),
         Command::Export(a) if a.output != std::path::Path::new("-") => {
             Ok(check_output(&a.output, a.force)?)
         }

@@ -147,7 +147,12 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
 
-    let mut session = Session::start(&args.selection, args.ring_size, args.mode)?;
+    let mut session = Session::start(
+        &args.selection,
+        args.ring_size,
+        args.mode,
+        Some(&args.calibration),
+    )?;
     let mut writer = CaptureWriter::create(&args.output, args.force, session.meta())
         .with_context(|| format!("creating capture {}", args.output.display()))?;
     writer.flush().context("writing the capture header")?;

@@ -14,10 +14,11 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, Summary},
-    cli::{ModeArgs, Selection},
+    cli::{CalibrationArgs, ModeArgs, Selection},
     doctor,
     probe::{
         attach::{LoadOptions, Tracer},
+        calibrate,
         kernel::KernelIdentity,
         ring::RingReader,
     },
@@ -128,13 +129,22 @@ impl Session {
     /// Diagnoses the kernel (failing with the diagnosis when nothing can be traced), attaches
     /// the selected functions and prints how each is traced. Must run inside a tokio runtime
     /// (the ring buffer is registered with its reactor).
-    pub fn start(selection: &Selection, ring_size: u32, mode: ModeArgs) -> anyhow::Result<Session> {
+    ///
+    /// With `calibration`, the probe floor is measured first (see `probe::calibrate`) and
+    /// stored in the metadata; `serve` passes `None` (it writes no capture).
+    pub fn start(
+        selection: &Selection,
+        ring_size: u32,
+        mode: ModeArgs,
+        calibration: Option<&CalibrationArgs>,
+    ) -> anyhow::Result<Session> {
         let functions = select_functions(selection)?;
         let diagnosis = doctor::diagnose(&functions);
         if !diagnosis.can_trace {
             eprint!("{}", doctor::render_text(&diagnosis));
             bail!("the selected functions cannot be traced here (diagnosis above)");
         }
+        let mut floor = calibration.map(|c| calibrate::before_session(c, selection.attach, &mode));
         let mut tracer = Tracer::load(&LoadOptions {
             functions,
             attach: selection.attach,
@@ -147,6 +157,9 @@ impl Session {
                 Some(d) => eprintln!("{:<27} {:<7} {d}", s.name, s.attach.as_str()),
                 None => eprintln!("{:<27} {}", s.name, s.attach.as_str()),
             }
+        }
+        if let (Some(cal), Some(args)) = (floor.as_mut(), calibration) {
+            calibrate::after_attach(cal, tracer.statuses(), args, &mode);
         }
         if !tracer.any_attached() {
             bail!(
@@ -170,7 +183,7 @@ impl Session {
             functions: tracer.statuses().to_vec(),
             damon: damon_config(),
             cpu_model: crate::capture::host_cpu_model(),
-            calibration: None,
+            calibration: floor.map(serde_json::to_value).transpose()?,
             intervals: Some(tracer.interval_hook().clone()),
             args: tracer.arg_statuses().to_vec(),
         };

@@ -90,7 +90,9 @@ pub struct Meta {
     /// `model name` of the first CPU in /proc/cpuinfo: `compare` warns when two captures differ.
     #[serde(default)]
     pub cpu_model: String,
-    /// The probe's own cost per attach mode, once calibration exists (absent until then).
+    /// The probe floor per attach method and trace mode, or why it was not measured; the
+    /// shape is `stats::calibration::Calibration` (kept as JSON here so this module depends on
+    /// nothing else in the crate). Absent in captures written before calibration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<serde_json::Value>,
     /// The aggregation-interval hook and whether it was attached (absent in captures written

@@ -29,6 +29,7 @@ use crate::{
         LatencyStats,
         bootstrap::{self, Interval},
         buckets::BucketGrid,
+        calibration::{Calibration, Corrected},
         ranktest::{self, MannWhitney},
         rng::Rng,
     },
@@ -84,7 +85,12 @@ pub struct SideStats {
     pub count: u64,
     pub dropped: u64,
     pub matched: u64,
+    /// Raw latencies (they include the probe's cost).
     pub stats: Option<LatencyStats>,
+    /// The raw latencies minus this capture's probe floor for the function's attach method
+    /// (absent when the capture has no matching calibration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<Corrected>,
 }
 
 #[derive(Debug, Serialize)]
@@ -232,13 +238,19 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         }
         let side = |c: &Capture, id: u32, attach: &'static str, s: &crate::report::Selected| {
             let k = counters(c, id, s.count);
+            let stats = LatencyStats::from_durations(&mut s.durations.clone());
+            let corrected = Calibration::from_meta(c.meta.calibration.as_ref())
+                .and_then(|cal| cal.floor(attach, &c.meta.mode).cloned())
+                .zip(stats)
+                .map(|(floor, st)| Corrected::new(&floor, &st));
             SideStats {
                 attach,
                 calls: k.calls,
                 count: s.count,
                 dropped: k.dropped(),
                 matched: s.durations.len() as u64,
-                stats: LatencyStats::from_durations(&mut s.durations.clone()),
+                stats,
+                corrected,
             }
         };
         let (before, after, grid, rows) = match on_grid {
@@ -387,9 +399,7 @@ fn header_warnings(b: &Capture, a: &Capture) -> Vec<String> {
             "different CPU models: before `{mb}`, after `{ma}`: the difference includes the machine"
         ));
     }
-    if b.meta.calibration != a.meta.calibration {
-        w.push("the captures carry different probe calibrations".to_owned());
-    }
+    w.extend(calibration_warning(b, a));
     for (label, c) in [("before", b), ("after", a)] {
         if c.summary.is_none() {
             w.push(format!(
@@ -398,6 +408,48 @@ fn header_warnings(b: &Capture, a: &Capture) -> Vec<String> {
         }
     }
     w
+}
+
+/// Whether the probe floors let raw differences be read as the functions' own: one capture
+/// calibrated and the other not, or floors of one attach method further apart than their
+/// uncertainties, are said (every calibration measures anew, so floors are never identical).
+fn calibration_warning(b: &Capture, a: &Capture) -> Vec<String> {
+    let (cb, ca) = (
+        Calibration::from_meta(b.meta.calibration.as_ref()),
+        Calibration::from_meta(a.meta.calibration.as_ref()),
+    );
+    let (Some(cb), Some(ca)) = (&cb, &ca) else {
+        return match (cb.is_some(), ca.is_some()) {
+            (true, false) | (false, true) => vec![format!(
+                "only the {} capture has a probe calibration: corrected latencies are shown for \
+                 neither side",
+                if cb.is_some() { "before" } else { "after" }
+            )],
+            _ => Vec::new(),
+        };
+    };
+    let mut out = Vec::new();
+    for fb in &cb.floors {
+        let (Some(_), Some(da)) = (fb.floor.as_ref(), ca.floor(&fb.attach, &fb.mode)) else {
+            continue;
+        };
+        let db = fb;
+        let gap = da.median_ns() - db.median_ns();
+        if gap.abs() > db.uncertainty_ns.max(da.uncertainty_ns) {
+            out.push(format!(
+                "the {}/{} probe floor differs: before {:.0} ± {:.0} ns, after {:.0} ± {:.0} ns: \
+                 {} ns of any raw difference is the probe's; read the corrected rows",
+                fb.attach,
+                fb.mode,
+                db.median_ns(),
+                db.uncertainty_ns,
+                da.median_ns(),
+                da.uncertainty_ns,
+                signed(gap)
+            ));
+        }
+    }
+    out
 }
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {

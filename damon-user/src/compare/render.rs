@@ -79,6 +79,36 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
     rows
 }
 
+/// Rows of the corrected table (raw minus each side's floor): label, before, after, delta.
+fn corrected_rows(f: &FunctionComparison) -> Option<(String, Vec<[String; 4]>)> {
+    use crate::stats::calibration::format_ns;
+    let (b, a) = (f.before.corrected?, f.after.corrected?);
+    let row =
+        |l: &str, vb: f64, va: f64| [l.to_owned(), format_ns(vb), format_ns(va), signed(va - vb)];
+    let head = format!(
+        "corrected (raw − probe floor: before {} ± {} ns, after {} ± {} ns)",
+        format_ns(b.floor_ns),
+        format_ns(b.uncertainty_ns.round()),
+        format_ns(a.floor_ns),
+        format_ns(a.uncertainty_ns.round())
+    );
+    Some((
+        head,
+        vec![
+            row("min", b.min_ns, a.min_ns),
+            row("p50", b.p50_ns, a.p50_ns),
+            row("p90", b.p90_ns, a.p90_ns),
+            row("p99", b.p99_ns, a.p99_ns),
+            [
+                "mean".into(),
+                format!("{:.1}", b.mean_ns),
+                format!("{:.1}", a.mean_ns),
+                signed(a.mean_ns - b.mean_ns),
+            ],
+        ],
+    ))
+}
+
 fn test_line(f: &FunctionComparison) -> Option<String> {
     f.mann_whitney.map(|m| {
         format!(
@@ -113,6 +143,19 @@ fn footer(c: &Comparison, out: &mut String, prefix: &str) {
     }
     for w in &c.warnings {
         let _ = writeln!(out, "{prefix}warning: {w}");
+    }
+}
+
+/// Says where corrected rows are, or why there are none.
+fn corrected_note(c: &Comparison) -> &'static str {
+    if c.functions
+        .iter()
+        .any(|f| f.before.corrected.is_some() && f.after.corrected.is_some())
+    {
+        "; the corrected rows subtract each capture's probe floor (its median, ± its stated \
+         uncertainty)"
+    } else {
+        "; no corrected rows: both captures need a probe calibration"
     }
 }
 
@@ -152,6 +195,12 @@ pub fn table(c: &Comparison) -> String {
             let line = format!("{l:<6} {vb:>12} {va:>12} {d:>12}  {ci}");
             let _ = writeln!(out, "{}", line.trim_end());
         }
+        if let Some((head, rows)) = corrected_rows(f) {
+            let _ = writeln!(out, "{head}");
+            for [l, vb, va, d] in rows {
+                let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}");
+            }
+        }
         if let Some(t) = test_line(f) {
             let _ = writeln!(out, "{t}");
         }
@@ -166,9 +215,11 @@ pub fn table(c: &Comparison) -> String {
     }
     let _ = writeln!(
         out,
-        "\nlatencies in ns, raw (they include the probe's own cost); intervals: {} bootstrap \
+        "\nlatencies in ns, raw (they include the probe's own cost){}; intervals: {} bootstrap \
          resamples, seed {:#x}",
-        c.method.bootstrap_resamples, c.method.bootstrap_seed
+        corrected_note(c),
+        c.method.bootstrap_resamples,
+        c.method.bootstrap_seed
     );
     footer(c, &mut out, "");
     out
@@ -212,6 +263,15 @@ pub fn markdown(c: &Comparison) -> String {
         for [l, vb, va, d, ci] in stat_rows(f) {
             let _ = writeln!(out, "| {l} | {vb} | {va} | {d} | {ci} |");
         }
+        if let Some((head, rows)) = corrected_rows(f) {
+            let _ = writeln!(
+                out,
+                "\n{head}:\n\n| ns | before | after | after − before |\n|---|--:|--:|--:|"
+            );
+            for [l, vb, va, d] in rows {
+                let _ = writeln!(out, "| {l} | {vb} | {va} | {d} |");
+            }
+        }
         if let Some(t) = test_line(f) {
             let _ = writeln!(out, "\n{t}");
         }
@@ -225,7 +285,8 @@ pub fn markdown(c: &Comparison) -> String {
     }
     let _ = writeln!(
         out,
-        "\nLatencies in ns, raw (they include the probe's own cost)."
+        "\nLatencies in ns, raw (they include the probe's own cost){}.",
+        corrected_note(c)
     );
     footer(c, &mut out, "\n> ");
     out

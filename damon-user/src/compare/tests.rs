@@ -316,3 +316,96 @@ fn real_6_12_vs_7_2_pair() {
     );
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
 }
+
+/// Each side is corrected with its own floor: a raw +100 ns shift that is all probe (the
+/// after floor is 100 ns higher) comes out as 0 corrected, and the warning says so.
+#[test]
+fn corrected_rows_subtract_each_sides_floor() {
+    use crate::stats::calibration::{
+        Calibration, CalibrationStatus, Floor, FloorDistribution, METHOD,
+    };
+    let calibrated = |c: &mut Capture, median: u64| {
+        let floor =
+            FloorDistribution::from_durations(&(median - 4..=median + 4).collect::<Vec<_>>())
+                .expect("floor");
+        let cal = Calibration {
+            status: CalibrationStatus::Ok,
+            detail: None,
+            functions: vec!["bpf_fentry_test1".into()],
+            calls: 9,
+            method: METHOD.into(),
+            floors: vec![Floor {
+                attach: "fentry".into(),
+                mode: "stream".into(),
+                floor: Some(floor),
+                functions: Vec::new(),
+                between_functions_ns: 0.0,
+                uncertainty_ns: 0.0,
+                held_out: None,
+                untimed: 0,
+                error: None,
+                took_ns: 1,
+            }],
+        }
+        .settled();
+        c.meta.calibration = Some(serde_json::to_value(cal).expect("json"));
+    };
+    let mut b = capture(
+        &spread(500, 0),
+        AttachState::Fentry,
+        AttachState::Fentry,
+        "cpu",
+    );
+    let mut a = capture(
+        &spread(500, 100),
+        AttachState::Fentry,
+        AttachState::Fentry,
+        "cpu",
+    );
+    let cmp = compare(&b, &a);
+    assert!(timer(&cmp).before.corrected.is_none());
+    assert!(render::table(&cmp).contains("no corrected rows"));
+    assert!(cmp.warnings.iter().all(|w| !w.contains("calibration")));
+
+    calibrated(&mut b, 500);
+    let cmp = compare(&b, &a);
+    assert!(
+        cmp.warnings
+            .iter()
+            .any(|w| w.contains("only the before capture has a probe calibration")),
+        "{:?}",
+        cmp.warnings
+    );
+    calibrated(&mut a, 600);
+    let cmp = compare(&b, &a);
+    let t = timer(&cmp);
+    let (cb, ca) = (
+        t.before.corrected.expect("b"),
+        t.after.corrected.expect("a"),
+    );
+    assert_eq!((cb.floor_ns, ca.floor_ns), (500.0, 600.0));
+    assert_eq!(ca.p50_ns - cb.p50_ns, 0.0);
+    assert_eq!(
+        t.after.stats.expect("a").p50_ns - t.before.stats.expect("b").p50_ns,
+        100
+    );
+    assert!(
+        cmp.warnings
+            .iter()
+            .any(|w| w.contains("fentry/stream probe floor differs") && w.contains("+100 ns")),
+        "{:?}",
+        cmp.warnings
+    );
+    let text = render::table(&cmp);
+    assert!(
+        text.contains("corrected (raw − probe floor: before 500 ± 4 ns, after 600 ± 4 ns)"),
+        "{text}"
+    );
+    assert!(render::markdown(&cmp).contains("| ns | before | after | after − before |"));
+    let json = serde_json::to_value(&cmp).expect("json");
+    let timer_json = json["functions"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["name"] == "lock_timer_base"))
+        .expect("timer in JSON");
+    assert_eq!(timer_json["after"]["corrected"]["floor_ns"], 600.0);
+}

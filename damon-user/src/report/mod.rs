@@ -19,6 +19,7 @@ use crate::{
     stats::{
         LatencyStats, ValueStats,
         buckets::{BucketGrid, BucketRow},
+        calibration::{Calibration, Corrected},
     },
 };
 
@@ -54,9 +55,13 @@ pub struct ReportMeta {
     pub ring_size: u32,
     /// False when the capture has no summary (the recorder was killed).
     pub complete: bool,
-    /// The probe's own cost per attach mode, when the capture has it.
+    /// The probe's own cost per attach mode, as the capture holds it (see
+    /// `stats::calibration::Calibration`); absent in captures written before calibration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<serde_json::Value>,
+    /// Which latencies the report shows: `min_ns` … `max_ns` are always raw (they include the
+    /// probe's cost); `corrected` (per function) has them minus the floor, when calibrated.
+    pub latencies: String,
     /// `--cpu`/`--pid` in force: percentiles and tables describe `matched` records only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<FilterEcho>,
@@ -105,6 +110,10 @@ pub struct FunctionReport {
     pub p99_ns: Option<u64>,
     pub p999_ns: Option<u64>,
     pub max_ns: Option<u64>,
+    /// The latencies above minus the calibration floor of this function's attach method and
+    /// trace mode (absent without a matching floor, or without records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<Corrected>,
     /// What the returned value means, for functions whose value is kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value_name: Option<&'static str>,
@@ -244,6 +253,14 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
                 .to_owned(),
         );
     }
+    let calibration = Calibration::from_meta(capture.meta.calibration.as_ref());
+    if capture.meta.calibration.is_some() && calibration.is_none() {
+        warnings.push(
+            "the capture's calibration is in a shape this damon-trace does not know: latencies \
+             are shown raw only"
+                .to_owned(),
+        );
+    }
     let mut functions = Vec::new();
     for status in &capture.meta.functions {
         if !opts.functions.is_empty() && !opts.functions.contains(&status.name) {
@@ -278,11 +295,17 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
                 grid,
             })
         };
+        let mode = "stream";
+        let corrected = calibration
+            .as_ref()
+            .and_then(|c| c.floor(status.attach.as_str(), &capture.meta.mode))
+            .zip(lat)
+            .map(|(floor, lat)| Corrected::new(floor, &lat));
         let f = FunctionReport {
             name: status.name.clone(),
             attach: status.attach.as_str(),
             attach_detail: status.detail.clone(),
-            mode: "stream",
+            mode,
             calls: k.calls,
             count: sel.count,
             emitted: k.emitted,
@@ -301,6 +324,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             p99_ns: lat.map(|l| l.p99_ns),
             p999_ns: lat.map(|l| l.p999_ns),
             max_ns: lat.map(|l| l.max_ns),
+            corrected,
             value_name: vname,
             value,
             values,
@@ -350,6 +374,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             ring_size: m.ring_size,
             complete: capture.summary.is_some(),
             calibration: m.calibration.clone(),
+            latencies: latencies_note(calibration.as_ref()),
             filter: filtered.then(|| FilterEcho {
                 cpu: opts.cpu.clone(),
                 pid: opts.pid.clone(),
@@ -365,6 +390,36 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             Vec::new()
         },
     })
+}
+
+/// What the latency columns are, and what corrected ones subtract (for every format).
+pub fn latencies_note(calibration: Option<&Calibration>) -> String {
+    use crate::stats::calibration::{CalibrationStatus, describe_floor};
+    let raw = "raw: measured by the probes, including their own cost";
+    match calibration {
+        None => format!("{raw}; the capture has no calibration, so there is no corrected value"),
+        Some(c) if c.status != CalibrationStatus::Ok => format!(
+            "{raw}; calibration {}{}, so there is no corrected value",
+            match c.status {
+                CalibrationStatus::Skipped => "was skipped",
+                _ => "failed",
+            },
+            c.detail
+                .as_ref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        ),
+        Some(c) => format!(
+            "{raw}; corrected: raw minus the probe floor's median for the function's attach \
+             method and trace mode, ± its uncertainty (per-call and between-function spread of \
+             the probe's cost; negative: below the floor); {}",
+            c.floors
+                .iter()
+                .map(describe_floor)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    }
 }
 
 fn accounting_warnings(

@@ -89,6 +89,27 @@ fn numbers(f: &FunctionReport) -> [String; 12] {
     ]
 }
 
+/// The corrected latencies in the columns of [`numbers`] (accounting columns blank).
+fn corrected_numbers(f: &FunctionReport) -> Option<[String; 12]> {
+    use crate::stats::calibration::format_ns;
+    let c = f.corrected?;
+    let mut out: [String; 12] = Default::default();
+    out[3] = format!("±{}", format_ns(c.uncertainty_ns.round()));
+    for (i, v) in [
+        c.min_ns, c.mean_ns, c.p50_ns, c.p90_ns, c.p95_ns, c.p99_ns, c.p999_ns, c.max_ns,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        out[4 + i] = if i == 1 {
+            format!("{v:.1}")
+        } else {
+            format_ns(v)
+        };
+    }
+    Some(out)
+}
+
 /// The aligned text report: summary table, notes, one range table per traced function.
 pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
     let mut out = String::new();
@@ -115,18 +136,26 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
             let _ = write!(line, " {v:>w$}");
         }
         let _ = writeln!(out, "{line}");
+        if let Some(c) = corrected_numbers(f) {
+            let mut line = format!("{:<27} {:<7}", "  corrected", "");
+            for (v, w) in c.iter().zip(widths) {
+                let _ = write!(line, " {v:>w$}");
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
     }
     if r.meta.mode == "kernel" {
         let _ = writeln!(
             out,
-            "latencies in ns, raw (they include the probe's own cost); kernel mode: `records` \
-             counts calls added to the in-kernel histograms, count, min, mean and max are exact"
+            "latencies in ns, {}; kernel mode: `records` counts calls added to the in-kernel \
+             histograms, count, min, mean and max are exact",
+            r.meta.latencies
         );
     } else {
         let _ = writeln!(
             out,
-            "latencies in ns (nearest-rank percentiles over every record), raw: they include the \
-             probe's own cost"
+            "latencies in ns (nearest-rank percentiles over every record), {}",
+            r.meta.latencies
         );
     }
     for f in &r.functions {
@@ -225,11 +254,11 @@ pub fn markdown(r: &Report) -> String {
             ["-"; 12].join(" | ")
         };
         let _ = writeln!(out, "| `{}` | {} | {cells} |", f.name, f.attach);
+        if let Some(c) = corrected_numbers(f) {
+            let _ = writeln!(out, "| ↳ corrected | | {} |", c.join(" | "));
+        }
     }
-    let _ = writeln!(
-        out,
-        "\nLatencies in ns, raw (they include the probe's own cost)."
-    );
+    let _ = writeln!(out, "\nLatencies in ns, {}.", r.meta.latencies);
     for f in &r.functions {
         if let Some(res) = &f.resolution {
             let _ = writeln!(out, "\n{}", super::kernel::resolution_line(&f.name, res));
@@ -267,13 +296,34 @@ pub fn markdown(r: &Report) -> String {
 pub fn csv(r: &Report) -> String {
     let mut out = String::from(
         "name,attach,mode,calls,count,matched,dropped,in_flight,orphan_exits,min_ns,mean_ns,\
-         p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns,percentile_bound_ns\n",
+         p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns,percentile_bound_ns,floor_ns,\
+         floor_uncertainty_ns,corrected_min_ns,corrected_mean_ns,corrected_p50_ns,corrected_p90_ns,\
+         corrected_p95_ns,corrected_p99_ns,corrected_p999_ns,corrected_max_ns\n",
     );
     let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for f in &r.functions {
+        let corrected = f.corrected.map_or_else(
+            || ",".repeat(9),
+            |c| {
+                [
+                    c.floor_ns,
+                    c.uncertainty_ns,
+                    c.min_ns,
+                    c.mean_ns,
+                    c.p50_ns,
+                    c.p90_ns,
+                    c.p95_ns,
+                    c.p99_ns,
+                    c.p999_ns,
+                    c.max_ns,
+                ]
+                .map(|v| format!("{v:.3}"))
+                .join(",")
+            },
+        );
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{corrected}",
             f.name,
             f.attach,
             f.mode,

@@ -312,3 +312,179 @@ fn overload_capture_shows_drops_and_accounts_for_every_call() {
     );
     assert!(render::csv(&r).contains("damon_hot_score,fentry,stream,125830,7197,7197,118633,0,"));
 }
+
+/// A calibrated capture: every format shows raw and corrected latencies and says which is
+/// which; the JSON keeps `meta.calibration` as the capture holds it.
+#[test]
+fn corrected_latencies_next_to_raw_ones() {
+    use crate::stats::calibration::{
+        Calibration, CalibrationStatus, Floor, FloorDistribution, METHOD,
+    };
+    let mut c = capture(true);
+    // A floor with median 25 ns and p5..p95 = 21..29 (uncertainty 4).
+    let floor = FloorDistribution::from_durations(&(21..=29).collect::<Vec<u64>>()).expect("f");
+    assert_eq!((floor.median_ns, floor.spread_ns), (25.0, 4.0));
+    let cal = Calibration {
+        status: CalibrationStatus::Ok,
+        detail: None,
+        functions: vec!["bpf_fentry_test1".into()],
+        calls: 9,
+        method: METHOD.into(),
+        floors: vec![Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor: Some(floor),
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: None,
+            untimed: 0,
+            error: None,
+            took_ns: 1,
+        }],
+    }
+    .settled();
+    c.meta.calibration = Some(serde_json::to_value(&cal).expect("json"));
+    let r = build(&c, &opts()).expect("report");
+    let f = &r.functions[0];
+    // Raw durations 10..=100: p50 = 50, min 10, max 100, mean 55.
+    let k = f.corrected.expect("fentry/stream floor applies");
+    assert_eq!((f.p50_ns, k.p50_ns), (Some(50), 25.0));
+    assert_eq!((k.min_ns, k.max_ns, k.mean_ns), (-15.0, 75.0, 30.0));
+    assert_eq!(k.uncertainty_ns, 4.0);
+    assert!(r.functions[1].corrected.is_none(), "missing function");
+    let json = serde_json::to_value(&r).expect("json");
+    assert_eq!(
+        json["meta"]["calibration"]["floors"][0]["floor"]["median_ns"],
+        25.0
+    );
+    assert_eq!(json["functions"][0]["corrected"]["p50_ns"], 25.0);
+    assert!(
+        json["meta"]["latencies"]
+            .as_str()
+            .expect("note")
+            .contains("corrected")
+    );
+    let table = render::table(&r, None);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("  corrected") && l.contains("±4") && l.contains("-15")),
+        "{table}"
+    );
+    assert!(
+        table.contains("fentry/stream floor 25 ± 4 ns (9 calls of an empty function)"),
+        "{table}"
+    );
+    let csv = render::csv(&r);
+    let lines: Vec<&str> = csv.lines().collect();
+    let cols = lines[0].split(',').count();
+    assert!(lines.iter().all(|l| l.split(',').count() == cols), "{csv}");
+    assert!(
+        lines[1]
+            .ends_with(",25.000,4.000,-15.000,30.000,25.000,65.000,75.000,75.000,75.000,75.000"),
+        "{csv}"
+    );
+    assert!(render::markdown(&r).contains("| ↳ corrected | |"));
+
+    // A kprobe floor does not correct an fentry function; a skipped calibration says so.
+    let mut other = cal.clone();
+    other.floors[0].attach = "kprobe".into();
+    c.meta.calibration = Some(serde_json::to_value(&other).expect("json"));
+    assert!(
+        build(&c, &opts()).expect("r").functions[0]
+            .corrected
+            .is_none()
+    );
+    let skipped = Calibration::not_run(CalibrationStatus::Skipped, "--no-calibrate".into());
+    c.meta.calibration = Some(serde_json::to_value(&skipped).expect("json"));
+    let r = build(&c, &opts()).expect("r");
+    assert!(r.functions[0].corrected.is_none());
+    assert!(
+        r.meta
+            .latencies
+            .contains("calibration was skipped (--no-calibrate)"),
+        "{}",
+        r.meta.latencies
+    );
+    // Captures from before calibration: raw only, no warning.
+    c.meta.calibration = None;
+    let r = build(&c, &opts()).expect("r");
+    assert!(r.meta.latencies.contains("no calibration"));
+    assert!(r.warnings.iter().all(|w| !w.contains("calibration")));
+}
+
+/// A real calibrated capture (7.2 guest, `record --duration 5s`, default calibration): its
+/// floor reads back with the histogram it was computed from, and every traced function with
+/// records is shown corrected by exactly the floor's median.
+#[test]
+fn real_calibrated_capture() {
+    use crate::stats::calibration::{Calibration, CalibrationStatus, FloorDistribution};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/calibrated-7.2.dtcap");
+    let c = read_file(&path).expect("calibrated fixture");
+    let cal = Calibration::from_meta(c.meta.calibration.as_ref()).expect("typed calibration");
+    assert_eq!(cal.status, CalibrationStatus::Ok);
+    assert_eq!(cal.calls, 20_000);
+    let floor = cal.floor("fentry", "stream").expect("fentry/stream floor");
+    let dist = floor.floor.as_ref().expect("measured");
+    assert_eq!(
+        dist.count,
+        4 * 20_000,
+        "every call of the four pooled functions timed"
+    );
+    assert_eq!(floor.functions.len(), 4);
+    // The stored histogram is the distribution: recomputing from it gives the same summary.
+    let again = FloorDistribution::from_buckets(
+        dist.buckets.clone(),
+        Some((dist.mean_ns * dist.count as f64).round() as u128),
+        dist.min_ns,
+        dist.max_ns,
+    )
+    .expect("histogram");
+    assert_eq!(
+        (again.median_ns, again.p5_ns, again.p95_ns, again.spread_ns),
+        (dist.median_ns, dist.p5_ns, dist.p95_ns, dist.spread_ns)
+    );
+    let held = floor.held_out.as_ref().expect("held-out check");
+    assert!(
+        held.corrected_median_ns.abs() <= floor.uncertainty_ns,
+        "{held:?}"
+    );
+
+    let r = build(&c, &opts()).expect("report");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let timer = r
+        .functions
+        .iter()
+        .find(|f| f.name == "lock_timer_base")
+        .expect("timer");
+    let k = timer.corrected.expect("lock_timer_base corrected");
+    assert_eq!(k.floor_ns, dist.median_ns);
+    assert_eq!(k.p50_ns, timer.p50_ns.expect("p50") as f64 - dist.median_ns);
+    for f in r.functions.iter().filter(|f| f.matched == 0) {
+        assert!(f.corrected.is_none(), "{}: nothing to correct", f.name);
+    }
+    let json = serde_json::to_value(&r).expect("json");
+    assert_eq!(json["meta"]["calibration"]["status"], "ok");
+    assert!(json["meta"]["calibration"]["floors"][0]["floor"]["buckets"].is_array());
+
+    // Against an uncalibrated capture, compare says only one side can be corrected.
+    let before =
+        read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/migrate-hot-7.2.dtcap"))
+            .expect("fixture");
+    let cmp = crate::compare::build(
+        &crate::compare::Inputs {
+            before: ("migrate-hot-7.2.dtcap", &before),
+            after: ("calibrated-7.2.dtcap", &c),
+        },
+        &opts(),
+    )
+    .expect("compare");
+    assert!(
+        cmp.warnings
+            .iter()
+            .any(|w| w.contains("only the after capture has a probe calibration")),
+        "{:?}",
+        cmp.warnings
+    );
+}

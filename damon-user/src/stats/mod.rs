@@ -1,6 +1,7 @@
 //! Pure statistics over call durations (no I/O).
 pub mod bootstrap;
 pub mod buckets;
+pub mod calibration;
 pub mod dist;
 pub mod histogram;
 pub mod intervals;

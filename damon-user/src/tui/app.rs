@@ -14,7 +14,10 @@ use ratatui::crossterm::event::KeyEvent;
 use crate::{
     capture::{AttachState, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
     session::StopReason,
-    stats::window::{Distribution, FunctionStats},
+    stats::{
+        calibration::Calibration,
+        window::{Distribution, FunctionStats},
+    },
     tui::{
         intervals::{IntervalTrack, IntervalTracker},
         keys::{self, Action},
@@ -101,6 +104,9 @@ pub struct Panel {
     calls_at_last_second: u64,
     /// Time per DAMON aggregation interval (empty without interval boundaries).
     pub intervals: IntervalTrack,
+    /// The probe floor of this function's attach method: (median, uncertainty) in ns, when
+    /// the session (or the replayed capture) is calibrated.
+    pub floor: Option<(f64, f64)>,
 }
 
 impl Panel {
@@ -114,6 +120,7 @@ impl Panel {
             rates: VecDeque::new(),
             calls_at_last_second: 0,
             intervals: IntervalTrack::default(),
+            floor: None,
         }
     }
 
@@ -164,6 +171,8 @@ pub struct App {
     pub zoom: bool,
     pub bucket_ns: u64,
     pub windowed: bool,
+    /// Percentiles shown minus the probe floor (`c`), or raw.
+    pub corrected: bool,
     pub window_secs: u32,
     pub elapsed: Duration,
     pub reset_at: Option<Duration>,
@@ -217,6 +226,7 @@ impl App {
             zoom: false,
             bucket_ns: config.bucket_ns.max(1),
             windowed: false,
+            corrected: false,
             window_secs,
             elapsed: Duration::ZERO,
             reset_at: None,
@@ -230,6 +240,21 @@ impl App {
             kernel_width_ns: config.kernel_width_ns,
             last_hists: BTreeMap::new(),
         }
+    }
+
+    /// Gives each panel the floor of its attach method in trace mode `mode`, from the
+    /// session's or the replayed capture's calibration.
+    pub fn set_calibration(&mut self, calibration: Option<&Calibration>, mode: &str) {
+        for p in &mut self.panels {
+            p.floor = calibration
+                .and_then(|c| c.floor(p.status.attach.as_str(), mode))
+                .map(|f| (f.median_ns(), f.uncertainty_ns));
+        }
+    }
+
+    /// Whether any panel can show corrected latencies.
+    pub fn calibrated(&self) -> bool {
+        self.panels.iter().any(|p| p.floor.is_some())
     }
 
     /// The panels as the screen shows them (a frozen copy while frozen).
@@ -410,6 +435,14 @@ impl App {
             Action::WiderBuckets => self.set_bucket(keys::wider(self.bucket_ns)),
             Action::NarrowerBuckets => self.set_bucket(keys::narrower(self.bucket_ns)),
             Action::ToggleWindow => self.windowed = !self.windowed,
+            Action::ToggleCorrected if self.calibrated() => {
+                self.corrected = !self.corrected;
+                self.message = None;
+            }
+            Action::ToggleCorrected => {
+                self.message =
+                    Some("no probe calibration in this session: latencies are raw only".to_owned())
+            }
             Action::Freeze => {
                 self.frozen = match self.frozen {
                     Some(_) => None,
@@ -434,7 +467,9 @@ impl App {
     fn reset(&mut self) {
         self.baseline = self.counters.clone();
         for p in &mut self.panels {
+            let floor = p.floor;
             *p = Panel::new(p.status.clone(), self.window_secs);
+            p.floor = floor;
         }
         self.apply_counters();
         self.frozen = None;

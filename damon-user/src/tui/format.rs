@@ -30,6 +30,17 @@ pub fn ns(v: u64) -> String {
     format!("{text}{unit}")
 }
 
+/// A corrected duration (raw minus the probe floor): as [`ns`], with a `-` when below the
+/// floor.
+pub fn signed_ns(v: f64) -> String {
+    let magnitude = ns(v.abs().round() as u64);
+    if v.round() < 0.0 {
+        format!("-{magnitude}")
+    } else {
+        magnitude
+    }
+}
+
 /// A count that stays short: `2961`, `123.4k`, `12.35M`.
 pub fn count(v: u64) -> String {
     if v < 100_000 {

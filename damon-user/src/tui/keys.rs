@@ -13,6 +13,7 @@ pub enum Action {
     WiderBuckets,
     NarrowerBuckets,
     ToggleWindow,
+    ToggleCorrected,
     Freeze,
     Reset,
     Save,
@@ -44,6 +45,11 @@ pub const BINDINGS: &[(&str, &str, Action)] = &[
         Action::ToggleWindow,
     ),
     (
+        "c",
+        "raw / corrected latencies (− probe floor)",
+        Action::ToggleCorrected,
+    ),
+    (
         "f",
         "freeze the display (collection goes on)",
         Action::Freeze,
@@ -72,6 +78,7 @@ pub fn action_for(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('+' | '=') => Action::WiderBuckets,
         KeyCode::Char('-') => Action::NarrowerBuckets,
         KeyCode::Char('w') => Action::ToggleWindow,
+        KeyCode::Char('c') => Action::ToggleCorrected,
         KeyCode::Char('f') => Action::Freeze,
         KeyCode::Char('r') => Action::Reset,
         KeyCode::Char('s') => Action::Save,
@@ -120,6 +127,7 @@ mod tests {
                 KeyCode::Char('+'),
                 KeyCode::Char('-'),
                 KeyCode::Char('w'),
+                KeyCode::Char('c'),
                 KeyCode::Char('f'),
                 KeyCode::Char('r'),
                 KeyCode::Char('s'),
@@ -130,7 +138,7 @@ mod tests {
             .any(|c| action_for(key(c)) == Some(action));
             assert!(bound, "{action:?} is documented but no key does it");
         }
-        assert_eq!(BINDINGS.len(), 14, "one line per action");
+        assert_eq!(BINDINGS.len(), 15, "one line per action");
     }
 
     #[test]

@@ -175,7 +175,12 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             (Collector::Replay(source), Spool::Memory(Vec::new()), origin)
         }
         _ => {
-            let session = Session::start(&args.selection, args.ring_size, args.mode)?;
+            let session = Session::start(
+                &args.selection,
+                args.ring_size,
+                args.mode,
+                Some(&args.calibration),
+            )?;
             let spool = match &args.record {
                 Some(path) => Spool::record(path, args.force, session.meta())?,
                 None => Spool::temporary(session.meta())?,
@@ -201,6 +206,10 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         window_secs: args.window,
         kernel_width_ns: collector.kernel_width_ns(),
     });
+    app.set_calibration(
+        crate::stats::calibration::Calibration::from_meta(meta.calibration.as_ref()).as_ref(),
+        &meta.mode,
+    );
 
     let (tx, mut rx) = mpsc::channel(64);
     let outcome = {

@@ -65,7 +65,7 @@ pub fn render(app: &App, panel: &Panel, area: Rect, buf: &mut Buffer) {
         [main, Rect::default()]
     };
     histogram_table(app, &dist, table, buf);
-    let used = percentiles(app, &dist, side, buf);
+    let used = percentiles(app, panel, &dist, side, buf);
     if let Some(scores) = scores {
         match strip {
             Some(strip) => score_columns(scores, strip, buf),
@@ -172,11 +172,26 @@ fn histogram_table(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buf
 }
 
 /// The percentiles table; returns the rows it used.
-fn percentiles(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buffer) -> u16 {
+fn percentiles(
+    app: &App,
+    panel: &Panel,
+    dist: &Distribution<'_>,
+    area: Rect,
+    buf: &mut Buffer,
+) -> u16 {
     if area.width == 0 || area.height == 0 {
         return 0;
     }
-    let mut rows = vec![(format!("percentiles, {}", window_label(app)), String::new())];
+    // Raw is the default the footer states; corrected is named where it is shown.
+    let what = if app.corrected && panel.floor.is_some() {
+        " (corrected)"
+    } else {
+        ""
+    };
+    let mut rows = vec![(
+        format!("percentiles{what}, {}", window_label(app)),
+        String::new(),
+    )];
     rows.push(("calls".to_owned(), format::count(dist.count)));
     if let (Some(min), Some(max), Some(mean), Some(p)) = (
         dist.min,
@@ -184,12 +199,25 @@ fn percentiles(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buffer)
         dist.mean(),
         dist.percentiles(&[50.0, 90.0, 99.0, 99.9]),
     ) {
-        rows.push(("min".to_owned(), format::ns(min)));
-        rows.push(("mean".to_owned(), format::ns(mean.round() as u64)));
+        rows.push(("min".to_owned(), super::shown(app, panel, min)));
+        rows.push((
+            "mean".to_owned(),
+            super::shown(app, panel, mean.round() as u64),
+        ));
         for (label, v) in ["p50", "p90", "p99", "p99.9"].into_iter().zip(p) {
-            rows.push((label.to_owned(), format::ns(v)));
+            rows.push((label.to_owned(), super::shown(app, panel, v)));
         }
-        rows.push(("max".to_owned(), format::ns(max)));
+        rows.push(("max".to_owned(), super::shown(app, panel, max)));
+        if let (true, Some((median, u))) = (app.corrected, panel.floor) {
+            rows.push((
+                "floor".to_owned(),
+                format!(
+                    "{}±{}",
+                    format::ns(median.round() as u64),
+                    format::ns(u.round() as u64)
+                ),
+            ));
+        }
     }
     let width = area.width.saturating_sub(2) as usize;
     let mut used = 0;

@@ -24,10 +24,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .collect();
     lines.push(Line::raw(""));
     lines.push(Line::raw(format!(
-        " window N = {} s (--window); latencies are raw:",
+        " window N = {} s (--window); latencies are raw (they",
         app.window_secs
     )));
-    lines.push(Line::raw(" they include the probe's own cost."));
+    lines.push(Line::raw(
+        " include the probe's own cost) until c subtracts the",
+    ));
+    lines.push(Line::raw(" calibrated probe floor (footer says which)."));
     let width = 56.min(area.width);
     let height = (lines.len() as u16 + 2).min(area.height);
     let popup = Rect {

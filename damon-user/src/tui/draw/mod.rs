@@ -151,7 +151,7 @@ fn footer_line(app: &App, area: Rect, buf: &mut Buffer) {
             WARN.bg(Color::DarkGray),
         ));
     }
-    modes.push(Span::raw(" · raw: incl. probe cost"));
+    modes.push(Span::raw(latency_label(app)));
     let modes = Line::from(modes);
     // A message always shows; the key hint only where it does not hide a mode.
     let right = match &app.message {
@@ -169,6 +169,23 @@ fn footer_line(app: &App, area: Rect, buf: &mut Buffer) {
         area.width as usize,
         STATUS.add_modifier(Modifier::BOLD),
     );
+}
+
+/// Which latencies the percentiles show.
+fn latency_label(app: &App) -> &'static str {
+    if app.corrected {
+        " · corrected: − probe floor"
+    } else {
+        " · raw: incl. probe cost"
+    }
+}
+
+/// A percentile as shown: raw, or minus the panel's floor when corrected values are on.
+pub fn shown(app: &App, panel: &Panel, raw: u64) -> String {
+    match panel.floor {
+        Some((median, _)) if app.corrected => format::signed_ns(raw as f64 - median),
+        _ => format::ns(raw),
+    }
 }
 
 pub fn window_label(app: &App) -> String {
@@ -266,7 +283,7 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
     let item = |label: &'static str, v: u64| {
         [
             Span::styled(format!("  {label} "), chart::DIM),
-            Span::raw(format::ns(v)),
+            Span::raw(shown(app, panel, v)),
         ]
     };
     let mut spans = Vec::new();
@@ -275,6 +292,12 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
         spans.extend(item(label, v));
     }
     spans.extend(item("max", max));
+    if let (true, Some((_, u))) = (app.corrected, panel.floor) {
+        spans.push(Span::styled(
+            format!("  ±{}", format::ns(u.round() as u64)),
+            chart::DIM,
+        ));
+    }
     Line::from(spans)
 }
 

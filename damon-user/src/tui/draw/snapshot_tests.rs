@@ -155,3 +155,60 @@ fn overload_drops_highlighted_80x24() {
     assert!(highlighted >= 2, "{screen}");
     insta::assert_snapshot!("overload_80x24", screen);
 }
+
+/// With a calibration, `c` shows percentiles minus each function's floor (negative below it),
+/// the footer and the focused table say so, and `c` again goes back to raw.
+#[test]
+fn corrected_latencies_toggle_80x24() {
+    use crate::stats::calibration::{
+        Calibration, CalibrationStatus, Floor, FloorDistribution, METHOD,
+    };
+    let capture = fixture();
+    // A 700 ns floor (660..=740: p5..p95 664..736, ±36): above the fastest damon_hot_score calls.
+    let floor = FloorDistribution::from_durations(&(660..=740).collect::<Vec<u64>>());
+    let cal = Calibration {
+        status: CalibrationStatus::Ok,
+        detail: None,
+        functions: vec!["bpf_fentry_test1".into()],
+        calls: 81,
+        method: METHOD.into(),
+        floors: vec![Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor,
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: None,
+            untimed: 0,
+            error: None,
+            took_ns: 1,
+        }],
+    }
+    .settled();
+    let mut app = replayed(capture, 12 * SECOND);
+    let raw = render(&app, 80, 24);
+    press(&mut app, KeyCode::Char('c'));
+    assert!(!app.corrected, "no calibration: stays raw");
+    assert!(render(&app, 80, 24).contains("no probe calibration"));
+    app.set_calibration(Some(&cal), "stream");
+    press(&mut app, KeyCode::Char('c'));
+    let screen = render(&app, 80, 24);
+    assert!(screen.contains("corrected: − probe floor"), "{screen}");
+    assert!(screen.contains("±36ns"), "{screen}");
+    assert!(
+        screen.contains("min -"),
+        "a call below the floor shows negative:\n{screen}"
+    );
+    insta::assert_snapshot!("corrected_80x24", screen);
+    press(&mut app, KeyCode::Enter);
+    let focused = render(&app, 80, 24);
+    assert!(focused.contains("percentiles (corrected)"), "{focused}");
+    assert!(focused.contains("700ns±36ns"), "{focused}");
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('c'));
+    assert_eq!(
+        render(&app, 80, 24).replace("no probe calibration", ""),
+        raw.replace("no probe calibration", "")
+    );
+}

@@ -1,0 +1,784 @@
+//! The probe floor: what our own probes add to every measured duration, and the corrected
+//! latencies that subtract it (pure; measuring it is `probe::calibrate`).
+//!
+//! Calibration times an empty kernel function with exactly the programs of a session, tens of
+//! thousands of times. That distribution (the *floor*) is stored whole, as a histogram, in the
+//! capture's `meta.calibration`.
+//!
+//! - **Central value: the median.** An interrupt or a preemption between the entry and exit
+//!   stamps adds microseconds to a few calls; the mean follows them, the median does not.
+//! - **The uncertainty stated with every corrected value combines two spreads.** (1) Per call:
+//!   the probe does not cost every call the same; on 90 % of calls its cost lies inside the
+//!   floor's p5..p95, so the half-width of that range (plus half a bucket in kernel mode) is
+//!   the *spread*. (2) Per function: the probe's cost also differs from one empty function to
+//!   another (code placement; under TCG emulation by up to ~10 %), and a traced function is a
+//!   *new* function. The floor therefore pools several empty functions, and the 95 %
+//!   prediction half-width for a new function's median from theirs (`t(0.975, k−1) · s ·
+//!   √(1 + 1/k)` over their k medians) is the *between-functions* term. The stated ± is
+//!   `√(spread² + between²)`. The median's own sampling error (≈ 1.25 σ/√n, well under 1 ns at
+//!   tens of thousands of calls) is negligible beside it.
+//! - **Corrected = raw − median, not clamped.** A negative corrected value is shown as such: it
+//!   says the function's own time is below the floor's central value, i.e. within the stated
+//!   uncertainty of zero. Clamping at 0 would hide that and bias averages upwards.
+use serde::{Deserialize, Serialize};
+
+use super::nearest_rank;
+
+/// One histogram bucket of a floor: durations in `[lo_ns, hi_ns)` (`hi_ns == lo_ns + 1` for an
+/// exact duration; `u64::MAX` for the open-ended last kernel bucket), and how many calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FloorBucket {
+    pub lo_ns: u64,
+    pub hi_ns: u64,
+    pub count: u64,
+}
+
+impl FloorBucket {
+    /// The value a bucket stands for: the middle of the integers it holds (the value itself
+    /// for an exact bucket; the low edge for the open-ended one).
+    fn value(&self) -> f64 {
+        if self.hi_ns == u64::MAX {
+            self.lo_ns as f64
+        } else {
+            (self.lo_ns as f64 + self.hi_ns as f64 - 1.0) / 2.0
+        }
+    }
+
+    fn width(&self) -> u64 {
+        self.hi_ns.saturating_sub(self.lo_ns)
+    }
+}
+
+/// A floor distribution: the whole histogram and the numbers derived from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FloorDistribution {
+    /// Timed calls of the empty function.
+    pub count: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+    pub p5_ns: f64,
+    pub p25_ns: f64,
+    /// The central value subtracted from raw latencies.
+    pub median_ns: f64,
+    pub p75_ns: f64,
+    pub p95_ns: f64,
+    /// Per-call spread: `(p95 − p5) / 2 + (resolution − 1) / 2` (see the module
+    /// documentation).
+    pub spread_ns: f64,
+    /// Widest bucket between p5 and p95 (1: exact durations, stream mode).
+    pub resolution_ns: u64,
+    /// Non-empty buckets, lowest first.
+    pub buckets: Vec<FloorBucket>,
+}
+
+impl FloorDistribution {
+    /// From exact durations (stream mode). `None` without any.
+    pub fn from_durations(durations: &[u64]) -> Option<FloorDistribution> {
+        let mut sorted = durations.to_vec();
+        sorted.sort_unstable();
+        let mut buckets: Vec<FloorBucket> = Vec::new();
+        for &d in &sorted {
+            match buckets.last_mut() {
+                Some(b) if b.lo_ns == d => b.count += 1,
+                _ => buckets.push(FloorBucket {
+                    lo_ns: d,
+                    hi_ns: d.saturating_add(1),
+                    count: 1,
+                }),
+            }
+        }
+        let sum: u128 = sorted.iter().map(|&d| u128::from(d)).sum();
+        Self::from_buckets(buckets, Some(sum), *sorted.first()?, *sorted.last()?)
+    }
+
+    /// From histogram buckets (kernel mode: the kernel's buckets, with its exact sum, min and
+    /// max). Buckets may come in any order; empty ones are dropped. `None` when all are empty.
+    pub fn from_buckets(
+        mut buckets: Vec<FloorBucket>,
+        sum_ns: Option<u128>,
+        min_ns: u64,
+        max_ns: u64,
+    ) -> Option<FloorDistribution> {
+        buckets.retain(|b| b.count > 0);
+        buckets.sort_unstable_by_key(|b| b.lo_ns);
+        let count: u64 = buckets.iter().map(|b| b.count).sum();
+        if count == 0 {
+            return None;
+        }
+        let at = |p: f64| -> (f64, u64) {
+            let rank = nearest_rank(p, count);
+            let mut seen = 0;
+            for (i, b) in buckets.iter().enumerate() {
+                seen += b.count;
+                if seen >= rank {
+                    return (b.value(), i as u64);
+                }
+            }
+            (buckets[buckets.len() - 1].value(), buckets.len() as u64 - 1)
+        };
+        let (p5, i5) = at(5.0);
+        let (p95, i95) = at(95.0);
+        let resolution = buckets[i5 as usize..=i95 as usize]
+            .iter()
+            .map(FloorBucket::width)
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let mean = match sum_ns {
+            Some(s) => s as f64 / count as f64,
+            None => {
+                buckets
+                    .iter()
+                    .map(|b| b.value() * b.count as f64)
+                    .sum::<f64>()
+                    / count as f64
+            }
+        };
+        Some(FloorDistribution {
+            count,
+            min_ns,
+            max_ns,
+            mean_ns: mean,
+            p5_ns: p5,
+            p25_ns: at(25.0).0,
+            median_ns: at(50.0).0,
+            p75_ns: at(75.0).0,
+            p95_ns: p95,
+            spread_ns: (p95 - p5) / 2.0 + (resolution as f64 - 1.0) / 2.0,
+            resolution_ns: resolution,
+            buckets,
+        })
+    }
+
+    /// A raw latency with the floor's central value taken out (may be negative).
+    pub fn correct(&self, raw_ns: f64) -> f64 {
+        raw_ns - self.median_ns
+    }
+}
+
+/// The check of a calibration: a second empty function, timed in the same run, corrected
+/// with the floor. Its corrected median should be 0 within the floor's uncertainty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldOut {
+    pub function: String,
+    pub count: u64,
+    /// Its raw median.
+    pub median_ns: f64,
+    /// Raw median minus the floor's median.
+    pub corrected_median_ns: f64,
+    /// The floor's stated uncertainty: the corrected median should be within ± this of 0.
+    pub uncertainty_ns: f64,
+}
+
+/// One empty function's share of a pooled floor: its own median (how much the probe's cost
+/// differs from one function to another).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionMedian {
+    pub function: String,
+    pub count: u64,
+    pub median_ns: f64,
+}
+
+/// The floor for one way of tracing: an attach method and a trace mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Floor {
+    /// "fentry" or "kprobe".
+    pub attach: String,
+    /// "stream" or "kernel".
+    pub mode: String,
+    /// Absent when this calibration failed (then `error` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<FloorDistribution>,
+    /// The pooled functions' own medians.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionMedian>,
+    /// 95 % prediction half-width of a new function's median from the pooled functions'
+    /// medians (0 with fewer than two).
+    #[serde(default)]
+    pub between_functions_ns: f64,
+    /// What every corrected value is good to: `√(spread² + between_functions²)`.
+    #[serde(default)]
+    pub uncertainty_ns: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<HeldOut>,
+    /// Calls of the empty function the kernel saw and did not time (dropped, in flight):
+    /// a floor that lost calls says so.
+    #[serde(default)]
+    pub untimed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall time this floor took (load, attach, calls, detach), ns.
+    #[serde(default)]
+    pub took_ns: u64,
+}
+
+impl Floor {
+    /// The central value subtracted from raw latencies (0 when not measured).
+    pub fn median_ns(&self) -> f64 {
+        self.floor.as_ref().map_or(0.0, |d| d.median_ns)
+    }
+
+    /// A raw latency with the floor's central value taken out (may be negative).
+    pub fn correct(&self, raw_ns: f64) -> f64 {
+        raw_ns - self.median_ns()
+    }
+
+    /// Sets [`Floor::between_functions_ns`] from the pooled functions' medians and
+    /// [`Floor::uncertainty_ns`] from it and the spread; the held-out check's bound follows.
+    pub fn settle_uncertainty(&mut self) {
+        let medians: Vec<f64> = self.functions.iter().map(|f| f.median_ns).collect();
+        self.between_functions_ns = prediction_half_width(&medians);
+        let spread = self.floor.as_ref().map_or(0.0, |d| d.spread_ns);
+        self.uncertainty_ns = spread.hypot(self.between_functions_ns);
+        let u = self.uncertainty_ns;
+        if let Some(h) = &mut self.held_out {
+            h.uncertainty_ns = u;
+        }
+    }
+}
+
+/// 95 % two-sided prediction half-width for one more value from `values`' distribution:
+/// `t(0.975, k−1) · s · √(1 + 1/k)`; 0 with fewer than two values.
+pub fn prediction_half_width(values: &[f64]) -> f64 {
+    let k = values.len();
+    if k < 2 {
+        return 0.0;
+    }
+    let n = k as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    super::dist::t_quantile(0.975, n - 1.0) * var.sqrt() * (1.0 + 1.0 / n).sqrt()
+}
+
+/// Whether calibration ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CalibrationStatus {
+    /// At least one floor was measured.
+    Ok,
+    /// The user said `--no-calibrate`.
+    Skipped,
+    /// Nothing could be measured (`detail` says why).
+    Failed,
+}
+
+/// What `meta.calibration` holds: the floors of the attach methods and trace mode a session
+/// used, or why there are none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub status: CalibrationStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The empty functions timed for the floor (their durations pooled).
+    #[serde(default)]
+    pub functions: Vec<String>,
+    /// Test runs per floor: each calls every function once.
+    pub calls: u64,
+    /// How the floor is summarised, in words (for readers of the JSON).
+    pub method: String,
+    #[serde(default)]
+    pub floors: Vec<Floor>,
+}
+
+/// How a floor is summarised and applied, for `Calibration::method`.
+pub const METHOD: &str = "corrected = raw - floor median; uncertainty = (floor p95 - p5)/2 \
+                          + (bucket width - 1)/2; negatives are kept (below the floor)";
+
+impl Calibration {
+    /// Reads `meta.calibration` of a capture: `None` when absent or not understood (a newer
+    /// or foreign shape), so such captures read as uncalibrated.
+    pub fn from_meta(value: Option<&serde_json::Value>) -> Option<Calibration> {
+        serde_json::from_value(value?.clone()).ok()
+    }
+
+    /// With every floor's uncertainty computed ([`Floor::settle_uncertainty`]).
+    #[cfg(test)]
+    pub fn settled(mut self) -> Calibration {
+        for f in &mut self.floors {
+            f.settle_uncertainty();
+        }
+        self
+    }
+
+    /// A calibration that did not run, and why.
+    pub fn not_run(status: CalibrationStatus, detail: String) -> Calibration {
+        Calibration {
+            status,
+            detail: Some(detail),
+            functions: Vec::new(),
+            calls: 0,
+            method: METHOD.to_owned(),
+            floors: Vec::new(),
+        }
+    }
+
+    /// The measured floor for an attach method ("fentry"/"kprobe") and trace mode.
+    pub fn floor(&self, attach: &str, mode: &str) -> Option<&Floor> {
+        self.floors
+            .iter()
+            .find(|f| f.attach == attach && f.mode == mode && f.floor.is_some())
+    }
+}
+
+/// Latencies with the floor taken out, for one function (what `report` and `compare` show next
+/// to the raw ones).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Corrected {
+    /// The floor's median that was subtracted.
+    pub floor_ns: f64,
+    /// ± what each corrected value is good to (the floor's spread).
+    pub uncertainty_ns: f64,
+    pub min_ns: f64,
+    pub mean_ns: f64,
+    pub p50_ns: f64,
+    pub p90_ns: f64,
+    pub p95_ns: f64,
+    pub p99_ns: f64,
+    pub p999_ns: f64,
+    pub max_ns: f64,
+}
+
+impl Corrected {
+    pub fn new(floor: &Floor, raw: &super::LatencyStats) -> Corrected {
+        let c = |v: u64| floor.correct(v as f64);
+        Corrected {
+            floor_ns: floor.median_ns(),
+            uncertainty_ns: floor.uncertainty_ns,
+            min_ns: c(raw.min_ns),
+            mean_ns: floor.correct(raw.mean_ns),
+            p50_ns: c(raw.p50_ns),
+            p90_ns: c(raw.p90_ns),
+            p95_ns: c(raw.p95_ns),
+            p99_ns: c(raw.p99_ns),
+            p999_ns: c(raw.p999_ns),
+            max_ns: c(raw.max_ns),
+        }
+    }
+}
+
+/// A corrected value for a table: whole ns when the floor is exact, one decimal otherwise;
+/// the sign kept (`-3`).
+pub fn format_ns(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// `fentry/stream floor 812 ± 40 ns (80000 calls of 4 empty functions)`.
+pub fn describe_floor(f: &Floor) -> String {
+    match (&f.floor, &f.error) {
+        (Some(d), _) => format!(
+            "{}/{} floor {} ± {} ns ({} calls of {}{})",
+            f.attach,
+            f.mode,
+            format_ns(d.median_ns),
+            format_ns(f.uncertainty_ns.round()),
+            d.count,
+            match f.functions.len() {
+                0 | 1 => "an empty function".to_owned(),
+                n => format!("{n} empty functions"),
+            },
+            if f.untimed > 0 {
+                format!(", {} not timed", f.untimed)
+            } else {
+                String::new()
+            }
+        ),
+        (None, Some(e)) => format!("{}/{} floor not measured: {e}", f.attach, f.mode),
+        (None, None) => format!("{}/{} floor not measured", f.attach, f.mode),
+    }
+}
+
+/// What `damon-trace calibrate` prints: per floor its distribution and the held-out check.
+pub fn render_text(c: &Calibration) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    // Floors that failed say why on their own line; the detail is for when there are none.
+    if c.status != CalibrationStatus::Ok && c.floors.is_empty() {
+        let _ = writeln!(
+            out,
+            "no probe floor measured{}",
+            c.detail
+                .as_ref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7}  held-out {}",
+        "probe floor",
+        "calls",
+        "p5",
+        "median",
+        "p95",
+        "mean",
+        "spread",
+        "betw.fn",
+        "±",
+        "took",
+        c.floors
+            .iter()
+            .find_map(|f| f.held_out.as_ref())
+            .map_or("(none)", |h| h.function.as_str())
+    );
+    for f in &c.floors {
+        let label = format!("{}/{}", f.attach, f.mode);
+        let took = format!("{:.1} s", f.took_ns as f64 / 1e9);
+        match (&f.floor, &f.error) {
+            (Some(d), _) => {
+                let held = f.held_out.as_ref().map_or_else(
+                    || "-".to_owned(),
+                    |h| {
+                        format!(
+                            "{:+.1} ± {} ns (raw median {})",
+                            h.corrected_median_ns,
+                            format_ns(h.uncertainty_ns.round()),
+                            format_ns(h.median_ns)
+                        )
+                    },
+                );
+                let _ = writeln!(
+                    out,
+                    "{label:<14} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>7} {:>7} {:>7} {took:>7}  {held}",
+                    d.count,
+                    format_ns(d.p5_ns),
+                    format_ns(d.median_ns),
+                    format_ns(d.p95_ns),
+                    d.mean_ns,
+                    format_ns(d.spread_ns.round()),
+                    format_ns(f.between_functions_ns.round()),
+                    format_ns(f.uncertainty_ns.round()),
+                );
+                if !f.functions.is_empty() {
+                    let per: Vec<String> = f
+                        .functions
+                        .iter()
+                        .map(|m| format!("{} {}", m.function, format_ns(m.median_ns)))
+                        .collect();
+                    let _ = writeln!(out, "{:<14} medians: {}", "", per.join(", "));
+                }
+                if f.untimed > 0 {
+                    let _ = writeln!(
+                        out,
+                        "{label:<14} warning: {} calls of {} were not timed (dropped or in flight)",
+                        f.untimed,
+                        c.functions.join(", ")
+                    );
+                }
+            }
+            (None, e) => {
+                let _ = writeln!(
+                    out,
+                    "{label:<14} not measured: {}",
+                    e.as_deref().unwrap_or("unknown reason")
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "ns, timing {} (pooled) with the session's own programs; corrected = raw − median; \
+         spread = (p95 − p5)/2 (+ half a bucket in kernel mode); betw.fn = 95 % prediction \
+         half-width of a new function's median from the pooled ones'; ± = √(spread² + betw.fn²); \
+         the held-out function's corrected median should be within ± of 0",
+        c.functions.join(", ")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::LatencyStats;
+
+    #[test]
+    fn median_and_spread_of_exact_durations() {
+        // 1..=100: nearest-rank p5 = 5, p50 = 50, p95 = 95.
+        let d: Vec<u64> = (1..=100).rev().collect();
+        let f = FloorDistribution::from_durations(&d).expect("floor");
+        assert_eq!(f.count, 100);
+        assert_eq!((f.p5_ns, f.median_ns, f.p95_ns), (5.0, 50.0, 95.0));
+        assert_eq!((f.p25_ns, f.p75_ns), (25.0, 75.0));
+        assert_eq!(f.resolution_ns, 1);
+        assert_eq!(f.spread_ns, 45.0);
+        assert_eq!((f.min_ns, f.max_ns), (1, 100));
+        assert!((f.mean_ns - 50.5).abs() < 1e-9);
+        assert_eq!(f.buckets.len(), 100);
+        assert_eq!(FloorDistribution::from_durations(&[]), None);
+    }
+
+    #[test]
+    fn interrupts_move_the_mean_not_the_median() {
+        // 10 000 probe costs of 300..=309 ns, and 50 calls an interrupt stretched to 40 µs.
+        let mut d: Vec<u64> = (0..10_000).map(|i| 300 + i % 10).collect();
+        d.extend(std::iter::repeat_n(40_000, 50));
+        let f = FloorDistribution::from_durations(&d).expect("floor");
+        assert_eq!(f.median_ns, 305.0);
+        assert!(f.mean_ns > 500.0, "{}", f.mean_ns);
+        assert_eq!((f.p5_ns, f.p95_ns), (300.0, 309.0));
+        assert_eq!(f.spread_ns, 4.5);
+        // Repeated durations share one bucket.
+        assert_eq!(f.buckets.len(), 11);
+        assert_eq!(f.buckets[0].count, 1000);
+    }
+
+    #[test]
+    fn kernel_buckets_round_to_their_middle_and_add_their_width() {
+        // 10 ns linear buckets [300,310) 60 calls, [310,320) 40 calls.
+        let b = |lo, count| FloorBucket {
+            lo_ns: lo,
+            hi_ns: lo + 10,
+            count,
+        };
+        let f = FloorDistribution::from_buckets(
+            vec![b(310, 40), b(300, 60), b(900, 0)],
+            Some(30_800),
+            301,
+            318,
+        )
+        .expect("floor");
+        assert_eq!(f.count, 100);
+        assert_eq!(f.buckets.len(), 2, "empty buckets are dropped");
+        assert_eq!(f.median_ns, 304.5);
+        assert_eq!((f.p5_ns, f.p95_ns), (304.5, 314.5));
+        assert_eq!(f.resolution_ns, 10);
+        assert_eq!(f.spread_ns, 5.0 + 4.5);
+        assert!((f.mean_ns - 308.0).abs() < 1e-9);
+        assert_eq!(
+            FloorDistribution::from_buckets(vec![b(0, 0)], None, 0, 0),
+            None
+        );
+        // The open-ended last bucket stands for its low edge.
+        let open = FloorBucket {
+            lo_ns: 1 << 40,
+            hi_ns: u64::MAX,
+            count: 1,
+        };
+        let f = FloorDistribution::from_buckets(vec![open], None, 1 << 40, 1 << 41).expect("f");
+        assert_eq!(f.median_ns, (1u64 << 40) as f64);
+    }
+
+    #[test]
+    fn corrections_subtract_the_median_and_keep_negatives() {
+        let floor = FloorDistribution::from_durations(&[40, 42, 44, 46, 48]).expect("floor");
+        assert_eq!(floor.median_ns, 44.0);
+        let raw = LatencyStats::from_durations(&mut [41, 50, 60, 1000]).expect("raw");
+        let mut floor = Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor: Some(floor),
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: None,
+            untimed: 0,
+            error: None,
+            took_ns: 0,
+        };
+        floor.settle_uncertainty();
+        assert_eq!(floor.uncertainty_ns, 4.0, "one function: the spread alone");
+        let c = Corrected::new(&floor, &raw);
+        assert_eq!(c.floor_ns, 44.0);
+        assert_eq!(c.min_ns, -3.0);
+        assert_eq!(c.p50_ns, raw.p50_ns as f64 - 44.0);
+        assert_eq!(c.max_ns, 956.0);
+        assert!((c.mean_ns - (raw.mean_ns - 44.0)).abs() < 1e-9);
+        assert_eq!(format_ns(c.min_ns), "-3");
+        assert_eq!(format_ns(2.25), "2.2");
+    }
+
+    #[test]
+    fn meta_round_trip_and_old_shapes() {
+        let floor = FloorDistribution::from_durations(&[10, 11, 12]).expect("floor");
+        let cal = Calibration {
+            status: CalibrationStatus::Ok,
+            detail: None,
+            functions: vec!["bpf_fentry_test1".into()],
+            calls: 3,
+            method: METHOD.into(),
+            floors: vec![Floor {
+                attach: "fentry".into(),
+                mode: "stream".into(),
+                floor: Some(floor.clone()),
+                functions: Vec::new(),
+                between_functions_ns: 0.0,
+                uncertainty_ns: 0.0,
+                held_out: None,
+                untimed: 0,
+                error: None,
+                took_ns: 5,
+            }],
+        }
+        .settled();
+        let v = serde_json::to_value(&cal).expect("json");
+        assert_eq!(v["floors"][0]["floor"]["median_ns"], 11.0);
+        assert_eq!(v["status"], "ok");
+        let back = Calibration::from_meta(Some(&v)).expect("reads back");
+        assert_eq!(back, cal);
+        assert_eq!(
+            back.floor("fentry", "stream")
+                .and_then(|f| f.floor.as_ref()),
+            Some(&floor)
+        );
+        assert_eq!(back.floor("kprobe", "stream"), None);
+        assert_eq!(back.floor("fentry", "kernel"), None);
+        // Absent (captures before calibration) and foreign shapes read as uncalibrated.
+        assert_eq!(Calibration::from_meta(None), None);
+        assert_eq!(
+            Calibration::from_meta(Some(&serde_json::json!({"fentry": 40}))),
+            None
+        );
+        let skipped = Calibration::not_run(CalibrationStatus::Skipped, "x".into());
+        let v = serde_json::to_value(&skipped).expect("json");
+        assert_eq!(v["status"], "skipped");
+        assert_eq!(v["detail"], "x");
+    }
+
+    #[test]
+    fn renders_floors_held_out_and_failures() {
+        let floor = FloorDistribution::from_durations(&(90..=110).collect::<Vec<u64>>());
+        let held = HeldOut {
+            function: "bpf_fentry_test2".into(),
+            count: 21,
+            median_ns: 102.0,
+            corrected_median_ns: 2.0,
+            uncertainty_ns: 9.0,
+        };
+        let cal = Calibration {
+            status: CalibrationStatus::Ok,
+            detail: None,
+            functions: vec!["bpf_fentry_test1".into()],
+            calls: 21,
+            method: METHOD.into(),
+            floors: vec![
+                Floor {
+                    attach: "fentry".into(),
+                    mode: "stream".into(),
+                    floor,
+                    functions: Vec::new(),
+                    between_functions_ns: 0.0,
+                    uncertainty_ns: 0.0,
+                    held_out: Some(held),
+                    untimed: 0,
+                    error: None,
+                    took_ns: 1_500_000_000,
+                },
+                Floor {
+                    attach: "kprobe".into(),
+                    mode: "stream".into(),
+                    floor: None,
+                    functions: Vec::new(),
+                    between_functions_ns: 0.0,
+                    uncertainty_ns: 0.0,
+                    held_out: None,
+                    untimed: 0,
+                    error: Some("kernel has no kprobes".into()),
+                    took_ns: 0,
+                },
+            ],
+        }
+        .settled();
+        let text = render_text(&cal);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("held-out bpf_fentry_test2"), "{text}");
+        assert!(
+            lines[1].starts_with("fentry/stream       21       91      100      109"),
+            "{text}"
+        );
+        assert!(lines[1].contains("+2.0 ± 9 ns (raw median 102)"), "{text}");
+        assert!(lines[1].contains("1.5 s"), "{text}");
+        assert_eq!(
+            lines[2],
+            "kprobe/stream  not measured: kernel has no kprobes"
+        );
+        let failed = Calibration::not_run(CalibrationStatus::Failed, "fentry/stream: EPERM".into());
+        assert!(render_text(&failed).starts_with("no probe floor measured: fentry/stream: EPERM"));
+        // With floors, each failed one says why on its line, once.
+        let mut both_failed = cal.clone();
+        both_failed.status = CalibrationStatus::Failed;
+        both_failed.floors.remove(0);
+        let text = render_text(&both_failed);
+        assert!(!text.contains("no probe floor measured"), "{text}");
+        assert_eq!(text.matches("kernel has no kprobes").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn uncertainty_adds_the_spread_between_functions() {
+        // Four functions with medians 690, 720, 700, 670: s = 20.82, t(0.975, 3) = 3.182,
+        // √(1 + 1/4) = 1.118: a new function's median within ± 74.1 ns.
+        let medians = [690.0, 720.0, 700.0, 670.0];
+        let b = prediction_half_width(&medians);
+        assert!((b - 74.07).abs() < 0.05, "{b}");
+        assert_eq!(prediction_half_width(&[700.0]), 0.0);
+        assert_eq!(prediction_half_width(&[5.0, 5.0, 5.0]), 0.0);
+        let dist = FloorDistribution::from_durations(&(650..=750).collect::<Vec<u64>>());
+        let mut f = Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor: dist,
+            functions: medians
+                .iter()
+                .enumerate()
+                .map(|(i, &m)| FunctionMedian {
+                    function: format!("bpf_fentry_test{}", i + 1),
+                    count: 10,
+                    median_ns: m,
+                })
+                .collect(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: Some(HeldOut {
+                function: "bpf_fentry_test3".into(),
+                count: 10,
+                median_ns: 640.0,
+                corrected_median_ns: -60.0,
+                uncertainty_ns: 0.0,
+            }),
+            untimed: 0,
+            error: None,
+            took_ns: 0,
+        };
+        f.settle_uncertainty();
+        let spread = f.floor.as_ref().expect("floor").spread_ns;
+        assert_eq!(spread, 45.0);
+        assert!((f.uncertainty_ns - spread.hypot(b)).abs() < 1e-9);
+        assert_eq!(
+            f.held_out.as_ref().map(|h| h.uncertainty_ns),
+            Some(f.uncertainty_ns)
+        );
+    }
+
+    #[test]
+    fn describes_a_floor() {
+        let mut f = Floor {
+            attach: "kprobe".into(),
+            mode: "stream".into(),
+            floor: FloorDistribution::from_durations(&[100, 110, 120, 130, 140]),
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: None,
+            untimed: 2,
+            error: None,
+            took_ns: 0,
+        };
+        f.settle_uncertainty();
+        assert_eq!(
+            describe_floor(&f),
+            "kprobe/stream floor 120 ± 20 ns (5 calls of an empty function, 2 not timed)"
+        );
+        let failed = Floor {
+            floor: None,
+            error: Some("EPERM".into()),
+            ..f
+        };
+        assert_eq!(
+            describe_floor(&failed),
+            "kprobe/stream floor not measured: EPERM"
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! The probe floor on real kernels: `damon-trace calibrate` per attach method and trace mode,
+//! the held-out empty function's corrected median against the stated bound, and a `record`
+//! capture that carries the floor (`meta.calibration`) and shows corrected latencies.
+use std::{fs, time::Duration};
+
+mod common;
+use common::{function, json, u};
+use xtask::{
+    kernel::Kernel,
+    vm::{self, VmOptions},
+};
+
+/// Test runs per floor (each calls every calibration function once).
+const CALLS: u64 = 20_000;
+/// The empty functions pooled into the floor, and the held-out one.
+const POOL: usize = 4;
+const HELD_OUT: &str = "bpf_fentry_test3";
+
+fn cmd(modes: &str) -> String {
+    format!(
+        "set -e
+damon-trace calibrate --calls {CALLS} --attach auto --mode {modes} --json > /out/cal.json 2> /out/cal.err
+damon-trace calibrate --calls 1000 --attach fentry > /out/cal.txt 2>> /out/cal.err
+damon-trace record -o /out/cal.dtcap --functions lock_timer_base --duration 3s 2> /out/record.err
+damon-trace record -o /out/nocal.dtcap --functions lock_timer_base --duration 2s --no-calibrate 2> /out/nocal.err
+damon-trace report /out/cal.dtcap --format json > /out/report.json
+damon-trace report /out/cal.dtcap > /out/report.txt
+damon-trace report /out/nocal.dtcap --format json > /out/nocal.json"
+    )
+}
+
+fn f(v: &serde_json::Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} not a number in {v}"))
+}
+
+/// One floor of `calibrate --json`: measured from every call, above 0, with the pooled
+/// functions' medians, and the held-out function's corrected median within the stated ±.
+/// Returns a line for the log (the README numbers come from it).
+fn check_floor(floor: &serde_json::Value) -> String {
+    let label = format!("{}/{}", floor["attach"], floor["mode"]).replace('"', "");
+    let d = &floor["floor"];
+    assert!(d.is_object(), "{label}: not measured: {floor}");
+    assert_eq!(u(d, "count"), CALLS * POOL as u64, "{label}: calls lost");
+    assert_eq!(u(floor, "untimed"), 0, "{label}: {floor}");
+    let median = f(d, "median_ns");
+    assert!(median > 0.0, "{label}: the probe cannot cost nothing: {d}");
+    assert!(
+        f(d, "p5_ns") <= median && median <= f(d, "p95_ns"),
+        "{label}: {d}"
+    );
+    let per = floor["functions"].as_array().expect("per-function medians");
+    assert_eq!(per.len(), POOL, "{label}: {floor}");
+    let bound = f(floor, "uncertainty_ns");
+    let spread = f(d, "spread_ns");
+    let between = f(floor, "between_functions_ns");
+    assert!(
+        (bound - spread.hypot(between)).abs() < 1e-6,
+        "{label}: {floor}"
+    );
+    let h = &floor["held_out"];
+    assert_eq!(h["function"], HELD_OUT, "{label}: {floor}");
+    assert_eq!(u(h, "count"), CALLS, "{label}: {h}");
+    let corrected = f(h, "corrected_median_ns");
+    assert!(
+        (corrected - (f(h, "median_ns") - median)).abs() < 1e-6,
+        "{label}: {h}"
+    );
+    assert_eq!(f(h, "uncertainty_ns"), bound, "{label}: {h}");
+    // The check: a second empty function, not in the pool, costs the probe's floor.
+    assert!(
+        corrected.abs() <= bound,
+        "{label}: held-out {HELD_OUT} corrected median {corrected:+.1} ns is outside the \
+         stated ± {bound:.1} ns: {floor}"
+    );
+    let medians: Vec<String> = per
+        .iter()
+        .map(|m| format!("{}", f(m, "median_ns")))
+        .collect();
+    format!(
+        "{label}: floor {median:.1} ns (p5 {} p95 {}; pooled medians {}), ± {bound:.1} \
+         (spread {spread:.1}, between {between:.1}); held-out {HELD_OUT} raw {} corrected \
+         {corrected:+.1}; took {:.1} s",
+        f(d, "p5_ns"),
+        f(d, "p95_ns"),
+        medians.join("/"),
+        f(h, "median_ns"),
+        f(floor, "took_ns") / 1e9
+    )
+}
+
+/// `calibrate`, a calibrated and an uncalibrated `record`, and their reports.
+fn run(kernel: Kernel, modes: &[&str]) {
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut opts = VmOptions::new(kernel, cmd(&modes.join(",")));
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(420);
+    let outcome = vm::run(&opts).expect("the guest runs");
+    let dir = &opts.out_dir;
+    let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
+    assert_eq!(
+        outcome.status,
+        0,
+        "console:\n{}\ncal.err:\n{}\nrecord.err:\n{}",
+        outcome.console,
+        read("cal.err"),
+        read("record.err")
+    );
+
+    let cal = json(dir, "cal.json");
+    assert_eq!(cal["status"], "ok", "{cal}");
+    let floors = cal["floors"].as_array().expect("floors");
+    let mut want: Vec<(String, String)> = Vec::new();
+    for m in modes {
+        for a in ["fentry", "kprobe"] {
+            want.push((a.to_owned(), (*m).to_owned()));
+        }
+    }
+    let got: Vec<(String, String)> = floors
+        .iter()
+        .map(|fl| {
+            (
+                fl["attach"].as_str().unwrap_or("").to_owned(),
+                fl["mode"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "one floor per attach method and trace mode");
+    for fl in floors {
+        eprintln!("{} {}", outcome.kernel_release, check_floor(fl));
+    }
+    let text = read("cal.txt");
+    assert!(
+        text.lines().any(|l| l.starts_with("fentry/stream ")),
+        "{text}"
+    );
+    assert!(text.contains("held-out bpf_fentry_test3"), "{text}");
+
+    // A record capture carries its floor, and report shows raw and corrected latencies.
+    let record_err = read("record.err");
+    assert!(
+        record_err.contains("probe fentry/stream floor"),
+        "{record_err}"
+    );
+    let report = json(dir, "report.json");
+    let meta_cal = &report["meta"]["calibration"];
+    assert_eq!(meta_cal["status"], "ok", "{report}");
+    let floor = meta_cal["floors"]
+        .as_array()
+        .and_then(|fs| fs.iter().find(|f| f["attach"] == "fentry"))
+        .expect("the session's fentry floor is in meta.calibration");
+    assert_eq!(floor["mode"], "stream");
+    let median = f(&floor["floor"], "median_ns");
+    assert!(median > 0.0, "{floor}");
+    assert!(
+        !floor["floor"]["buckets"]
+            .as_array()
+            .expect("the floor's histogram")
+            .is_empty()
+    );
+    let timer = function(&report, "lock_timer_base");
+    assert_eq!(timer["attach"], "fentry");
+    let corrected = &timer["corrected"];
+    assert_eq!(f(corrected, "floor_ns"), median, "{timer}");
+    assert_eq!(
+        f(corrected, "uncertainty_ns"),
+        f(floor, "uncertainty_ns"),
+        "{timer}"
+    );
+    for (raw, corr) in [
+        ("p50_ns", "p50_ns"),
+        ("min_ns", "min_ns"),
+        ("max_ns", "max_ns"),
+    ] {
+        assert_eq!(
+            f(corrected, corr),
+            u(timer, raw) as f64 - median,
+            "{raw}: {timer}"
+        );
+    }
+    assert!(
+        report["meta"]["latencies"]
+            .as_str()
+            .is_some_and(|l| l.contains("corrected")),
+        "{report}"
+    );
+    let table = read("report.txt");
+    assert!(
+        table.lines().any(|l| l.starts_with("  corrected")),
+        "{table}"
+    );
+    eprintln!(
+        "{} record: {}",
+        outcome.kernel_release,
+        record_err
+            .lines()
+            .filter(|l| l.starts_with("probe "))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+
+    // --no-calibrate: the capture says so, and nothing is corrected.
+    let nocal = json(dir, "nocal.json");
+    assert_eq!(nocal["meta"]["calibration"]["status"], "skipped", "{nocal}");
+    assert_eq!(nocal["meta"]["calibration"]["detail"], "--no-calibrate");
+    assert!(
+        function(&nocal, "lock_timer_base")
+            .get("corrected")
+            .is_none()
+    );
+    assert!(!read("nocal.err").contains("calibrating"));
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_calibration_floor_held_out_and_capture() {
+    run(Kernel::Debian72, &["stream", "kernel"]);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_12_calibration_floor_held_out_and_capture() {
+    run(Kernel::Debian612, &["stream"]);
+}
