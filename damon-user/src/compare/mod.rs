@@ -8,6 +8,15 @@ pub mod intervals;
 mod kernel;
 pub mod plot;
 pub mod render;
+/// A side's latencies minus its own capture's probe floor (for the attach method and the
+/// capture's trace mode), when it was calibrated.
+fn corrected(c: &Capture, attach: &str, stats: Option<&LatencyStats>) -> Option<Corrected> {
+    let floor = Calibration::from_meta(c.meta.calibration.as_ref())?
+        .floor(attach, &c.meta.mode)
+        .cloned()?;
+    Some(Corrected::new(&floor, stats?))
+}
+
 #[cfg(test)]
 mod tests;
 mod verdict;
@@ -224,33 +233,33 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 }
             }
             let (grid, rows) = kernel::rows(opts, &kb, &ka)?;
-            let side = |s: &kernel::Side, attach: &'static str| SideStats {
-                attach,
-                calls: s.counters.calls,
-                count: s.selected.count,
-                dropped: s.counters.dropped(),
-                matched: s.selected.durations.len() as u64,
-                stats: kernel::stats(s),
+            let side = |c: &Capture, s: &kernel::Side, attach: &'static str| {
+                let stats = kernel::stats(s);
+                SideStats {
+                    attach,
+                    calls: s.counters.calls,
+                    count: s.selected.count,
+                    dropped: s.counters.dropped(),
+                    matched: s.selected.durations.len() as u64,
+                    corrected: corrected(c, attach, stats.as_ref()),
+                    stats,
+                }
             };
-            on_grid = Some((side(&kb, attach_b), side(&ka, attach_a), grid, rows));
+            on_grid = Some((side(bc, &kb, attach_b), side(ac, &ka, attach_a), grid, rows));
             b = kb.selected;
             a = ka.selected;
         }
         let side = |c: &Capture, id: u32, attach: &'static str, s: &crate::report::Selected| {
             let k = counters(c, id, s.count);
             let stats = LatencyStats::from_durations(&mut s.durations.clone());
-            let corrected = Calibration::from_meta(c.meta.calibration.as_ref())
-                .and_then(|cal| cal.floor(attach, &c.meta.mode).cloned())
-                .zip(stats)
-                .map(|(floor, st)| Corrected::new(&floor, &st));
             SideStats {
                 attach,
                 calls: k.calls,
                 count: s.count,
                 dropped: k.dropped(),
                 matched: s.durations.len() as u64,
+                corrected: corrected(c, attach, stats.as_ref()),
                 stats,
-                corrected,
             }
         };
         let (before, after, grid, rows) = match on_grid {

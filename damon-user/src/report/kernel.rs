@@ -7,7 +7,10 @@ use super::{BucketTable, FunctionReport, ReportOptions};
 use crate::{
     capture::{FunctionCounters, FunctionStatus, HistSnapshot},
     record::UsageError,
-    stats::kernel_hist::{self, BucketPercentile},
+    stats::{
+        calibration::{Calibration, Corrected},
+        kernel_hist::{self, BucketPercentile},
+    },
 };
 
 /// How exact a kernel-mode function's percentiles are.
@@ -65,6 +68,7 @@ pub fn function(
     status: &FunctionStatus,
     end: Option<&HistSnapshot>,
     opts: &ReportOptions,
+    capture_calibration: Option<&serde_json::Value>,
 ) -> Result<(FunctionReport, FunctionCounters), UsageError> {
     let (k, hist) = end
         .and_then(|e| e.functions.get(&status.id))
@@ -82,6 +86,10 @@ pub fn function(
         None => None,
     };
     let count = k.emitted;
+    let corrected = Calibration::from_meta(capture_calibration)
+        .and_then(|c| c.floor(status.attach.as_str(), "kernel").cloned())
+        .zip(lat.map(|l| l.stats()))
+        .map(|(floor, st)| Corrected::new(&floor, &st));
     let f = FunctionReport {
         name: status.name.clone(),
         attach: status.attach.as_str(),
@@ -105,6 +113,7 @@ pub fn function(
         p99_ns: lat.map(|l| l.p99.value_ns),
         p999_ns: lat.map(|l| l.p999.value_ns),
         max_ns: lat.map(|l| l.max_ns),
+        corrected,
         value_name: None,
         value: None,
         values: None,
@@ -229,12 +238,15 @@ mod tests {
         assert_eq!(json["meta"]["mode"], "kernel");
         assert_eq!(json["functions"][0]["resolution"]["bound_ns"], res.bound_ns);
         let csv = super::super::render::csv(&r);
-        assert!(
-            csv.lines()
-                .nth(1)
-                .expect("row")
-                .ends_with(&format!(",{}", res.bound_ns))
-        );
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+        let row: Vec<&str> = lines.next().expect("row").split(',').collect();
+        let col = header
+            .iter()
+            .position(|h| *h == "percentile_bound_ns")
+            .expect("bound column");
+        assert_eq!(header.len(), row.len(), "{csv}");
+        assert_eq!(row[col], res.bound_ns.to_string(), "{csv}");
         let md = super::super::render::markdown(&r);
         assert!(md.contains("bucket resolution"), "{md}");
     }

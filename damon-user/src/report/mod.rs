@@ -267,7 +267,12 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             continue;
         }
         if kernel_mode {
-            let (f, k) = kernel::function(status, hists.as_ref(), opts)?;
+            let (f, k) = kernel::function(
+                status,
+                hists.as_ref(),
+                opts,
+                capture.meta.calibration.as_ref(),
+            )?;
             accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
             functions.push(f);
             continue;

@@ -55,6 +55,20 @@ pub struct KernelLatency {
 }
 
 impl KernelLatency {
+    /// The same numbers as stream statistics (percentiles at their bucket tops).
+    pub fn stats(&self) -> super::LatencyStats {
+        super::LatencyStats {
+            min_ns: self.min_ns,
+            mean_ns: self.mean_ns,
+            p50_ns: self.p50.value_ns,
+            p90_ns: self.p90.value_ns,
+            p95_ns: self.p95.value_ns,
+            p99_ns: self.p99.value_ns,
+            p999_ns: self.p999.value_ns,
+            max_ns: self.max_ns,
+        }
+    }
+
     /// The largest error bound of the five percentiles.
     pub fn bound_ns(&self) -> u64 {
         [self.p50, self.p90, self.p95, self.p99, self.p999]
