@@ -77,6 +77,14 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             check_output(&a.output, a.force)?;
             doctor::require_privileges()
         }
+        Command::Live(a) if a.replay.is_some() && !a.selection.func.is_empty() => {
+            Err(record::UsageError(
+                "--func chooses what to trace; a replay shows what its capture holds (narrow it \
+                 with --functions NAMES)"
+                    .to_owned(),
+            )
+            .into())
+        }
         Command::Live(a) if a.replay.is_none() => {
             record::check_symbols(&record::select_functions(&a.selection)?)?;
             if let Some(path) = &a.record {

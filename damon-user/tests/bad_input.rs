@@ -423,6 +423,12 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["no_such_function_k5q", "no such function"],
         ),
         case(
+            "live --replay --func",
+            &["live", "--replay", &fx, "--func", "vfs_read"],
+            2,
+            &["--func", "replay", "--functions"],
+        ),
+        case(
             "doctor --func empty",
             &["doctor", "--func", " "],
             2,

@@ -147,7 +147,11 @@ fn save(collector: &Collector, spool: &mut Spool, dir: &Path) -> Result<String, 
 
 /// `damon-trace live`: trace (or replay) and show the screen until `q`, Ctrl-C or a signal.
 pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
-    select_functions(&args.selection)?;
+    // A replay is narrowed to names its capture has (user-named functions included), not to
+    // the built-in ones.
+    if args.replay.is_none() {
+        select_functions(&args.selection)?;
+    }
     let replay = match &args.replay {
         Some(path) => Some(narrowed(read_file(path)?, &args.selection.functions)?),
         None => None,
