@@ -10,7 +10,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     about = "Per-call latency of DAMON and timer kernel functions, traced with eBPF",
     long_about = "Per-call latency of DAMON and timer kernel functions, traced with eBPF.\n\n\
         Traces damon_hot_score, damos_va_migrate_dests_add, damon_migrate_pages and \
-        lock_timer_base with fentry/fexit (kprobe/kretprobe as fallback), one record per call.\n\
+        lock_timer_base, or any kernel function named with --func, with fentry/fexit \
+        (kprobe/kretprobe as fallback): one record per call, or per-CPU histograms in the kernel \
+        (--mode kernel). Each session first measures the probes' own cost (the probe floor) so \
+        reports can show floor-corrected latencies.\n\
         Start with `damon-trace doctor` to see whether this kernel can be traced."
 )]
 pub struct Cli {
@@ -64,8 +67,8 @@ pub struct Selection {
     /// Attach method: fentry/fexit with kprobe fallback (auto), or force one.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto)]
     pub attach: AttachChoice,
-    /// Also trace this kernel function (repeatable, up to 11): any function in /proc/kallsyms
-    /// that fentry or kprobe can attach to. Given alone, it replaces the built-in four; add
+    /// Trace this kernel function (repeatable, up to 11): any function in /proc/kallsyms that
+    /// fentry or kprobe can attach to. With --func only the named functions are traced; add
     /// --functions to trace built-in ones as well.
     #[arg(long = "func", value_name = "NAME")]
     pub func: Vec<String>,
