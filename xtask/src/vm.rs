@@ -71,6 +71,8 @@ pub struct VmOptions {
     pub env: Vec<(String, String)>,
     /// Extra host files copied into the guest: (host path, absolute guest path).
     pub files: Vec<(PathBuf, String)>,
+    /// Host directories merged into the guest's `/` (see [`InitSpec::trees`]).
+    pub trees: Vec<PathBuf>,
     /// The `damon-trace` to put in the guest. None: `$DAMON_TRACE_BIN` if set, else a fresh
     /// `build-static` (once per process).
     pub binary: Option<PathBuf>,
@@ -92,6 +94,7 @@ impl VmOptions {
             timeout: Duration::from_secs(300),
             env: Vec::new(),
             files: Vec::new(),
+            trees: Vec::new(),
             binary: None,
             kernel_args: Vec::new(),
             echo: true,
@@ -187,6 +190,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         cmd: &opts.cmd,
         env: &opts.env,
         files: &opts.files,
+        trees: &opts.trees,
         nonce: &nonce,
         tty: opts.interactive.as_ref().map(|i| GuestTty {
             rows: i.rows,
