@@ -3,7 +3,10 @@
 //! Records are added to an open one-second slice and to both running totals; closing a second
 //! keeps the slice, and a slice older than the window is subtracted from the window's totals.
 //! Memory is bounded by the number of distinct histogram slots, not by the number of calls.
-use std::collections::{HashMap, VecDeque};
+use std::{
+    collections::{HashMap, VecDeque},
+    hash::{BuildHasherDefault, Hasher},
+};
 
 use super::histogram::{LatencyHistogram, slot_of};
 
@@ -47,10 +50,30 @@ impl ScoreCounts {
     }
 }
 
+/// Hashes histogram slot numbers (small integers, never attacker-chosen keys): SipHash, the
+/// default, cost more than the rest of [`FunctionStats::record`] (`cargo xtask bench`).
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotHasher(u64);
+
+impl Hasher for SlotHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        // Fibonacci hashing: the table takes its index from the high bits' mix.
+        self.0 = (n as u64 ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// One second of records.
 #[derive(Debug, Clone, Default)]
 struct Slice {
-    slots: HashMap<usize, u64>,
+    slots: HashMap<usize, u64, BuildHasherDefault<SlotHasher>>,
     count: u64,
     sum: u128,
     min: Option<u64>,
