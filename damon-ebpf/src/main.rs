@@ -6,6 +6,10 @@
 //! per-CPU counter, so userspace can account for every call.
 #![no_std]
 #![no_main]
+// The bpf target has no compare-and-swap in its spec, so `AtomicU64` lacks `fetch_add` and
+// `compare_exchange`; the intrinsics lower to the BPF atomic instructions the kernel accepts.
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 
 use aya_ebpf::{
     EbpfContext as _,
@@ -17,11 +21,21 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
+use core::intrinsics::{AtomicOrdering, atomic_cxchg, atomic_xadd};
 use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
-    CallRecord, Counter, DEFAULT_RING_BYTES, FunctionId, MAX_FUNCS, MAX_IN_FLIGHT, MAX_NODE_RANGES,
-    NR_COUNTERS, NodePfnRange, OFFSET_UNKNOWN, STAMP_DEPTH, StampStack, stamp_key,
+    CallRecord, Counter, DEFAULT_HIST_WIDTH_NS, DEFAULT_RING_BYTES, FunctionId, HIST_BUCKETS,
+    HistStats, MAX_FUNCS, MAX_IN_FLIGHT, MAX_NODE_RANGES, MODE_KERNEL, MODE_STREAM, NR_COUNTERS,
+    NodePfnRange, OFFSET_UNKNOWN, STAMP_DEPTH, StampStack, hist_bucket, stamp_key,
 };
+
+/// What exit programs do with a timed call: [`MODE_STREAM`] and/or [`MODE_KERNEL`] bits, set by
+/// the loader.
+#[unsafe(no_mangle)]
+static TRACE_MODE: u32 = MODE_STREAM;
+/// Width of the linear histogram buckets, ns (kernel mode).
+#[unsafe(no_mangle)]
+static HIST_WIDTH_NS: u64 = DEFAULT_HIST_WIDTH_NS;
 
 /// Which node owns which page frames (from sysfs, filled by userspace).
 #[map(name = "NODE_PFNS")]
@@ -176,12 +190,81 @@ static STAMPS: HashMap<u64, StampStack> = HashMap::with_max_entries(MAX_IN_FLIGH
 #[map(name = "AGGR_LAST")]
 static AGGR_LAST: HashMap<u32, u64> = HashMap::with_max_entries(256, 0);
 
+/// Per-CPU histogram bucket counts (kernel mode), index `func * HIST_BUCKETS + bucket`.
+#[map(name = "HIST")]
+static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * HIST_BUCKETS, 0);
+
+/// Per-CPU count/sum/min/max per function (kernel mode).
+#[map(name = "HSTATS")]
+static HSTATS: PerCpuArray<HistStats> = PerCpuArray::with_max_entries(MAX_FUNCS, 0);
+
+/// Adds `v` to a per-CPU slot with one atomic instruction: a program nested in another on the
+/// same CPU (an interrupt), or a task preempted between load and store, cannot lose an update.
+#[inline(always)]
+fn add(slot: *mut u64, v: u64) {
+    // SAFETY: a valid, aligned map value pointer that lives as long as the map.
+    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(slot, v) };
+}
+
 #[inline(always)]
 fn bump(func: u32, counter: Counter) {
     if let Some(slot) = COUNTERS.get_ptr_mut(counter.index(func)) {
-        // SAFETY: per-CPU slot; programs on one CPU do not run concurrently with each other
-        // for the same slot except through nesting, which can at worst lose one increment.
-        unsafe { *slot += 1 };
+        add(slot, 1);
+    }
+}
+
+/// Lowers (`lower`) or raises the value at `slot` to `v` with compare-and-exchange, retried a
+/// bounded number of times (the verifier needs a bound; a retry happens only when a nested
+/// program changed the slot in between, which cannot happen four times in a row in practice).
+/// For a minimum, 0 means "not set yet" (the map starts zeroed): a call timed at exactly 0 ns
+/// cannot happen, the two clock reads are a trampoline apart.
+#[inline(always)]
+fn set_extreme(slot: *mut u64, v: u64, lower: bool) {
+    // SAFETY: as in `add`.
+    let mut cur = unsafe { core::ptr::read_volatile(slot) };
+    for _ in 0..4 {
+        let keep = if lower {
+            cur != 0 && v >= cur
+        } else {
+            v <= cur
+        };
+        if keep {
+            return;
+        }
+        // SAFETY: as in `add`.
+        let (now, done) = unsafe {
+            atomic_cxchg::<u64, { AtomicOrdering::Relaxed }, { AtomicOrdering::Relaxed }>(
+                slot, cur, v,
+            )
+        };
+        if done {
+            return;
+        }
+        cur = now;
+    }
+}
+
+/// Adds one timed call to its function's per-CPU histogram and statistics.
+#[inline(always)]
+fn histogram(func: u32, duration: u64) {
+    let bucket = hist_bucket(duration, global64(&HIST_WIDTH_NS));
+    if let Some(slot) = HIST.get_ptr_mut(func * HIST_BUCKETS + bucket) {
+        add(slot, 1);
+    }
+    if let Some(st) = HSTATS.get_ptr_mut(func) {
+        // SAFETY: a valid map value; fields addressed without creating references.
+        let (count, sum, min, max) = unsafe {
+            (
+                &raw mut (*st).count,
+                &raw mut (*st).sum_ns,
+                &raw mut (*st).min_ns,
+                &raw mut (*st).max_ns,
+            )
+        };
+        add(count, 1);
+        add(sum, duration);
+        set_extreme(min, duration, true);
+        set_extreme(max, duration, false);
     }
 }
 
@@ -194,8 +277,7 @@ fn current() -> (u32, u32, u32) {
 }
 
 #[inline(always)]
-fn on_entry(func: FunctionId, args: [i64; 2]) {
-    let func = func as u32;
+fn on_entry(func: u32, args: [i64; 2]) {
     bump(func, Counter::Calls);
     let (_, tid, cpu) = current();
     let key = stamp_key(tid, cpu, func);
@@ -226,10 +308,9 @@ fn on_entry(func: FunctionId, args: [i64; 2]) {
 }
 
 #[inline(always)]
-fn on_exit(func: FunctionId, value: i64) {
+fn on_exit(func: u32, value: i64) {
     // SAFETY: helper without preconditions; read first so the duration excludes our own work.
     let now = unsafe { bpf_ktime_get_ns() };
-    let func = func as u32;
     let (pid, tid, cpu) = current();
     let key = stamp_key(tid, cpu, func);
     let Some(stack) = STAMPS.get_ptr_mut(key) else {
@@ -253,11 +334,21 @@ fn on_exit(func: FunctionId, value: i64) {
     if depth == 0 {
         let _ = STAMPS.remove(key);
     }
+    let duration_ns = now.wrapping_sub(entry_ns);
+    let mode = global(&TRACE_MODE);
+    if mode & MODE_KERNEL != 0 {
+        histogram(func, duration_ns);
+    }
+    if mode & MODE_STREAM == 0 {
+        // Kernel mode: the call is in the histogram, which is its "record".
+        bump(func, Counter::Emitted);
+        return;
+    }
     match EVENTS.reserve::<CallRecord>(0) {
         Some(mut slot) => {
             slot.write(CallRecord {
                 entry_ns,
-                duration_ns: now.wrapping_sub(entry_ns),
+                duration_ns,
                 value,
                 arg0,
                 arg1,
@@ -332,7 +423,7 @@ fn migrate_pages_args(a: &impl Args) -> [i64; 2] {
 
 // int damon_hot_score(struct damon_ctx *, struct damon_region *, struct damos *)
 traced!(
-    FunctionId::DamonHotScore,
+    FunctionId::DamonHotScore as u32,
     "damon_hot_score",
     fentry_damon_hot_score,
     fexit_damon_hot_score,
@@ -343,7 +434,7 @@ traced!(
 );
 // void damos_va_migrate_dests_add(struct folio *, struct vm_area_struct *, unsigned long, ...)
 traced!(
-    FunctionId::DamosVaMigrateDestsAdd,
+    FunctionId::DamosVaMigrateDestsAdd as u32,
     "damos_va_migrate_dests_add",
     fentry_damos_va_migrate_dests_add,
     fexit_damos_va_migrate_dests_add,
@@ -354,7 +445,7 @@ traced!(
 );
 // unsigned long damon_migrate_pages(struct list_head *folio_list, int target_nid)
 traced!(
-    FunctionId::DamonMigratePages,
+    FunctionId::DamonMigratePages as u32,
     "damon_migrate_pages",
     fentry_damon_migrate_pages,
     fexit_damon_migrate_pages,
@@ -365,7 +456,7 @@ traced!(
 );
 // struct timer_base *lock_timer_base(struct timer_list *, unsigned long *): the pointer is not kept.
 traced!(
-    FunctionId::LockTimerBase,
+    FunctionId::LockTimerBase as u32,
     "lock_timer_base",
     fentry_lock_timer_base,
     fexit_lock_timer_base,
@@ -374,6 +465,63 @@ traced!(
     no_args,
     |_r: u64| 0
 );
+
+/// The generic programs of one user-named function slot (`--func NAME`): the id is baked in,
+/// no arguments are read and the value is always 0 (the return value of an arbitrary function
+/// may be a kernel pointer, which a capture must never hold). The attach target is chosen at
+/// load time (fentry: BTF id; kprobe: symbol), so the sections name no function.
+macro_rules! user_slot {
+    ($id:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident) => {
+        #[fentry]
+        pub fn $fentry(_ctx: FEntryContext) -> u32 {
+            on_entry($id, [0, 0]);
+            0
+        }
+
+        #[fexit]
+        pub fn $fexit(_ctx: FExitContext) -> u32 {
+            on_exit($id, 0);
+            0
+        }
+
+        #[kprobe]
+        pub fn $kprobe(_ctx: ProbeContext) -> u32 {
+            on_entry($id, [0, 0]);
+            0
+        }
+
+        #[kretprobe]
+        pub fn $kretprobe(_ctx: RetProbeContext) -> u32 {
+            on_exit($id, 0);
+            0
+        }
+    };
+}
+
+// Ids FIRST_USER_FUNC..=LAST_USER_FUNC (4..=14); names stay distinct within the kernel's 15
+// characters (`kretprobe_u14` is 13).
+user_slot!(4, fentry_u4, fexit_u4, kprobe_u4, kretprobe_u4);
+user_slot!(5, fentry_u5, fexit_u5, kprobe_u5, kretprobe_u5);
+user_slot!(6, fentry_u6, fexit_u6, kprobe_u6, kretprobe_u6);
+user_slot!(7, fentry_u7, fexit_u7, kprobe_u7, kretprobe_u7);
+user_slot!(8, fentry_u8, fexit_u8, kprobe_u8, kretprobe_u8);
+user_slot!(9, fentry_u9, fexit_u9, kprobe_u9, kretprobe_u9);
+user_slot!(10, fentry_u10, fexit_u10, kprobe_u10, kretprobe_u10);
+user_slot!(11, fentry_u11, fexit_u11, kprobe_u11, kretprobe_u11);
+user_slot!(12, fentry_u12, fexit_u12, kprobe_u12, kretprobe_u12);
+user_slot!(13, fentry_u13, fexit_u13, kprobe_u13, kretprobe_u13);
+user_slot!(14, fentry_u14, fexit_u14, kprobe_u14, kretprobe_u14);
+
+const _: () = assert!(damon_common::FIRST_USER_FUNC == 4 && damon_common::LAST_USER_FUNC == 14);
+
+/// Calibration trigger: never attached by a session. Userspace loads it against
+/// `bpf_fentry_test1` and runs it with `BPF_PROG_TEST_RUN`, whose tracing path
+/// (`bpf_prog_test_run_tracing`) calls `bpf_fentry_test1..N` once each: the calls the
+/// calibration programs time. It does nothing itself.
+#[fentry(function = "bpf_fentry_test1")]
+pub fn calib_trigger(_ctx: FEntryContext) -> u32 {
+    0
+}
 
 /// Aggregation-interval boundaries.
 ///

@@ -67,6 +67,62 @@ pub struct Selection {
     /// Attach method: fentry/fexit with kprobe fallback (auto), or force one.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto)]
     pub attach: AttachChoice,
+    /// Also trace this kernel function (repeatable, up to 11): any function in /proc/kallsyms
+    /// that fentry or kprobe can attach to. Given alone, it replaces the built-in four; add
+    /// --functions to trace built-in ones as well.
+    #[arg(long = "func", value_name = "NAME")]
+    pub func: Vec<String>,
+}
+
+/// What the kernel does with each timed call.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct ModeArgs {
+    /// stream: one record per call to userspace; kernel: per-CPU histograms in the kernel, no
+    /// per-call records (for very hot functions).
+    #[arg(long, value_enum, default_value_t = TraceMode::Stream)]
+    pub mode: TraceMode,
+    /// Width of the kernel histograms' linear buckets in ns (--mode kernel): 512 of them, then
+    /// 32 doubling ones.
+    #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
+    pub hist_width: u64,
+}
+
+impl Default for ModeArgs {
+    fn default() -> ModeArgs {
+        ModeArgs {
+            mode: TraceMode::Stream,
+            hist_width: damon_common::DEFAULT_HIST_WIDTH_NS,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceMode {
+    Stream,
+    Kernel,
+    /// Both for every call (tests: the kernel's buckets against the records).
+    #[value(hide = true)]
+    Both,
+}
+
+impl TraceMode {
+    /// The eBPF TRACE_MODE bits.
+    pub fn bits(self) -> u32 {
+        match self {
+            TraceMode::Stream => damon_common::MODE_STREAM,
+            TraceMode::Kernel => damon_common::MODE_KERNEL,
+            TraceMode::Both => damon_common::MODE_STREAM | damon_common::MODE_KERNEL,
+        }
+    }
+
+    /// As the capture's `meta.mode` says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceMode::Stream => "stream",
+            TraceMode::Kernel => "kernel",
+            TraceMode::Both => "both",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -92,6 +148,8 @@ pub struct RecordArgs {
     pub force: bool,
     #[command(flatten)]
     pub selection: Selection,
+    #[command(flatten)]
+    pub mode: ModeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -119,6 +177,8 @@ pub struct LiveArgs {
     pub ring_size: u32,
     #[command(flatten)]
     pub selection: Selection,
+    #[command(flatten)]
+    pub mode: ModeArgs,
 }
 
 /// A replay speed factor: 0 (as fast as possible) or a positive finite number.

@@ -8,14 +8,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use damon_common::FunctionId;
 use serde::Serialize;
 
 use crate::{
     cli::DoctorArgs,
     damon::ScenarioLeftover,
     probe::{
-        attach::{BpfObjects, ProbeTrial, list_bpf_objects, try_each},
+        attach::{BpfObjects, ProbeTrial, TracedFunction, list_bpf_objects, try_each},
         kernel::{self, CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, Kallsyms, Lockdown, SymbolPresence},
     },
 };
@@ -80,7 +79,7 @@ fn check(
 }
 
 /// Runs every check; `functions` are those the user selected.
-pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
+pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     // First, before anything here loads a program of its own (the trials below do).
     let bpf_objects = settled_bpf_objects();
     let ident = kernel::KernelIdentity::read();
@@ -202,8 +201,8 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
     };
     let diag_functions: Vec<FunctionDiagnosis> = functions
         .iter()
-        .map(|&f| {
-            let trial = trials.iter().find(|t| t.func == f);
+        .map(|f| {
+            let trial = trials.iter().find(|t| t.func == *f);
             let fentry = trial.map_or_else(
                 || "not tried (no privileges)".to_owned(),
                 |t| t.fentry.clone(),
@@ -213,10 +212,10 @@ pub fn diagnose(functions: &[FunctionId]) -> Diagnosis {
                 |t| t.kprobe.clone(),
             );
             FunctionDiagnosis {
-                name: f.symbol().to_owned(),
-                kallsyms: kallsyms.presence(f.symbol()),
+                name: f.symbol.clone(),
+                kallsyms: kallsyms.presence(&f.symbol),
                 btf: trial.is_some_and(|t| t.in_btf),
-                ftrace: ftrace.as_ref().map(|s| s.contains(f.symbol())),
+                ftrace: ftrace.as_ref().map(|s| s.contains(&f.symbol)),
                 traceable: fentry == "ok" || kprobe == "ok",
                 fentry,
                 kprobe,

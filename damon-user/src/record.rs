@@ -11,6 +11,7 @@ use damon_common::FunctionId;
 use crate::{
     capture::{FunctionCounters, Summary, format::CaptureWriter},
     cli::{RecordArgs, Selection},
+    probe::attach::TracedFunction,
     session::{Session, StopReason, runtime_with_signals},
 };
 
@@ -19,15 +20,77 @@ use crate::{
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Resolves `--functions` into ids: all four by default; unknown or repeated names are errors
-/// that list what exists.
-pub fn select_functions(sel: &Selection) -> anyhow::Result<Vec<FunctionId>> {
-    if sel.functions.is_empty() {
-        return Ok(FunctionId::ALL.to_vec());
+/// Resolves `--functions` and `--func` into the functions to trace, with their ids: the
+/// built-in ones named by `--functions` (all four when neither flag is given), then the
+/// `--func` ones in command-line order with ids from [`damon_common::FIRST_USER_FUNC`]. Usage
+/// errors: unknown or repeated built-in names, an empty or malformed `--func` name, a `--func`
+/// naming a built-in function or given twice, more than [`damon_common::MAX_USER_FUNCS`].
+/// Whether the kernel has the `--func` symbols is [`check_symbols`]' job.
+pub fn select_functions(sel: &Selection) -> anyhow::Result<Vec<TracedFunction>> {
+    let mut out: Vec<TracedFunction> = select_builtins(&sel.functions, !sel.func.is_empty())?
+        .into_iter()
+        .map(TracedFunction::builtin)
+        .collect();
+    let max = damon_common::MAX_USER_FUNCS as usize;
+    if sel.func.len() > max {
+        return Err(UsageError(format!(
+            "{} --func functions given; at most {max} can be traced at once",
+            sel.func.len()
+        ))
+        .into());
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, name) in sel.func.iter().enumerate() {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(UsageError("--func needs a kernel function name".to_owned()).into());
+        }
+        if !is_symbol_name(name) {
+            return Err(UsageError(format!(
+                "--func `{name}` is not a kernel function name (letters, digits, `_` and `.` only)"
+            ))
+            .into());
+        }
+        if FunctionId::from_symbol(name).is_some() {
+            return Err(UsageError(format!(
+                "--func `{name}` is a built-in function; select it with --functions {name}"
+            ))
+            .into());
+        }
+        if seen.contains(&name) {
+            return Err(UsageError(format!("--func `{name}` is given twice")).into());
+        }
+        seen.push(name);
+        out.push(TracedFunction {
+            id: damon_common::FIRST_USER_FUNC + i as u32,
+            symbol: name.to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// What a kernel text symbol can look like (`name`, or a compiler clone `name.isra.0`).
+fn is_symbol_name(name: &str) -> bool {
+    name.len() <= 255
+        && !name.starts_with(['.', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'])
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+}
+
+/// The built-in functions named by `--functions`: all four when it is empty, unless `--func`
+/// is given (then `--func` alone says what to trace).
+fn select_builtins(names: &[String], user_funcs: bool) -> anyhow::Result<Vec<FunctionId>> {
+    if names.is_empty() {
+        return Ok(if user_funcs {
+            Vec::new()
+        } else {
+            FunctionId::ALL.to_vec()
+        });
     }
     let known = || FunctionId::ALL.map(FunctionId::symbol).join(", ");
     let mut out = Vec::new();
-    for name in &sel.functions {
+    for name in names {
         let name = name.trim();
         let f = FunctionId::from_symbol(name).ok_or_else(|| {
             UsageError(format!(
@@ -51,7 +114,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
 
-    let mut session = Session::start(&args.selection, args.ring_size, "stream")?;
+    let mut session = Session::start(&args.selection, args.ring_size, args.mode)?;
     let mut writer = CaptureWriter::create(&args.output, args.force, session.meta())
         .with_context(|| format!("creating capture {}", args.output.display()))?;
     writer.flush().context("writing the capture header")?;
@@ -96,6 +159,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     })?;
 
     let mut rest = Vec::new();
+    let session_names = session.meta().functions.clone();
     let summary = session.stop(stop, &mut rest)?;
     for r in &rest {
         writer.push(r).context("writing the capture")?;
@@ -111,7 +175,19 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         args.output.display(),
         summary.duration_ns as f64 / 1e9
     );
-    for w in accounting_warnings(&summary, function_name, args.ring_size, written) {
+    let names = |id: u32| {
+        session_names
+            .iter()
+            .find(|f| f.id == id)
+            .map_or_else(|| function_name(id), |f| f.name.clone())
+    };
+    // Kernel mode: the histograms hold the timed calls, the capture no records of them.
+    let timed = if args.mode.mode.bits() & damon_common::MODE_STREAM != 0 {
+        written
+    } else {
+        summary.kernel_hist.values().map(|h| h.count).sum()
+    };
+    for w in accounting_warnings(&summary, names, args.ring_size, timed) {
         eprintln!("damon-trace: warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
@@ -237,6 +313,7 @@ mod tests {
         Selection {
             functions: names.iter().map(|s| s.to_string()).collect(),
             attach: AttachChoice::Auto,
+            func: Vec::new(),
         }
     }
 
@@ -248,6 +325,7 @@ mod tests {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }
     }
 
@@ -316,7 +394,10 @@ mod tests {
         assert_eq!(select_functions(&sel(&[])).expect("all").len(), 4);
         assert_eq!(
             select_functions(&sel(&["lock_timer_base", "damon_hot_score"])).expect("two"),
-            vec![FunctionId::LockTimerBase, FunctionId::DamonHotScore]
+            vec![
+                TracedFunction::builtin(FunctionId::LockTimerBase),
+                TracedFunction::builtin(FunctionId::DamonHotScore)
+            ]
         );
         let e = select_functions(&sel(&["nope"]))
             .expect_err("unknown")

@@ -13,8 +13,8 @@ use damon_common::CallRecord;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
-    capture::{FunctionCounters, Meta, Summary},
-    cli::Selection,
+    capture::{FunctionCounters, KernelHist, Meta, Summary},
+    cli::{ModeArgs, Selection},
     doctor,
     probe::{
         attach::{LoadOptions, Tracer},
@@ -121,13 +121,14 @@ pub struct Session {
     reader: RingReader,
     meta: Meta,
     started: Instant,
+    mode: ModeArgs,
 }
 
 impl Session {
     /// Diagnoses the kernel (failing with the diagnosis when nothing can be traced), attaches
     /// the selected functions and prints how each is traced. Must run inside a tokio runtime
     /// (the ring buffer is registered with its reactor).
-    pub fn start(selection: &Selection, ring_size: u32, mode: &str) -> anyhow::Result<Session> {
+    pub fn start(selection: &Selection, ring_size: u32, mode: ModeArgs) -> anyhow::Result<Session> {
         let functions = select_functions(selection)?;
         let diagnosis = doctor::diagnose(&functions);
         if !diagnosis.can_trace {
@@ -138,6 +139,8 @@ impl Session {
             functions,
             attach: selection.attach,
             ring_size,
+            trace_mode: mode.mode.bits(),
+            hist_width_ns: mode.hist_width,
         })?;
         for s in tracer.statuses() {
             match &s.detail {
@@ -162,7 +165,7 @@ impl Session {
                 .map_or(0, |d| d.as_nanos() as u64),
             start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
             command_line: std::env::args().collect(),
-            mode: mode.to_owned(),
+            mode: mode.mode.as_str().to_owned(),
             ring_size,
             functions: tracer.statuses().to_vec(),
             damon: damon_config(),
@@ -178,6 +181,7 @@ impl Session {
             reader,
             meta,
             started: Instant::now(),
+            mode,
         })
     }
 
@@ -207,6 +211,29 @@ impl Session {
         self.tracer.counters()
     }
 
+    /// The kernel's histograms now (kernel mode), per function id; empty in stream mode.
+    pub fn kernel_histograms(&self) -> anyhow::Result<BTreeMap<u32, KernelHist>> {
+        if self.mode.mode.bits() & damon_common::MODE_KERNEL == 0 {
+            return Ok(BTreeMap::new());
+        }
+        Ok(self
+            .tracer
+            .kernel_histograms()?
+            .into_iter()
+            .map(|(id, (s, buckets))| {
+                let h = KernelHist {
+                    count: s.count,
+                    sum_ns: s.sum_ns,
+                    min_ns: s.min_ns,
+                    max_ns: s.max_ns,
+                    width_ns: self.mode.hist_width,
+                    buckets,
+                };
+                (id, h)
+            })
+            .collect())
+    }
+
     /// Entries off, running calls finish, exits off; the last records go to `out`, and the
     /// summary carries the final counters with the calls still in flight.
     pub fn stop(
@@ -216,6 +243,7 @@ impl Session {
     ) -> anyhow::Result<Summary> {
         self.tracer.detach();
         self.drain(out);
+        let kernel_hist = self.kernel_histograms()?;
         Ok(Summary {
             duration_ns: self.started.elapsed().as_nanos() as u64,
             end_reason: reason.as_str().to_owned(),
@@ -223,6 +251,7 @@ impl Session {
             malformed_items: self.reader.malformed,
             damon_end: damon_config(),
             intervals: self.tracer.mark_counters(),
+            kernel_hist,
         })
     }
 }

@@ -193,6 +193,24 @@ pub struct Summary {
     /// Interval boundary markers' counters, when the interval hook was attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intervals: Option<MarkCounters>,
+    /// The kernel's histograms at the end (kernel mode), keyed by function id: cumulative since
+    /// the probes were loaded, summed over CPUs. Empty in stream mode.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_hist: BTreeMap<u32, KernelHist>,
+}
+
+/// One function's in-kernel histogram (kernel mode), summed over CPUs: exact count, sum, min
+/// and max of the timed calls, and the bucket counts (`damon_common::hist_bucket` with
+/// `width_ns`; `HIST_BUCKETS` of them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelHist {
+    pub count: u64,
+    pub sum_ns: u64,
+    /// Meaningful only when `count > 0`.
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub width_ns: u64,
+    pub buckets: Vec<u64>,
 }
 
 /// A whole capture in memory.

@@ -67,6 +67,7 @@ fn summary(records: u64) -> Summary {
         malformed_items: 0,
         damon_end: None,
         intervals: None,
+        kernel_hist: Default::default(),
     }
 }
 

@@ -69,6 +69,7 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }),
         marks: Vec::new(),
     }

@@ -9,7 +9,8 @@ use aya::{
     programs::{FEntry, FExit, KProbe, ProgramError},
 };
 use damon_common::{
-    Counter, FunctionId, MAP_COUNTERS, MAP_EVENTS, MAP_STAMPS, STAMP_DEPTH, StampStack,
+    Counter, FunctionId, GLOBAL_HIST_WIDTH_NS, GLOBAL_TRACE_MODE, HIST_BUCKETS, HistStats,
+    MAP_COUNTERS, MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS, STAMP_DEPTH, StampStack,
     stamp_key_func,
 };
 use serde::Serialize;
@@ -29,14 +30,58 @@ enum Mode {
     Kprobe,
 }
 
-/// Program names in the eBPF object for one function and mode: (entry, exit).
-fn program_names(func: FunctionId, mode: Mode) -> (String, String) {
-    let sym = func.symbol();
-    match mode {
-        Mode::Fentry => (format!("fentry_{sym}"), format!("fexit_{sym}")),
-        Mode::Kprobe => (format!("kprobe_{sym}"), format!("kretprobe_{sym}")),
+/// One function to trace: its id in the records and its kernel symbol. Ids below
+/// [`damon_common::FIRST_USER_FUNC`] are the built-in functions (with their own programs, which
+/// read arguments); the others use the generic slot programs of their id (`--func NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracedFunction {
+    pub id: u32,
+    pub symbol: String,
+}
+
+impl TracedFunction {
+    pub fn builtin(f: FunctionId) -> TracedFunction {
+        TracedFunction {
+            id: f as u32,
+            symbol: f.symbol().to_owned(),
+        }
+    }
+
+    /// The built-in function this is, if it is one.
+    pub fn as_builtin(&self) -> Option<FunctionId> {
+        FunctionId::try_from(self.id)
+            .ok()
+            .filter(|f| f.symbol() == self.symbol)
     }
 }
+
+/// Program names in the eBPF object for one function and mode: (entry, exit).
+fn program_names(func: &TracedFunction, mode: Mode) -> (String, String) {
+    match (func.as_builtin(), mode) {
+        (Some(f), Mode::Fentry) => (
+            format!("fentry_{}", f.symbol()),
+            format!("fexit_{}", f.symbol()),
+        ),
+        (Some(f), Mode::Kprobe) => (
+            format!("kprobe_{}", f.symbol()),
+            format!("kretprobe_{}", f.symbol()),
+        ),
+        (None, Mode::Fentry) => (
+            format!("fentry_u{}", func.id),
+            format!("fexit_u{}", func.id),
+        ),
+        (None, Mode::Kprobe) => (
+            format!("kprobe_u{}", func.id),
+            format!("kretprobe_u{}", func.id),
+        ),
+    }
+}
+
+/// The never-attached program that calibration runs with `BPF_PROG_TEST_RUN` (see the eBPF
+/// object), and the kernel function it is loaded against.
+pub const CALIB_TRIGGER: &str = "calib_trigger";
+#[allow(dead_code, reason = "used by calibration")]
+pub const CALIB_TRIGGER_TARGET: &str = "bpf_fentry_test1";
 
 /// How long stopping waits for calls that entered before the entry probes went away.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -44,7 +89,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Loaded, attached probes. Dropping it detaches and unloads everything.
 pub struct Tracer {
     bpf: Ebpf,
-    attached: Vec<(FunctionId, Mode)>,
+    attached: Vec<(TracedFunction, Mode)>,
     statuses: Vec<FunctionStatus>,
     /// Boxed: kept small, the session lives in an enum next to the replay source.
     interval_hook: Box<crate::capture::IntervalHook>,
@@ -52,9 +97,14 @@ pub struct Tracer {
 }
 
 pub struct LoadOptions {
-    pub functions: Vec<FunctionId>,
+    /// Built-in and user-named functions, each with its id.
+    pub functions: Vec<TracedFunction>,
     pub attach: AttachChoice,
     pub ring_size: u32,
+    /// [`damon_common::MODE_STREAM`] and/or [`damon_common::MODE_KERNEL`].
+    pub trace_mode: u32,
+    /// Linear histogram bucket width, ns (kernel mode).
+    pub hist_width_ns: u64,
 }
 
 /// Explains a program load/attach error with its errno and the likely reason.
@@ -111,8 +161,16 @@ impl Tracer {
     pub fn load(opts: &LoadOptions) -> anyhow::Result<Tracer> {
         let kallsyms = Kallsyms::read().context("reading /proc/kallsyms")?;
         let btf = Btf::from_sys_fs().ok();
-        let (offsets, globals64, node_ranges, args) = field_offsets(&opts.functions);
+        let builtins: Vec<FunctionId> = opts
+            .functions
+            .iter()
+            .filter_map(TracedFunction::as_builtin)
+            .collect();
+        let (offsets, globals64, node_ranges, args) = field_offsets(&builtins);
+        let hist_width = opts.hist_width_ns.max(1);
         let mut loader = EbpfLoader::new();
+        loader.override_global(GLOBAL_TRACE_MODE, &opts.trace_mode, true);
+        loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
         for (global, off) in &offsets {
             loader.override_global(global, off, true);
         }
@@ -141,8 +199,8 @@ impl Tracer {
         let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
         let mut attached = Vec::new();
         let mut statuses = Vec::new();
-        for &func in &opts.functions {
-            let (state, detail) = match kallsyms.presence(func.symbol()) {
+        for func in &opts.functions {
+            let (state, detail) = match kallsyms.presence(&func.symbol) {
                 SymbolPresence::Absent => (
                     AttachState::Missing,
                     Some(
@@ -159,20 +217,20 @@ impl Tracer {
                 SymbolPresence::Present => attach_one(&mut bpf, func, opts.attach, btf.as_ref()),
             };
             match state {
-                AttachState::Fentry => attached.push((func, Mode::Fentry)),
-                AttachState::Kprobe => attached.push((func, Mode::Kprobe)),
+                AttachState::Fentry => attached.push((func.clone(), Mode::Fentry)),
+                AttachState::Kprobe => attached.push((func.clone(), Mode::Kprobe)),
                 _ => {}
             }
             statuses.push(FunctionStatus {
-                name: func.symbol().to_owned(),
-                id: func as u32,
+                name: func.symbol.clone(),
+                id: func.id,
                 attach: state,
                 detail,
             });
         }
         // Arguments of functions that are not traced here are not in the capture.
         let mut args = args;
-        args.retain(|a| attached.iter().any(|(f, _)| f.symbol() == a.function));
+        args.retain(|a| attached.iter().any(|(f, _)| f.symbol == a.function));
         Ok(Tracer {
             bpf,
             attached,
@@ -225,7 +283,7 @@ impl Tracer {
         // complete interval, never lost.
         crate::probe::intervals::detach(&mut self.bpf);
         for (func, mode) in &self.attached {
-            let (entry, _) = program_names(*func, *mode);
+            let (entry, _) = program_names(func, *mode);
             unload(&mut self.bpf, &entry, *mode);
         }
         // Calls can be long (a damon_migrate_pages call takes ~0.1 s under emulation): wait, up
@@ -235,7 +293,7 @@ impl Tracer {
             std::thread::sleep(Duration::from_millis(10));
         }
         for (func, mode) in &self.attached {
-            let (_, exit) = program_names(*func, *mode);
+            let (_, exit) = program_names(func, *mode);
             unload(&mut self.bpf, &exit, *mode);
         }
     }
@@ -261,7 +319,7 @@ impl Tracer {
             PerCpuArray::try_from(self.bpf.map(MAP_COUNTERS).context("counter map missing")?)?;
         let mut out = BTreeMap::new();
         for (func, _) in &self.attached {
-            let id = *func as u32;
+            let id = func.id;
             let sum = |c: Counter| -> anyhow::Result<u64> {
                 Ok(counters.get(&c.index(id), 0)?.iter().sum())
             };
@@ -290,6 +348,71 @@ impl Tracer {
         }
         Ok(out)
     }
+
+    /// Per traced function id: the in-kernel histogram statistics summed over CPUs (count and
+    /// sum added, min of the non-empty CPUs' minimums, max of maximums) and the bucket counts
+    /// summed over CPUs (`HIST_BUCKETS` of them). Cumulative since load; all zero unless the
+    /// trace mode has [`damon_common::MODE_KERNEL`].
+    pub fn kernel_histograms(&self) -> anyhow::Result<BTreeMap<u32, (HistStats, Vec<u64>)>> {
+        let stats: PerCpuArray<_, HistStats> = PerCpuArray::try_from(
+            self.bpf
+                .map(MAP_HIST_STATS)
+                .context("histogram statistics map missing")?,
+        )?;
+        let hist: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.bpf.map(MAP_HIST).context("histogram map missing")?)?;
+        let mut out = BTreeMap::new();
+        for (func, _) in &self.attached {
+            let id = func.id;
+            let per_cpu = stats.get(&id, 0)?;
+            let total = sum_stats(per_cpu.iter());
+            let mut buckets = Vec::with_capacity(HIST_BUCKETS as usize);
+            for b in 0..HIST_BUCKETS {
+                buckets.push(hist.get(&(id * HIST_BUCKETS + b), 0)?.iter().sum());
+            }
+            out.insert(id, (total, buckets));
+        }
+        Ok(out)
+    }
+
+    /// Loads (once) the never-attached `calib_trigger` program against
+    /// [`CALIB_TRIGGER_TARGET`] and returns its fd, for `BPF_PROG_TEST_RUN`: each run makes the
+    /// kernel call `bpf_fentry_test1..N` once each.
+    #[allow(dead_code, reason = "used by calibration")]
+    pub fn calibration_trigger(&mut self) -> anyhow::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd as _;
+        let prog: &mut FEntry = program(&mut self.bpf, CALIB_TRIGGER)
+            .map_err(|e| anyhow::anyhow!("{CALIB_TRIGGER}: {}", describe_error(&e)))?;
+        if prog.fd().is_err() {
+            let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
+            prog.load(CALIB_TRIGGER_TARGET, &btf).map_err(|e| {
+                anyhow::anyhow!(
+                    "loading {CALIB_TRIGGER} against {CALIB_TRIGGER_TARGET}: {}",
+                    describe_error(&e)
+                )
+            })?;
+        }
+        Ok(prog.fd()?.as_fd())
+    }
+}
+
+/// Per-CPU [`HistStats`] summed: counts and sums added, min over CPUs that saw a call, max.
+pub fn sum_stats<'a>(per_cpu: impl Iterator<Item = &'a HistStats>) -> HistStats {
+    let mut total = HistStats::default();
+    for s in per_cpu {
+        if s.count == 0 {
+            continue;
+        }
+        total.min_ns = if total.count == 0 {
+            s.min_ns
+        } else {
+            total.min_ns.min(s.min_ns)
+        };
+        total.count += s.count;
+        total.sum_ns += s.sum_ns;
+        total.max_ns = total.max_ns.max(s.max_ns);
+    }
+    total
 }
 
 fn unload(bpf: &mut Ebpf, name: &str, mode: Mode) {
@@ -310,7 +433,7 @@ fn unload(bpf: &mut Ebpf, name: &str, mode: Mode) {
 /// or failure, why.
 fn attach_one(
     bpf: &mut Ebpf,
-    func: FunctionId,
+    func: &TracedFunction,
     choice: AttachChoice,
     btf: Option<&Btf>,
 ) -> (AttachState, Option<String>) {
@@ -318,7 +441,7 @@ fn attach_one(
     if choice != AttachChoice::Kprobe {
         let result = match btf {
             None => Err("no kernel BTF at /sys/kernel/btf/vmlinux".to_owned()),
-            Some(btf) if !btf_has_function(btf, func.symbol()) => {
+            Some(btf) if !btf_has_function(btf, &func.symbol) => {
                 Err("function not in the kernel's BTF".to_owned())
             }
             Some(btf) => attach_fentry(bpf, func, btf).map_err(|e| describe_error(&e)),
@@ -361,14 +484,14 @@ where
 
 /// Exit first, then entry: a call that starts while the slow attach runs then either has both
 /// probes or only the exit (counted as an orphan), never an entry without its exit.
-fn attach_fentry(bpf: &mut Ebpf, func: FunctionId, btf: &Btf) -> Result<(), ProgramError> {
+fn attach_fentry(bpf: &mut Ebpf, func: &TracedFunction, btf: &Btf) -> Result<(), ProgramError> {
     let (entry, exit) = program_names(func, Mode::Fentry);
     let attached = (|| {
         let fexit: &mut FExit = program(bpf, &exit)?;
-        fexit.load(func.symbol(), btf)?;
+        fexit.load(&func.symbol, btf)?;
         fexit.attach()?;
         let fentry: &mut FEntry = program(bpf, &entry)?;
-        fentry.load(func.symbol(), btf)?;
+        fentry.load(&func.symbol, btf)?;
         fentry.attach().map(|_| ())
     })();
     if attached.is_err() {
@@ -378,15 +501,15 @@ fn attach_fentry(bpf: &mut Ebpf, func: FunctionId, btf: &Btf) -> Result<(), Prog
 }
 
 /// Same order as [`attach_fentry`].
-fn attach_kprobe(bpf: &mut Ebpf, func: FunctionId) -> Result<(), ProgramError> {
+fn attach_kprobe(bpf: &mut Ebpf, func: &TracedFunction) -> Result<(), ProgramError> {
     let (entry, exit) = program_names(func, Mode::Kprobe);
     let attached = (|| {
         let kret: &mut KProbe = program(bpf, &exit)?;
         kret.load()?;
-        kret.attach(func.symbol(), 0)?;
+        kret.attach(func.symbol.as_str(), 0)?;
         let kprobe: &mut KProbe = program(bpf, &entry)?;
         kprobe.load()?;
-        kprobe.attach(func.symbol(), 0).map(|_| ())
+        kprobe.attach(func.symbol.as_str(), 0).map(|_| ())
     })();
     if attached.is_err() {
         unload_pair(bpf, func, Mode::Kprobe);
@@ -397,7 +520,7 @@ fn attach_kprobe(bpf: &mut Ebpf, func: FunctionId) -> Result<(), ProgramError> {
 /// What really attaching one function's probe pairs gave (for `doctor`).
 #[derive(Debug, Clone)]
 pub struct ProbeTrial {
-    pub func: FunctionId,
+    pub func: TracedFunction,
     pub in_btf: bool,
     /// "ok" or the error.
     pub fentry: String,
@@ -406,7 +529,7 @@ pub struct ProbeTrial {
 
 /// Attaches and immediately detaches each function's fentry and kprobe pairs, so the diagnosis
 /// reports what the kernel really allows rather than a guess.
-pub fn try_each(functions: &[FunctionId]) -> Vec<ProbeTrial> {
+pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
     let btf = Btf::from_sys_fs().ok();
     let mut loaded = EbpfLoader::new()
         .btf(btf.as_ref())
@@ -415,11 +538,11 @@ pub fn try_each(functions: &[FunctionId]) -> Vec<ProbeTrial> {
         .map_err(|e| format!("creating BPF maps failed: {e}"));
     let kallsyms = Kallsyms::read().unwrap_or_default();
     let mut trials = Vec::new();
-    for &func in functions {
+    for func in functions {
         let in_btf = btf
             .as_ref()
-            .is_some_and(|b| btf_has_function(b, func.symbol()));
-        let present = kallsyms.presence(func.symbol()) == SymbolPresence::Present;
+            .is_some_and(|b| btf_has_function(b, &func.symbol));
+        let present = kallsyms.presence(&func.symbol) == SymbolPresence::Present;
         let outcome = |r: Result<(), ProgramError>| {
             r.map_or_else(|e| describe_error(&e), |()| "ok".to_owned())
         };
@@ -447,7 +570,7 @@ pub fn try_each(functions: &[FunctionId]) -> Vec<ProbeTrial> {
             }
         };
         trials.push(ProbeTrial {
-            func,
+            func: func.clone(),
             in_btf,
             fentry,
             kprobe,
@@ -456,7 +579,7 @@ pub fn try_each(functions: &[FunctionId]) -> Vec<ProbeTrial> {
     trials
 }
 
-fn unload_pair(bpf: &mut Ebpf, func: FunctionId, mode: Mode) {
+fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: Mode) {
     let (entry, exit) = program_names(func, mode);
     unload(bpf, &entry, mode);
     unload(bpf, &exit, mode);
@@ -467,14 +590,24 @@ const KERNEL_NAME_LEN: usize = 15;
 
 /// Program names of ours, as the kernel shows them (truncated).
 fn our_program_names() -> Vec<String> {
+    let user =
+        (damon_common::FIRST_USER_FUNC..=damon_common::LAST_USER_FUNC).map(|id| TracedFunction {
+            id,
+            symbol: String::new(),
+        });
     FunctionId::ALL
         .iter()
+        .map(|f| TracedFunction::builtin(*f))
+        .chain(user)
         .flat_map(|f| {
-            let (a, b) = program_names(*f, Mode::Fentry);
-            let (c, d) = program_names(*f, Mode::Kprobe);
+            let (a, b) = program_names(&f, Mode::Fentry);
+            let (c, d) = program_names(&f, Mode::Kprobe);
             [a, b, c, d]
         })
-        .chain([super::intervals::PROGRAM.to_owned()])
+        .chain([
+            super::intervals::PROGRAM.to_owned(),
+            CALIB_TRIGGER.to_owned(),
+        ])
         .map(|n| n.chars().take(KERNEL_NAME_LEN).collect())
         .collect()
 }
@@ -487,6 +620,8 @@ fn our_map_names() -> Vec<String> {
         MAP_STAMPS,
         "AGGR_LAST",
         damon_common::MAP_NODE_PFNS,
+        MAP_HIST,
+        MAP_HIST_STATS,
     ]
     .iter()
     .map(|n| n.chars().take(KERNEL_NAME_LEN).collect())

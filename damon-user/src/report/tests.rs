@@ -77,6 +77,7 @@ fn capture(summary: bool) -> Capture {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }),
         marks: Vec::new(),
     }

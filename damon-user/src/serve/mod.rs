@@ -58,7 +58,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = TcpListener::from_std(std_listener)?;
     let local: SocketAddr = listener.local_addr()?;
 
-    let mut session = Session::start(&args.selection, args.ring_size, "stream")?;
+    let mut session = Session::start(&args.selection, args.ring_size, Default::default())?;
     let meta = session.meta().clone();
     let shared: Shared = Arc::new(Mutex::new(MetricsSnapshot::new(
         &meta.kernel.release,

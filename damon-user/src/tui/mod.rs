@@ -169,7 +169,7 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             (Collector::Replay(source), Spool::Memory(Vec::new()), origin)
         }
         _ => {
-            let session = Session::start(&args.selection, args.ring_size, "stream")?;
+            let session = Session::start(&args.selection, args.ring_size, args.mode)?;
             let spool = match &args.record {
                 Some(path) => Spool::record(path, args.force, session.meta())?,
                 None => Spool::temporary(session.meta())?,

@@ -192,6 +192,7 @@ impl ReplaySchedule {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: Default::default(),
         }
     }
 }

@@ -112,6 +112,7 @@ impl Collector {
                 malformed_items: 0,
                 damon_end: None,
                 intervals: None,
+                kernel_hist: Default::default(),
             }),
             Collector::Replay(r) => Ok(r.schedule().snapshot_summary()),
         }
