@@ -425,6 +425,7 @@ pub fn run_decode(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
             malformed_items: 0,
             damon_end: None,
             intervals: None,
+            kernel_hist: BTreeMap::new(),
         })?;
         write.elapsed += start.elapsed();
         let bytes = std::fs::metadata(&path)?.len();

@@ -60,6 +60,8 @@ pub fn guest_script(func: &str, calls: u64, rounds: u32) -> String {
         r#"F={func}
 N={calls}
 mkdir -p /out/runs
+# bpftrace's compiler writes through /dev/fd/N, which busybox's /dev lacks.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 uname -r > /out/uname.txt
 if ! grep -qx "$F" /sys/kernel/tracing/available_filter_functions; then
   echo "bench: $F is not in available_filter_functions" >&2; exit 3
@@ -117,6 +119,7 @@ for r in $(seq 1 {rounds}); do
     esac
   done
 done
+exit 0
 "#,
         configs = configs.join(" "),
     )
