@@ -72,7 +72,7 @@ bpftrace --version > /out/bpftrace-version.txt 2>&1 || {{ cat /out/bpftrace-vers
 # probe shows that the output loop runs, which bpftrace starts once every probe is attached.
 cat > /tmp/bench.bt <<EOF
 fentry:vmlinux:$F {{ @start[tid] = nsecs; }}
-fexit:vmlinux:$F {{ \$s = @start[tid]; if (\$s != 0) {{ @ns = lhist(nsecs - \$s, 0, 5120, 10); delete(@start, tid); }} }}
+fexit:vmlinux:$F {{ \$s = @start[tid]; if (\$s != 0) {{ @ns = lhist((int64)(nsecs - \$s), 0, 5120, 10); delete(@start, tid); }} }}
 interval:ms:200 {{ printf("ready\n"); }}
 END {{ clear(@start); }}
 EOF
@@ -125,29 +125,29 @@ exit 0
     )
 }
 
-/// Calls a traced run counted: bpftrace's histogram total, or the function's `count` (calls
-/// timed) in the capture's JSON report, else the `(N calls seen)` of record's last line.
+/// Calls a traced run timed: bpftrace's histogram total; ours: the function's `count` (records
+/// kept) in the capture's JSON report in stream mode, its `emitted` (calls added to the
+/// kernel's histogram) in kernel mode.
 fn traced_calls(dir: &Path, stem: &str, config: Config, func: &str) -> Option<u64> {
     let read = |ext: &str| fs::read_to_string(dir.join(format!("{stem}.{ext}"))).ok();
     match config {
         Config::Untraced => None,
         Config::Bpftrace => read("bt").and_then(|t| table::bpftrace_hist_total(&t)),
         _ => {
-            let from_report = read("report.json")
+            let field = if config == Config::KernelFentry {
+                "emitted"
+            } else {
+                "count"
+            };
+            read("report.json")
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 .and_then(|v| {
                     v["functions"]
                         .as_array()?
                         .iter()
                         .find(|f| f["name"] == func)
-                        .and_then(|f| f["count"].as_u64())
-                });
-            from_report.or_else(|| {
-                let err = read("err")?;
-                let at = err.rfind(" calls seen)")?;
-                let start = err[..at].rfind('(')? + 1;
-                err[start..at].trim().parse().ok()
-            })
+                        .and_then(|f| f[field].as_u64())
+                })
         }
     }
 }
@@ -191,21 +191,20 @@ pub fn collect_runs(dir: &Path, rounds: u32, func: &str) -> Result<(Vec<Run>, u6
     Ok((runs, calls.context("no loop ran in the guest")?))
 }
 
-/// `damon-trace bench-decode` on this machine (the static release build runs on any Linux).
-fn decode_bench(opts: &BenchOptions) -> Result<Value> {
+/// `damon-trace bench-decode` of `binary` on this machine.
+fn decode_bench(binary: &Path, records: u64) -> Result<Value> {
     status(
         "bench",
         format!(
-            "userspace: {} bench-decode --records {}",
-            opts.binary.display(),
-            opts.decode_records
+            "userspace: {} bench-decode --records {records}",
+            binary.display()
         ),
     );
     let out = util::output(
-        Command::new(&opts.binary)
+        Command::new(binary)
             .arg("bench-decode")
             .arg("--records")
-            .arg(opts.decode_records.to_string()),
+            .arg(records.to_string()),
     )?;
     let line = out
         .lines()
@@ -213,6 +212,76 @@ fn decode_bench(opts: &BenchOptions) -> Result<Value> {
         .find(|l| l.starts_with('{'))
         .context("bench-decode printed no JSON")?;
     serde_json::from_str(line).context("bench-decode output")
+}
+
+/// The host's own release build (`cargo build --release -p damon-user`, glibc), next to the
+/// static musl one the guest runs: allocator and libc differ, and so does their speed.
+fn host_release_binary() -> Result<PathBuf> {
+    let tc = crate::bootstrap::ensure()?;
+    status("bench", "cargo build --release -p damon-user");
+    util::run(
+        Command::new("cargo")
+            .current_dir(util::workspace_root())
+            .args(["build", "--release", "-p", "damon-user"])
+            .env("PATH", util::path_with(&tc.bpf_linker_dir)?),
+    )
+    .context("building the host's release damon-trace")?;
+    Ok(util::target_dir().join("release/damon-trace"))
+}
+
+/// The userspace table: one column per build.
+fn userspace_markdown(builds: &[(&str, &Value)]) -> String {
+    let mut md = String::from("## Userspace throughput (one core of this host)\n\n| path |");
+    for (name, _) in builds {
+        let _ = write!(md, " {name} |");
+    }
+    md.push_str(" target |\n|---|");
+    md.push_str(&"---:|".repeat(builds.len()));
+    md.push_str("---|\n");
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let mut row = |label: &str, cell: &dyn Fn(&Value) -> String, target: &str| {
+        let _ = write!(md, "| {label} |");
+        for (_, v) in builds {
+            let _ = write!(md, " {} |", cell(v));
+        }
+        let _ = writeln!(md, " {target} |");
+    };
+    row(
+        "ring drain + decode (records/s)",
+        &|v| format!("{:.1} M", f(v, "decode_per_sec") / 1e6),
+        "",
+    );
+    let met = builds
+        .iter()
+        .map(|(n, v)| {
+            let ok = f(v, "decode_aggregate_per_sec") >= 20e6;
+            format!("{n} {}", if ok { "✓" } else { "✗" })
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    row(
+        "ring drain + decode + `live`'s aggregation (records/s)",
+        &|v| format!("{:.1} M", f(v, "decode_aggregate_per_sec") / 1e6),
+        &format!("≥ 20 M ({met})"),
+    );
+    row(
+        "ring drain + decode + `record`'s capture write (records/s)",
+        &|v| {
+            format!(
+                "{:.1} M ({:.0} MB/s)",
+                f(v, "capture_write_per_sec") / 1e6,
+                f(v, "capture_write_mb_per_sec")
+            )
+        },
+        "",
+    );
+    row(
+        "capture bytes per record",
+        &|v| format!("{:.2}", f(v, "capture_bytes_per_record")),
+        "",
+    );
+    md.push('\n');
+    md
 }
 
 /// The live-memory guest script: `live` on the console (the harness's terminal) tracing the
@@ -367,27 +436,14 @@ pub fn run(opts: &BenchOptions) -> Result<bool> {
         report["runs"] = runs.iter().map(Run::to_json).collect();
     }
 
-    let decode = decode_bench(opts)?;
-    let f = |k: &str| decode[k].as_f64().unwrap_or(f64::NAN);
-    let _ = writeln!(
-        md,
-        "## Userspace throughput (one core, this host)\n\n\
-         | path | records/s | target |\n|---|---:|---|\n\
-         | ring drain + decode | {:.1} M | |\n\
-         | ring drain + decode + `live`'s aggregation | {:.1} M | ≥ 20 M {} |\n\
-         | ring drain + decode + `record`'s capture write | {:.1} M ({:.1} MB/s, {:.2} bytes/record) | |\n",
-        f("decode_per_sec") / 1e6,
-        f("decode_aggregate_per_sec") / 1e6,
-        if f("decode_aggregate_per_sec") >= 20e6 {
-            "✓"
-        } else {
-            "✗"
-        },
-        f("capture_write_per_sec") / 1e6,
-        f("capture_write_mb_per_sec"),
-        f("capture_bytes_per_record"),
-    );
-    report["userspace"] = decode;
+    let host = host_release_binary()?;
+    let glibc = decode_bench(&host, opts.decode_records)?;
+    let musl = decode_bench(&opts.binary, opts.decode_records)?;
+    md.push_str(&userspace_markdown(&[
+        ("release build (glibc)", &glibc),
+        ("static musl build (the guest's)", &musl),
+    ]));
+    report["userspace"] = json!({ "glibc_release": glibc, "static_musl": musl });
 
     if opts.live_rss_minutes > 0 {
         let live = live_rss(opts)?;
@@ -441,13 +497,13 @@ mod tests {
         fs::write(runs.join("1-stream-fentry.loop"), lp(20.0)).unwrap();
         fs::write(
             runs.join("1-stream-fentry.report.json"),
-            r#"{"functions":[{"name":"other","count":1},{"name":"f","count":111}]}"#,
+            r#"{"functions":[{"name":"other","count":1},{"name":"f","count":111,"emitted":5}]}"#,
         )
         .unwrap();
         fs::write(runs.join("1-kernel-fentry.loop"), lp(12.0)).unwrap();
         fs::write(
-            runs.join("1-kernel-fentry.err"),
-            "wrote 0 records (112 calls seen) to x in 1.0 s\n",
+            runs.join("1-kernel-fentry.report.json"),
+            r#"{"functions":[{"name":"f","count":0,"emitted":112}]}"#,
         )
         .unwrap();
         let (got, calls) = collect_runs(t.path(), 1, "f").unwrap();

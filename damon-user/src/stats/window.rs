@@ -50,12 +50,13 @@ impl ScoreCounts {
     }
 }
 
-/// Hashes histogram slot numbers (small integers, never attacker-chosen keys): SipHash, the
-/// default, cost more than the rest of [`FunctionStats::record`] (`cargo xtask bench`).
+/// Hashes integer keys (histogram slots, thread ids: the screen's own numbers, not keys an
+/// adversary picks to collide): SipHash, the default, cost more than the rest of
+/// [`FunctionStats::record`] (measured by `cargo xtask bench`).
 #[derive(Debug, Clone, Copy, Default)]
-struct SlotHasher(u64);
+pub struct IntHasher(u64);
 
-impl Hasher for SlotHasher {
+impl Hasher for IntHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -65,15 +66,22 @@ impl Hasher for SlotHasher {
         }
     }
     fn write_usize(&mut self, n: usize) {
-        // Fibonacci hashing: the table takes its index from the high bits' mix.
-        self.0 = (n as u64 ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.write_u64(n as u64);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing, folded so that the low bits (the table's index) see the high ones.
+        let h = (n ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 32);
     }
 }
 
 /// One second of records.
 #[derive(Debug, Clone, Default)]
 struct Slice {
-    slots: HashMap<usize, u64, BuildHasherDefault<SlotHasher>>,
+    slots: HashMap<usize, u64, BuildHasherDefault<IntHasher>>,
     count: u64,
     sum: u128,
     min: Option<u64>,
