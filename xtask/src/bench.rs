@@ -102,15 +102,19 @@ for r in $(seq 1 {rounds}); do
       fi
       kill -INT $t; wait $t ;;
     *)
-      mode=${{c%-*}}; attach=${{c#*-}}
+      mode=${{c%%-*}}; attach=${{c#*-}}; attach=${{attach%%-*}}
       rm -f /tmp/bench.dtcap
-      damon-trace record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach 2> $p.err & t=$!
+      damon-trace record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} 2> $p.err & t=$!
       # The capture's header is written once the probes are attached.
       i=0
       while [ ! -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.1; done
       if [ -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null; then
         sleep 1
+        # Stream mode: the reader stopped while the loop runs (the ring holds every record),
+        # except in the -reader configuration.
+        case $c in stream-*-reader) ;; stream-*) kill -STOP $t;; esac
         damon-trace bench-loop --calls $N > $p.loop
+        kill -CONT $t
       else
         echo "bench: record did not attach" >> $p.err
       fi
@@ -122,7 +126,15 @@ done
 exit 0
 "#,
         configs = configs.join(" "),
+        ring = ring_bytes(calls),
     )
+}
+
+/// A ring (power of two) that holds the loop's calls and its warm-up with room to spare, so a
+/// paused reader loses nothing.
+pub fn ring_bytes(calls: u64) -> u64 {
+    let records = calls + calls / 10 + 4096;
+    (records * 64 * 5 / 4).next_power_of_two().max(1 << 22)
 }
 
 /// Calls a traced run timed: bpftrace's histogram total; ours: the function's `count` (records
@@ -547,8 +559,12 @@ mod tests {
 
     #[test]
     fn the_guest_script_runs_every_configuration() {
-        let s = guest_script("__do_sys_getppid", 1000, 3);
-        assert!(s.contains("for c in untraced bpftrace stream-fentry stream-kprobe kernel-fentry"));
+        let s = guest_script("__do_sys_getppid", 200_000, 3);
+        assert!(s.contains(
+            "for c in untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader"
+        ));
+        assert!(s.contains("--ring-size 33554432"), "{s}");
+        assert_eq!(ring_bytes(1000), 4 << 20);
         assert!(
             s.contains("fentry:vmlinux:$F { @start[tid] = nsecs; }"),
             "{s}"
