@@ -584,8 +584,13 @@ fn verdict(
         reasons.push("none of the selected functions exists in this kernel".to_owned());
     }
     if reasons.is_empty() {
-        reasons.push(
-            "no selected function could be attached (see the per-function errors)".to_owned(),
+        // Tracing works here; the functions themselves refuse (notrace, blacklisted,
+        // inlined): booting another kernel is not the remedy.
+        let names: Vec<&str> = funcs.iter().map(|f| f.name.as_str()).collect();
+        return format!(
+            "cannot trace the selected functions ({}): see the per-function errors above; \
+             choose functions that `doctor --func NAME` shows as traceable",
+            names.join(", ")
         );
     }
     format!(

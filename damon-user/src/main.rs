@@ -75,19 +75,19 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
     use capture::format::check_output;
     match command {
         Command::Record(a) => {
-            record::select_functions(&a.selection)?;
+            record::check_symbols(&record::select_functions(&a.selection)?)?;
             check_output(&a.output, a.force)?;
             doctor::require_privileges()
         }
         Command::Live(a) if a.replay.is_none() => {
-            record::select_functions(&a.selection)?;
+            record::check_symbols(&record::select_functions(&a.selection)?)?;
             if let Some(path) = &a.record {
                 check_output(path, a.force)?;
             }
             doctor::require_privileges()
         }
         Command::Serve(a) => {
-            record::select_functions(&a.selection)?;
+            record::check_symbols(&record::select_functions(&a.selection)?)?;
             doctor::require_privileges()
         }
         Command::Export(a) if a.output != std::path::Path::new("-") => {

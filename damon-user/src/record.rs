@@ -69,6 +69,39 @@ pub fn select_functions(sel: &Selection) -> anyhow::Result<Vec<TracedFunction>> 
     Ok(out)
 }
 
+/// Checks that the kernel has each `--func` function (a text symbol in /proc/kallsyms): a
+/// usage error naming the first one it does not have, with the closest name it does have.
+/// Functions that exist but cannot be traced (notrace, kprobe-blacklisted, inlined with only
+/// compiler clones left) are not errors here: the session reports each one's status and why,
+/// as for the built-in functions. When kallsyms cannot be read, attaching will say why.
+pub fn check_symbols(functions: &[TracedFunction]) -> anyhow::Result<()> {
+    use crate::probe::kernel::{Kallsyms, SymbolPresence};
+    let user: Vec<&TracedFunction> = functions
+        .iter()
+        .filter(|f| f.as_builtin().is_none())
+        .collect();
+    if user.is_empty() {
+        return Ok(());
+    }
+    let Ok(kallsyms) = Kallsyms::read() else {
+        return Ok(());
+    };
+    for f in user {
+        if kallsyms.presence(&f.symbol) == SymbolPresence::Absent {
+            let hint = kallsyms
+                .closest(&f.symbol)
+                .map_or_else(String::new, |c| format!("; did you mean `{c}`?"));
+            return Err(UsageError(format!(
+                "--func `{}`: this kernel has no such function (not a text symbol in \
+                 /proc/kallsyms){hint}",
+                f.symbol
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// What a kernel text symbol can look like (`name`, or a compiler clone `name.isra.0`).
 fn is_symbol_name(name: &str) -> bool {
     name.len() <= 255

@@ -133,7 +133,7 @@ impl Session {
         let diagnosis = doctor::diagnose(&functions);
         if !diagnosis.can_trace {
             eprint!("{}", doctor::render_text(&diagnosis));
-            bail!("this kernel cannot be traced (diagnosis above)");
+            bail!("the selected functions cannot be traced here (diagnosis above)");
         }
         let mut tracer = Tracer::load(&LoadOptions {
             functions,

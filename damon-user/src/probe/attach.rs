@@ -210,8 +210,13 @@ impl Tracer {
                 SymbolPresence::ClonesOnly(c) => (
                     AttachState::Inlined,
                     Some(format!(
-                        "only compiler clones exist ({}); the plain function was inlined",
-                        c.join(", ")
+                        "only compiler clones exist ({}); the plain function was inlined{}",
+                        c.join(", "),
+                        if func.as_builtin().is_none() {
+                            format!("; trace a clone with --func {} (kprobe)", c[0])
+                        } else {
+                            String::new()
+                        }
                     )),
                 ),
                 SymbolPresence::Present => attach_one(&mut bpf, func, opts.attach, btf.as_ref()),
@@ -444,7 +449,9 @@ fn attach_one(
             Some(btf) if !btf_has_function(btf, &func.symbol) => {
                 Err("function not in the kernel's BTF".to_owned())
             }
-            Some(btf) => attach_fentry(bpf, func, btf).map_err(|e| describe_error(&e)),
+            Some(btf) => {
+                attach_fentry(bpf, func, btf).map_err(|e| fentry_failure(&e, &func.symbol))
+            }
         };
         match result {
             Ok(()) => return (AttachState::Fentry, None),
@@ -460,7 +467,7 @@ fn attach_one(
             fentry_err.map(|e| format!("fentry/fexit failed ({e}); fell back to kprobe")),
         ),
         Err(e) => {
-            let kprobe = describe_error(&e);
+            let kprobe = kprobe_failure(&e, &func.symbol);
             let detail = match fentry_err {
                 Some(f) => format!("fentry/fexit: {f}; kprobe/kretprobe: {kprobe}"),
                 None => format!("kprobe/kretprobe: {kprobe}"),
@@ -468,6 +475,50 @@ fn attach_one(
             (AttachState::Failed, Some(detail))
         }
     }
+}
+
+/// Whether ftrace can patch `symbol` (`None`: its list is unreadable). Read only after a
+/// failure: the list is long.
+fn in_ftrace(symbol: &str) -> Option<bool> {
+    crate::probe::kernel::ftrace_functions()
+        .ok()
+        .map(|set| set.contains(symbol))
+}
+
+/// The errno alone, without [`describe_error`]'s generic guess.
+fn errno_only(err: &ProgramError) -> String {
+    let d = describe_error(err);
+    d.split(" — ").next().unwrap_or(&d).to_owned()
+}
+
+/// Why fentry refused `symbol`: the kernel's facts when they explain it (the function is not
+/// one ftrace can patch: `notrace`, `noinstr`, ...), else the errno and its usual cause.
+fn fentry_failure(err: &ProgramError, symbol: &str) -> String {
+    match in_ftrace(symbol) {
+        Some(false) => format!(
+            "{} — not in available_filter_functions: the function is notrace or noinstr, which \
+             fentry cannot attach to",
+            errno_only(err)
+        ),
+        _ => describe_error(err),
+    }
+}
+
+/// Why kprobes refused `symbol`: on the kernel's kprobe blacklist, or (EINVAL on a function
+/// ftrace cannot patch either) most likely `noinstr` code, which kprobes refuse.
+fn kprobe_failure(err: &ProgramError, symbol: &str) -> String {
+    if crate::probe::kernel::kprobe_blacklist().is_some_and(|l| l.contains(symbol)) {
+        return format!("{} — on the kernel's kprobe blacklist", errno_only(err));
+    }
+    let einval = describe_error(err).contains(&format!("os error {}", libc::EINVAL));
+    if einval && in_ftrace(symbol) == Some(false) {
+        return format!(
+            "{} — the function is not in available_filter_functions either: most likely \
+             noinstr code, which kprobes refuse",
+            errno_only(err)
+        );
+    }
+    describe_error(err)
 }
 
 fn program<'a, T>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, ProgramError>
@@ -543,24 +594,37 @@ pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
             .as_ref()
             .is_some_and(|b| btf_has_function(b, &func.symbol));
         let present = kallsyms.presence(&func.symbol) == SymbolPresence::Present;
-        let outcome = |r: Result<(), ProgramError>| {
-            r.map_or_else(|e| describe_error(&e), |()| "ok".to_owned())
-        };
         let (fentry, kprobe) = match (&mut loaded, present) {
             (Err(e), _) => (e.clone(), e.clone()),
             (Ok(_), false) => {
-                let why = "function not in /proc/kallsyms".to_owned();
+                let why = match kallsyms.presence(&func.symbol) {
+                    SymbolPresence::ClonesOnly(c) => format!(
+                        "inlined: only compiler clones exist ({}); a clone can be traced by \
+                         its full name with kprobes",
+                        c.join(", ")
+                    ),
+                    _ => match kallsyms.closest(&func.symbol) {
+                        Some(c) => format!("function not in /proc/kallsyms; did you mean `{c}`?"),
+                        None => "function not in /proc/kallsyms".to_owned(),
+                    },
+                };
                 (why.clone(), why)
             }
             (Ok(bpf), true) => {
                 let fentry = match &btf {
                     None => "no kernel BTF".to_owned(),
                     Some(_) if !in_btf => "function not in the kernel's BTF".to_owned(),
-                    Some(b) => outcome(attach_fentry(bpf, func, b)),
+                    Some(b) => match attach_fentry(bpf, func, b) {
+                        Ok(()) => "ok".to_owned(),
+                        Err(e) => fentry_failure(&e, &func.symbol),
+                    },
                 };
                 unload_pair(bpf, func, Mode::Fentry);
                 let kprobe = if kprobes_supported(&kallsyms) {
-                    let k = outcome(attach_kprobe(bpf, func));
+                    let k = match attach_kprobe(bpf, func) {
+                        Ok(()) => "ok".to_owned(),
+                        Err(e) => kprobe_failure(&e, &func.symbol),
+                    };
                     unload_pair(bpf, func, Mode::Kprobe);
                     k
                 } else {

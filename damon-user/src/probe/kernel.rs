@@ -90,8 +90,12 @@ impl Kallsyms {
             else {
                 continue;
             };
-            // Only text symbols can be traced.
-            if !matches!(kind, "t" | "T" | "w" | "W") {
+            // Only text symbols can be traced; `__pfx_NAME` and `__cfi_NAME` label the padding
+            // before a function (CONFIG_FUNCTION_PADDING, kCFI), not functions.
+            if !matches!(kind, "t" | "T" | "w" | "W")
+                || name.starts_with("__pfx_")
+                || name.starts_with("__cfi_")
+            {
                 continue;
             }
             // Module symbols carry a trailing "[module]" column; the name is still the third.
@@ -120,12 +124,80 @@ impl Kallsyms {
     pub fn presence(&self, name: &str) -> SymbolPresence {
         if self.exact.contains(name) {
             SymbolPresence::Present
+        } else if let Some((base, _)) = name.split_once('.')
+            && self
+                .clones
+                .get(base)
+                .is_some_and(|c| c.iter().any(|n| n == name))
+        {
+            // A clone named in full (`name.isra.0`): kprobes can attach to it.
+            SymbolPresence::Present
         } else if let Some(c) = self.clones.get(name) {
             SymbolPresence::ClonesOnly(c.clone())
         } else {
             SymbolPresence::Absent
         }
     }
+}
+
+impl Kallsyms {
+    /// The text symbol closest to `name` (edit distance at most 2, or 3 for names of 12+
+    /// characters), for "did you mean"; ties go to the alphabetically first.
+    pub fn closest(&self, name: &str) -> Option<String> {
+        let limit = if name.len() >= 12 { 3 } else { 2 };
+        let mut best: Option<(usize, &str)> = None;
+        let clones = self.clones.values().flatten();
+        for cand in self.exact.iter().chain(clones) {
+            if cand.len().abs_diff(name.len()) > limit || cand == name {
+                continue;
+            }
+            let bound = best.map_or(limit, |(d, _)| d);
+            if let Some(d) = edit_distance(name, cand, bound)
+                && best.is_none_or(|(bd, bn)| d < bd || (d == bd && cand.as_str() < bn))
+            {
+                best = Some((d, cand));
+            }
+        }
+        best.map(|(_, n)| n.to_owned())
+    }
+}
+
+/// Levenshtein distance between `a` and `b` when it is at most `bound`.
+fn edit_distance(a: &str, b: &str, bound: usize) -> Option<usize> {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, &ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        let mut row_min = cur[0];
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+            row_min = row_min.min(cur[j + 1]);
+        }
+        if row_min > bound {
+            return None;
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    Some(prev[b.len()]).filter(|&d| d <= bound)
+}
+
+/// Functions on the kernel's kprobe blacklist (`/sys/kernel/debug/kprobes/blacklist`, lines
+/// `0xSTART-0xEND\tname`): kprobes refuse them. `None` when the list cannot be read.
+pub fn kprobe_blacklist() -> Option<std::collections::HashSet<String>> {
+    const FILE: &str = "/sys/kernel/debug/kprobes/blacklist";
+    if !Path::new(FILE).exists() {
+        mount_if_missing("debugfs", "/sys/kernel/debug");
+    }
+    Some(parse_kprobe_blacklist(&fs::read_to_string(FILE).ok()?))
+}
+
+pub fn parse_kprobe_blacklist(text: &str) -> std::collections::HashSet<String> {
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Whether the kernel was built with kprobes (CONFIG_KPROBES): the kprobe core's symbols exist.
@@ -219,6 +291,8 @@ mod tests {
 0000000000000000 D damon_data_symbol
 0000000000000000 T register_kprobe
 0000000000000000 t ext4_fill_super\t[ext4]
+0000000000000000 t __pfx_lock_timer_base
+0000000000000000 t __cfi_lock_timer_base
 ";
 
     #[test]
@@ -236,9 +310,45 @@ mod tests {
         );
         // Data symbols are not traceable functions.
         assert_eq!(k.presence("damon_data_symbol"), SymbolPresence::Absent);
+        // Padding labels are not functions.
+        assert_eq!(k.presence("__pfx_lock_timer_base"), SymbolPresence::Absent);
+        assert_eq!(k.presence("__cfi_lock_timer_base"), SymbolPresence::Absent);
         assert!(k.contains("ext4_fill_super"));
         assert!(kprobes_supported(&k));
         assert!(!kprobes_supported(&Kallsyms::parse("0 T foo\n")));
+    }
+
+    #[test]
+    fn clones_named_in_full_and_close_names() {
+        let k = Kallsyms::parse(KALLSYMS);
+        assert_eq!(
+            k.presence("damon_pa_migrate_folio_list.isra.0"),
+            SymbolPresence::Present
+        );
+        assert_eq!(
+            k.presence("damon_pa_migrate_folio_list.isra.9"),
+            SymbolPresence::Absent
+        );
+        assert_eq!(
+            k.closest("damon_hot_scor").as_deref(),
+            Some("damon_hot_score")
+        );
+        assert_eq!(
+            k.closest("lock_timerbase").as_deref(),
+            Some("lock_timer_base")
+        );
+        assert_eq!(k.closest("completely_different"), None);
+        assert_eq!(edit_distance("kitten", "sitting", 3), Some(3));
+        assert_eq!(edit_distance("kitten", "sitting", 2), None);
+        assert_eq!(edit_distance("", "ab", 2), Some(2));
+    }
+
+    #[test]
+    fn kprobe_blacklist_lines() {
+        let b = parse_kprobe_blacklist(
+            "0xffffffff81001000-0xffffffff81001020\tdo_int3\n             0xffffffff81002000-0xffffffff81002040\tnotify_die\n",
+        );
+        assert!(b.contains("do_int3") && b.contains("notify_die") && b.len() == 2);
     }
 
     #[test]

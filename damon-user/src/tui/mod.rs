@@ -232,6 +232,7 @@ fn finish(
     outcome: &anyhow::Result<StopReason>,
 ) -> anyhow::Result<()> {
     let ring_size = collector.meta().ring_size;
+    let names = collector.meta().functions.clone();
     let Collector::Live(live) = collector else {
         return Ok(());
     };
@@ -247,7 +248,10 @@ fn finish(
         );
     }
     for (&id, c) in &summary.counters {
-        let name = crate::record::function_name(id);
+        let name = names
+            .iter()
+            .find(|f| f.id == id)
+            .map_or_else(|| crate::record::function_name(id), |f| f.name.clone());
         if let Some(w) = crate::record::drop_warning(&name, c, ring_size) {
             eprintln!("damon-trace: warning: {w}");
         }
