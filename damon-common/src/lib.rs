@@ -184,6 +184,13 @@ pub const MAX_USER_FUNCS: u32 = LAST_USER_FUNC - FIRST_USER_FUNC + 1;
 pub const GLOBAL_TRACE_MODE: &str = "TRACE_MODE";
 pub const MODE_STREAM: u32 = 1;
 pub const MODE_KERNEL: u32 = 2;
+/// Name of the `u64` eBPF global: exit programs wake the ring's reader only once this many
+/// bytes wait in the ring (and submit without a wake-up below it; the reader also drains on a
+/// short timer). 0 = the kernel's default, a wake-up whenever the reader has caught up.
+pub const GLOBAL_RING_WAKE_BYTES: &str = "RING_WAKE_BYTES";
+/// The wake-up threshold as a fraction of the ring: `ring_size / RING_WAKE_DIVISOR`.
+pub const RING_WAKE_DIVISOR: u32 = 16;
+
 /// Name of the `u64` eBPF global holding the width in ns of the linear histogram buckets
 /// (kernel mode); 0 is treated as 1.
 pub const GLOBAL_HIST_WIDTH_NS: &str = "HIST_WIDTH_NS";

@@ -13,7 +13,7 @@
 
 use aya_ebpf::{
     EbpfContext as _,
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
     },
@@ -36,6 +36,34 @@ static TRACE_MODE: u32 = MODE_STREAM;
 /// Width of the linear histogram buckets, ns (kernel mode).
 #[unsafe(no_mangle)]
 static HIST_WIDTH_NS: u64 = DEFAULT_HIST_WIDTH_NS;
+/// Bytes waiting in the ring before a record wakes the reader (0: the kernel's default).
+#[unsafe(no_mangle)]
+static RING_WAKE_BYTES: u64 = 0;
+
+/// Ring bytes one record takes (8-byte header + the record).
+const RING_RECORD_BYTES: u64 = 8 + core::mem::size_of::<CallRecord>() as u64;
+
+/// Wake-up flags for a record about to be submitted (its bytes already reserved): a forced
+/// wake-up when the bytes waiting in the ring cross a multiple of the threshold, none
+/// otherwise. So a reader that keeps up is woken once per threshold's worth of records, not
+/// per record; one that is behind is woken again for every further threshold's worth (a
+/// crossing missed because another CPU reserved in between is made up at the next one); and
+/// the reader drains on a short timer too, so a trickle of records is never left unread.
+#[inline(always)]
+fn wake_flags() -> u64 {
+    let threshold = global64(&RING_WAKE_BYTES);
+    if threshold == 0 {
+        return 0;
+    }
+    let waiting = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
+    if waiting >= threshold
+        && waiting / threshold != waiting.saturating_sub(RING_RECORD_BYTES) / threshold
+    {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
+    }
+}
 
 /// Which node owns which page frames (from sysfs, filled by userspace).
 #[map(name = "NODE_PFNS")]
@@ -279,7 +307,14 @@ fn current() -> (u32, u32, u32) {
 #[inline(always)]
 fn on_entry(func: u32, args: [i64; 2]) {
     bump(func, Counter::Calls);
-    let (_, tid, cpu) = current();
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // The CPU number is part of the key only for the idle tasks (tid 0).
+    let cpu = if tid == 0 {
+        // SAFETY: helper without preconditions.
+        unsafe { bpf_get_smp_processor_id() }
+    } else {
+        0
+    };
     let key = stamp_key(tid, cpu, func);
     if let Some(stack) = STAMPS.get_ptr_mut(key) {
         // SAFETY: only this task (or code nested in it on this CPU) uses this key.
@@ -357,7 +392,7 @@ fn on_exit(func: u32, value: i64) {
                 cpu,
                 func,
             });
-            slot.submit(0);
+            slot.submit(wake_flags());
             bump(func, Counter::Emitted);
         }
         None => bump(func, Counter::RingFull),

@@ -5,6 +5,9 @@ use aya::maps::{MapData, RingBuf};
 use damon_common::{CALL_RECORD_SIZE, CallRecord};
 use tokio::io::unix::AsyncFd;
 
+/// The longest a record waits in the ring when the kernel has not woken the reader.
+pub const DRAIN_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
+
 pub struct RingReader {
     fd: AsyncFd<RingBuf<MapData>>,
     /// Items whose size was not that of a [`CallRecord`]; never expected, counted to be sure.
@@ -46,14 +49,17 @@ impl RingReader {
         n
     }
 
-    /// Waits until the kernel signals new data, then drains it all.
+    /// Waits until the kernel signals new data, or at most [`DRAIN_PERIOD`], then drains it
+    /// all. The kernel programs wake the reader only once a sixteenth of the ring waits (one
+    /// wake-up per thousands of records under load); the period bounds how long a trickle of
+    /// records waits unread.
     pub async fn drain_when_ready(
         &mut self,
         sink: &mut impl FnMut(CallRecord),
     ) -> io::Result<usize> {
-        let mut guard = self.fd.readable_mut().await?;
-        guard.clear_ready();
-        drop(guard);
+        if let Ok(guard) = tokio::time::timeout(DRAIN_PERIOD, self.fd.readable_mut()).await {
+            guard?.clear_ready();
+        }
         Ok(self.drain(sink))
     }
 }
