@@ -309,26 +309,29 @@ fn thread_cpu() -> Duration {
 }
 
 /// Drains `image` again and again (the consumer wrapping round the ring) until `total` records
-/// went to `batch_sink`, in batches of at most `batch`.
+/// went to `batch_sink`, in batches of at most `batch`, pushed into one vector as the real
+/// readers do: the sink empties it (`record`) or takes it away (`live` hands each batch to the
+/// screen, and the next drain grows a new vector).
 fn drive(
     image: &RingImage,
     total: u64,
     batch: usize,
-    mut batch_sink: impl FnMut(Vec<CallRecord>) -> anyhow::Result<()>,
+    mut batch_sink: impl FnMut(&mut Vec<CallRecord>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Measured> {
     let consumer = AtomicUsize::new(0);
     let mut done = 0u64;
     let mut pos = 0;
     let start = Instant::now();
     let cpu = thread_cpu();
-    let mut buf: Vec<CallRecord> = Vec::with_capacity(batch);
+    let mut buf: Vec<CallRecord> = Vec::new();
     while done < total {
         let want = batch.min((total - done) as usize);
         let (next, malformed) = image.drain(pos, want, &consumer, &mut |r| buf.push(r));
         anyhow::ensure!(malformed == 0, "the synthetic ring has malformed items");
         pos = if next >= image.producer { 0 } else { next };
         done += buf.len() as u64;
-        batch_sink(std::mem::replace(&mut buf, Vec::with_capacity(batch)))?;
+        batch_sink(&mut buf)?;
+        buf.clear();
     }
     Ok(Measured {
         records: done,
@@ -383,7 +386,7 @@ pub fn run_decode(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
     let aggregate = drive(&image, total, batch, |b| {
         since_second += b.len() as u64;
         calls += b.iter().filter(|r| r.func != AGGREGATION_MARK).count() as u64;
-        app.update(Event::Records(b));
+        app.update(Event::Records(std::mem::take(b)));
         if since_second >= 1_000_000 {
             since_second = 0;
             seconds += 1;
@@ -443,7 +446,7 @@ pub fn run_decode(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("creating {}", path.display()))?;
         let mut since_flush = 0u64;
         let mut write = drive(&image, total, batch, |b| {
-            for r in &b {
+            for r in b.iter() {
                 writer.push(r)?;
             }
             since_flush += b.len() as u64;
