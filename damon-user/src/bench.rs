@@ -379,6 +379,7 @@ pub fn run_decode(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
         functions: statuses(),
         bucket_ns: 20,
         window_secs: 10,
+        kernel_width_ns: None,
     });
     let mut since_second = 0u64;
     let mut seconds = 0u64;
@@ -386,7 +387,9 @@ pub fn run_decode(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
     let aggregate = drive(&image, total, batch, |b| {
         since_second += b.len() as u64;
         calls += b.iter().filter(|r| r.func != AGGREGATION_MARK).count() as u64;
-        app.update(Event::Records(std::mem::take(b)));
+        // As `live`'s source hands a batch over (tui/source.rs).
+        let next = Vec::with_capacity(b.capacity());
+        app.update(Event::Records(std::mem::replace(b, next)));
         if since_second >= 1_000_000 {
             since_second = 0;
             seconds += 1;
