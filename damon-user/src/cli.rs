@@ -41,6 +41,12 @@ pub enum Command {
     /// Memory workload used by `scenario` (a child process; not for direct use).
     #[command(hide = true, name = "__workload")]
     Workload(WorkloadArgs),
+    /// Benchmark helper of `cargo xtask bench`: times a tight loop of getppid system calls.
+    #[command(hide = true, name = "bench-loop")]
+    BenchLoop(crate::bench::LoopArgs),
+    /// Benchmark helper of `cargo xtask bench`: userspace decode/aggregate/write throughput.
+    #[command(hide = true, name = "bench-decode")]
+    BenchDecode(crate::bench::DecodeArgs),
 }
 
 #[derive(Debug, Args)]

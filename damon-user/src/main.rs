@@ -1,4 +1,5 @@
 //! `damon-trace`: per-call latency of DAMON and timer kernel functions.
+mod bench;
 mod capture;
 mod cli;
 mod compare;
@@ -37,6 +38,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),
         Command::Workload(args) => damon::run_workload(&args),
+        Command::BenchLoop(args) => bench::run_loop(&args),
+        Command::BenchDecode(args) => bench::run_decode(&args),
     });
     match result {
         Ok(code) => code,

@@ -2,6 +2,7 @@
 //! configuration names: no mirror host is written in this repository, and the system's apt
 //! state is left untouched.
 use std::{
+    collections::BTreeSet,
     fs,
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -285,6 +286,59 @@ impl Apt {
     }
 }
 
+impl Apt {
+    /// This instance for `suite` under `<cache>/apt-<suite>` (the directory the kernel fetch
+    /// uses too), its lists refreshed if older than a day; also returns the mirror.
+    pub fn for_suite(cache: &Path, suite: &str) -> Result<(Self, String)> {
+        let mirror = system_debian_mirror()?;
+        let apt = Self::new(&cache.join(format!("apt-{suite}")), &mirror, suite)?;
+        if !apt.lists_fresh() {
+            apt.update(&mirror)?;
+        }
+        Ok((apt, mirror))
+    }
+
+    /// The candidate version of `pkg` in this suite.
+    pub fn version(&self, pkg: &str) -> Result<String> {
+        let out = self.run("apt-cache", &["show", "--no-all-versions", pkg], None)?;
+        out.lines()
+            .find_map(|l| l.strip_prefix("Version:").map(|v| v.trim().to_owned()))
+            .with_context(|| format!("no Version of {pkg} in this suite"))
+    }
+
+    /// `pkg` and everything it needs to run: its `Depends`/`PreDepends`, recursively
+    /// (recommends and suggests left out), real packages only, sorted.
+    pub fn closure(&self, pkg: &str) -> Result<Vec<String>> {
+        let out = self.run(
+            "apt-cache",
+            &[
+                "depends",
+                "--recurse",
+                "--no-recommends",
+                "--no-suggests",
+                "--no-conflicts",
+                "--no-breaks",
+                "--no-replaces",
+                "--no-enhances",
+                pkg,
+            ],
+            None,
+        )?;
+        Ok(parse_closure(&out))
+    }
+}
+
+/// The package names `apt-cache depends --recurse` lists (its unindented lines), virtual
+/// packages (`<name>`) left out, sorted and unique.
+pub fn parse_closure(out: &str) -> Vec<String> {
+    let names: BTreeSet<String> = out
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(char::is_whitespace) && !l.starts_with('<'))
+        .map(|l| l.trim().to_owned())
+        .collect();
+    names.into_iter().collect()
+}
+
 /// The package names on `Depends:`/`PreDepends:` lines of `apt-cache depends` output.
 pub fn parse_depends(out: &str) -> Vec<String> {
     out.lines()
@@ -333,6 +387,12 @@ mod tests {
             }]
         );
         assert_eq!(pick_debian_mirror(&s).as_deref(), Some("http://c/debian"));
+    }
+
+    #[test]
+    fn closure_lists_each_real_package_once() {
+        let out = "bpftrace\n  Depends: libc6\n |Depends: libz3-4\n  Depends: <virt>\nlibc6\n  Depends: libgcc-s1\n<virt>\nlibgcc-s1\nlibc6\n";
+        assert_eq!(parse_closure(out), ["bpftrace", "libc6", "libgcc-s1"]);
     }
 
     #[test]

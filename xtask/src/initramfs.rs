@@ -23,6 +23,9 @@ pub struct InitSpec<'a> {
     pub env: &'a [(String, String)],
     /// Extra host files and their absolute guest paths.
     pub files: &'a [(PathBuf, String)],
+    /// Host directories whose contents (files, directories, symlinks, modes kept) are merged
+    /// into the guest's `/`, e.g. an unpacked Debian package closure (`cargo xtask bench`).
+    pub trees: &'a [PathBuf],
     /// Makes the marker lines unique to this run, so guest output cannot forge them.
     pub nonce: &'a str,
     /// Run the command on the serial console as its controlling terminal.
@@ -178,7 +181,47 @@ pub fn write(path: &Path, spec: &InitSpec<'_>) -> Result<()> {
         c.parents(rel);
         c.file(rel, mode, &read(host)?);
     }
+    for tree in spec.trees {
+        add_tree(&mut c, tree, tree)?;
+    }
     fs::write(path, c.finish()).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Adds everything below `dir` (a directory inside `root`) under its path relative to `root`,
+/// parents first, in name order.
+fn add_tree(c: &mut Cpio, root: &Path, dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let rel = path
+            .strip_prefix(root)
+            .context("tree entry outside its root")?
+            .to_str()
+            .with_context(|| format!("{} is not UTF-8", path.display()))?
+            .to_owned();
+        let meta =
+            fs::symlink_metadata(&path).with_context(|| format!("reading {}", path.display()))?;
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            let target = fs::read_link(&path)?;
+            let target = target
+                .to_str()
+                .with_context(|| format!("link {} is not UTF-8", path.display()))?;
+            c.symlink(&rel, target);
+        } else if ft.is_dir() {
+            c.dir(&rel);
+            add_tree(c, root, &path)?;
+        } else if ft.is_file() {
+            let data = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            c.file(&rel, meta.permissions().mode() & 0o7777, &data);
+        }
+    }
+    Ok(())
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -277,6 +320,7 @@ mod tests {
             cmd: "true",
             env: &env,
             files: &[],
+            trees: &[],
             nonce: "n",
             tty: None,
         };
@@ -291,6 +335,7 @@ mod tests {
             cmd: "true",
             env: &[],
             files: &[],
+            trees: &[],
             nonce: "n",
             tty: Some(GuestTty {
                 rows: 24,
@@ -320,6 +365,12 @@ mod tests {
         c.file("a/b/c.txt", 0o644, b"hello");
         c.symlink("a/link", "b/c.txt");
         let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("tree");
+        fs::create_dir_all(tree.join("usr/lib")).unwrap();
+        fs::write(tree.join("usr/lib/libx.so.1.2"), b"elf").unwrap();
+        std::os::unix::fs::symlink("libx.so.1.2", tree.join("usr/lib/libx.so.1")).unwrap();
+        std::os::unix::fs::symlink("usr/lib", tree.join("lib")).unwrap();
+        add_tree(&mut c, &tree, &tree).unwrap();
         let img = t.path().join("i.cpio");
         fs::write(&img, c.finish()).unwrap();
         let out = std::process::Command::new(cpio)
@@ -335,7 +386,18 @@ mod tests {
         let names = String::from_utf8(out.stdout).unwrap();
         assert_eq!(
             names.lines().collect::<Vec<_>>(),
-            ["etc", "a", "a/b", "a/b/c.txt", "a/link"]
+            [
+                "etc",
+                "a",
+                "a/b",
+                "a/b/c.txt",
+                "a/link",
+                "lib",
+                "usr",
+                "usr/lib",
+                "usr/lib/libx.so.1",
+                "usr/lib/libx.so.1.2"
+            ]
         );
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! The VM API ([`vm::run`]) is what the `vm_` tests in `xtask/tests/vm.rs` use.
 pub mod apt;
+pub mod bench;
 pub mod bootstrap;
 pub mod build;
 pub mod demo;

@@ -4,6 +4,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use xtask::{
+    bench::{self, BenchOptions},
     bootstrap, build,
     demo::{self, Demo},
     kernel::{self, Kernel},
@@ -114,6 +115,36 @@ enum Cmd {
         /// Default: target/seed/<name>.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Use this static damon-trace instead of building one.
+        #[arg(long = "bin")]
+        binary: Option<PathBuf>,
+    },
+    /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
+    /// guest boot (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
+    /// alternating for --rounds), userspace decode/aggregate/write throughput on this host,
+    /// and optionally `live`'s memory at full rate. Writes target/bench/bench.{md,json}.
+    Bench {
+        /// System calls per timed loop.
+        #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1000..))]
+        calls: u64,
+        /// Rounds of the five configurations (medians over rounds are reported).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+        /// 7.2 (Debian sid) or 6.12 (Debian trixie): the guest kernel and bpftrace's suite.
+        #[arg(long, default_value = "7.2")]
+        kernel: Kernel,
+        /// The traced kernel function the loop calls (getppid's).
+        #[arg(long, default_value = bench::DEFAULT_FUNC)]
+        func: String,
+        /// Records per userspace throughput path.
+        #[arg(long, default_value_t = 20_000_000)]
+        decode_records: u64,
+        /// Also run `live` at full rate for this many minutes in a guest and sample its memory.
+        #[arg(long, default_value_t = 0)]
+        live_rss_minutes: u64,
+        /// Skip the per-call overhead runs.
+        #[arg(long)]
+        skip_overhead: bool,
         /// Use this static damon-trace instead of building one.
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
@@ -256,6 +287,35 @@ fn real_main() -> Result<ExitCode> {
             let mut opts = SeedOptions::new(out.unwrap_or_else(|| seed.default_out_dir()));
             opts.binary = Some(binary);
             if !seed::main(seed, &opts)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Bench {
+            calls,
+            rounds,
+            kernel,
+            func,
+            decode_records,
+            live_rss_minutes,
+            skip_overhead,
+            binary,
+        } => {
+            let binary = match binary {
+                Some(b) => b,
+                None => build::build_static(&bootstrap::ensure()?)?,
+            };
+            let opts = BenchOptions {
+                kernel,
+                calls,
+                rounds,
+                func,
+                decode_records,
+                live_rss_minutes,
+                skip_overhead,
+                binary,
+                out_dir: xtask::util::target_dir().join("bench"),
+            };
+            if !bench::run(&opts)? {
                 return Ok(ExitCode::FAILURE);
             }
         }

@@ -71,6 +71,10 @@ pub struct VmOptions {
     pub env: Vec<(String, String)>,
     /// Extra host files copied into the guest: (host path, absolute guest path).
     pub files: Vec<(PathBuf, String)>,
+    /// Host directories merged into the guest's `/` (see [`InitSpec::trees`]).
+    pub trees: Vec<PathBuf>,
+    /// Guest RAM in MiB, split evenly between the two NUMA nodes (default 1024).
+    pub memory_mib: u32,
     /// The `damon-trace` to put in the guest. None: `$DAMON_TRACE_BIN` if set, else a fresh
     /// `build-static` (once per process).
     pub binary: Option<PathBuf>,
@@ -92,6 +96,8 @@ impl VmOptions {
             timeout: Duration::from_secs(300),
             env: Vec::new(),
             files: Vec::new(),
+            trees: Vec::new(),
+            memory_mib: 1024,
             binary: None,
             kernel_args: Vec::new(),
             echo: true,
@@ -121,16 +127,14 @@ pub struct VmOutcome {
 
 /// The guest machine. Never KVM: /dev/kvm exists on the CI machines but fails with "emulation
 /// failure". Not -nographic: that also puts SeaBIOS on the serial line (banner, terminal
-/// resets). qemu 7.2 rejects `-numa node,mem=`, hence the memory backends.
+/// resets). qemu 7.2 rejects `-numa node,mem=`, hence the memory backends (see [`memory_args`]).
 /// Single-threaded TCG: with thread=multi a 7.2 guest once died at boot with "Oops: int3" in
 /// sched_clock_cpu (a stale breakpoint from the kernel's own text patching seen by the other
 /// vCPU), and fentry attaching patches text the same way; one thread boots and attaches as fast
 /// here (measured: doctor's 8 attaches in 3.9 s single vs 4.5 s multi).
 #[rustfmt::skip]
 const QEMU_MACHINE: &[&str] = &[
-    "-accel", "tcg,thread=single", "-cpu", "max", "-m", "1024", "-smp", "2",
-    "-object", "memory-backend-ram,id=m0,size=512M",
-    "-object", "memory-backend-ram,id=m1,size=512M",
+    "-accel", "tcg,thread=single", "-cpu", "max", "-smp", "2",
     "-numa", "node,memdev=m0,cpus=0,nodeid=0",
     "-numa", "node,memdev=m1,cpus=1,nodeid=1",
     "-display", "none", "-monitor", "none",
@@ -141,6 +145,19 @@ const QEMU_MACHINE: &[&str] = &[
     "-no-reboot", "-no-user-config", "-nic", "none",
     "-device", "virtio-serial-pci",
 ];
+
+/// `-m` and the two nodes' memory backends for `mib` of guest RAM.
+fn memory_args(mib: u32) -> Vec<String> {
+    let node = (mib / 2).max(128);
+    vec![
+        "-m".into(),
+        (node * 2).to_string(),
+        "-object".into(),
+        format!("memory-backend-ram,id=m0,size={node}M"),
+        "-object".into(),
+        format!("memory-backend-ram,id=m1,size={node}M"),
+    ]
+}
 
 static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
 
@@ -187,6 +204,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         cmd: &opts.cmd,
         env: &opts.env,
         files: &opts.files,
+        trees: &opts.trees,
         nonce: &nonce,
         tty: opts.interactive.as_ref().map(|i| GuestTty {
             rows: i.rows,
@@ -202,7 +220,8 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         append.push_str(a);
     }
     let mut qemu = Command::new(&tools.qemu);
-    qemu.args(QEMU_MACHINE)
+    qemu.args(memory_args(opts.memory_mib))
+        .args(QEMU_MACHINE)
         .arg("-chardev")
         .arg(format!("file,id=out,path={}", out_tar.display()))
         .arg("-device")

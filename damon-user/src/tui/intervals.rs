@@ -5,9 +5,14 @@
 //! before its marker `i`: the calls a kdamond makes between two of its markers are that
 //! interval's, exactly as `report` attributes them by entry time. Calls before a kdamond's first
 //! marker belong to no complete interval and are not counted here.
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
+    hash::BuildHasherDefault,
+};
 
 use damon_common::CallRecord;
+
+use crate::stats::window::IntHasher;
 
 /// Intervals kept for the sparkline.
 pub const INTERVAL_HISTORY: usize = 60;
@@ -49,14 +54,23 @@ pub struct IntervalTracker {
     last_mark: BTreeMap<u32, u64>,
     /// (kdamond tid, function id) → calls and ns in the kdamond's open interval.
     open: BTreeMap<(u32, u32), (u64, u64)>,
-    /// (tid, function id) pairs seen calling: whose intervals count for which function.
-    callers: BTreeSet<(u32, u32)>,
+    /// (tid, function id) pairs seen calling: whose intervals count for which function. Per
+    /// tid a bit mask of the function ids below 64 (one hash lookup per record: a search of an
+    /// ordered set of every pair cost as much as the rest of the screen's work, measured by
+    /// `cargo xtask bench`), and the rare larger ids in a set.
+    callers: HashMap<u32, u64, BuildHasherDefault<IntHasher>>,
+    callers_high: BTreeSet<(u32, u32)>,
     pub marks: u64,
 }
 
 impl IntervalTracker {
     pub fn call(&mut self, r: &CallRecord) {
-        self.callers.insert((r.tid, r.func));
+        match 1u64.checked_shl(r.func) {
+            Some(bit) => *self.callers.entry(r.tid).or_default() |= bit,
+            None => {
+                self.callers_high.insert((r.tid, r.func));
+            }
+        }
         if self.last_mark.contains_key(&r.tid) {
             let e = self.open.entry((r.tid, r.func)).or_default();
             e.0 += 1;
@@ -69,10 +83,14 @@ impl IntervalTracker {
     pub fn mark(&mut self, m: &CallRecord, mut close: impl FnMut(u32, u64, u64)) {
         self.marks += 1;
         let had_open = self.last_mark.insert(m.tid, m.entry_ns).is_some();
-        let funcs: Vec<u32> = self
-            .callers
-            .range((m.tid, 0)..=(m.tid, u32::MAX))
-            .map(|&(_, f)| f)
+        let mask = self.callers.get(&m.tid).copied().unwrap_or(0);
+        let funcs: Vec<u32> = (0..64)
+            .filter(|f| mask & (1u64 << f) != 0)
+            .chain(
+                self.callers_high
+                    .range((m.tid, 0)..=(m.tid, u32::MAX))
+                    .map(|&(_, f)| f),
+            )
             .collect();
         for f in funcs {
             let (calls, ns) = self.open.remove(&(m.tid, f)).unwrap_or_default();
@@ -128,5 +146,19 @@ mod tests {
         let t1 = &tracks[&1];
         assert_eq!((t1.intervals, t1.total_ns, t1.last), (1, 40, Some((1, 40))));
         assert_eq!(t1.mean_ns(), Some(40.0));
+    }
+
+    #[test]
+    fn functions_are_closed_in_id_order_whatever_their_id() {
+        let mut tr = IntervalTracker::default();
+        let mut closed = Vec::new();
+        let m = rec(7, AGGREGATION_MARK, 0, 0);
+        tr.mark(&m, |f, c, ns| closed.push((f, c, ns)));
+        for f in [70, 3, 63, 0] {
+            tr.call(&rec(7, f, 1, 10 + u64::from(f)));
+        }
+        tr.call(&rec(9, 5, 1, 1)); // another thread
+        tr.mark(&m, |f, c, ns| closed.push((f, c, ns)));
+        assert_eq!(closed, [(0, 1, 10), (3, 1, 13), (63, 1, 73), (70, 1, 80)]);
     }
 }

@@ -1,0 +1,575 @@
+//! `cargo xtask bench`: what tracing costs, measured in one run.
+//!
+//! - Per-call overhead in one guest boot: `damon-trace bench-loop` makes N `getppid` system
+//!   calls and times them with CLOCK_MONOTONIC, for R rounds, each round running the loop
+//!   untraced, under bpftrace (the same fentry/fexit timing as ours: an entry stamp keyed by
+//!   thread id, the delta into a linear histogram at exit) and under `damon-trace record --func`
+//!   in stream/fentry, stream/kprobe and kernel/fentry. Each traced run must have counted at
+//!   least N calls, so a failed attach cannot pass for zero overhead.
+//! - Userspace throughput on the host: `damon-trace bench-decode` (release build).
+//! - Optionally, `live`'s resident memory over minutes at full rate (`--live-rss-minutes`).
+//!
+//! Results: `target/bench/bench.md` and `target/bench/bench.json`.
+pub mod bpftrace;
+pub mod table;
+
+use std::{
+    fmt::Write as _,
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+use self::table::{Config, Run};
+use crate::{
+    kernel::Kernel,
+    util::{self, status},
+    vm::{self, Interactive, KeyStep, VmOptions},
+};
+
+/// The kernel function behind `getppid(2)` on Debian's 7.2 (`__x64_sys_getppid` is not
+/// traceable there: the syscall table's wrappers are inlined into `x64_sys_call`).
+pub const DEFAULT_FUNC: &str = "__do_sys_getppid";
+
+/// What `cargo xtask bench` runs.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub kernel: Kernel,
+    /// System calls per loop.
+    pub calls: u64,
+    pub rounds: u32,
+    pub func: String,
+    /// Records per `bench-decode` path.
+    pub decode_records: u64,
+    /// 0: skip the live memory run.
+    pub live_rss_minutes: u64,
+    /// Skip the guest overhead runs (userspace and live memory only).
+    pub skip_overhead: bool,
+    pub binary: PathBuf,
+    pub out_dir: PathBuf,
+}
+
+/// The guest script of the overhead runs; writes `/out/runs/<round>-<config>.*`.
+pub fn guest_script(func: &str, calls: u64, rounds: u32) -> String {
+    let configs: Vec<&str> = Config::ALL.iter().map(|c| c.name()).collect();
+    format!(
+        r#"F={func}
+N={calls}
+mkdir -p /out/runs
+# bpftrace's compiler writes through /dev/fd/N, which busybox's /dev lacks.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+uname -r > /out/uname.txt
+if ! grep -qx "$F" /sys/kernel/tracing/available_filter_functions; then
+  echo "bench: $F is not in available_filter_functions" >&2; exit 3
+fi
+bpftrace --version > /out/bpftrace-version.txt 2>&1 || {{ cat /out/bpftrace-version.txt >&2; exit 4; }}
+# The peer: the same timing as ours (entry stamp keyed by tid, delta at exit into a linear
+# histogram of 10 ns buckets like kernel mode's), nothing else per call. Its printing
+# probe shows that the output loop runs, which bpftrace starts once every probe is attached.
+cat > /tmp/bench.bt <<EOF
+fentry:vmlinux:$F {{ @start[tid] = nsecs; }}
+fexit:vmlinux:$F {{ \$s = @start[tid]; if (\$s != 0) {{ @ns = lhist((int64)(nsecs - \$s), 0, 5120, 10); delete(@start, tid); }} }}
+interval:ms:200 {{ printf("ready\n"); }}
+END {{ clear(@start); }}
+EOF
+# Waits up to $3 seconds for file $1 to match $2 while process $4 lives.
+wait_for() {{
+  i=0
+  while ! grep -q "$2" "$1" 2>/dev/null; do
+    kill -0 "$4" 2>/dev/null || return 1
+    i=$((i+1)); [ $i -gt $(($3*10)) ] && return 1
+    sleep 0.1
+  done
+}}
+for r in $(seq 1 {rounds}); do
+  for c in {configs}; do
+    p=/out/runs/$r-$c
+    echo "bench: round $r $c" >&2
+    case $c in
+    untraced)
+      damon-trace bench-loop --calls $N > $p.loop ;;
+    bpftrace)
+      bpftrace /tmp/bench.bt > $p.bt 2> $p.err & t=$!
+      if wait_for $p.bt '^ready' 600 $t; then
+        sleep 1
+        damon-trace bench-loop --calls $N > $p.loop
+      else
+        echo "bench: bpftrace did not attach" >> $p.err
+      fi
+      kill -INT $t; wait $t ;;
+    *)
+      mode=${{c%%-*}}; attach=${{c#*-}}; attach=${{attach%%-*}}
+      rm -f /tmp/bench.dtcap
+      damon-trace record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} 2> $p.err & t=$!
+      # The capture's header is written once the probes are attached.
+      i=0
+      while [ ! -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.1; done
+      if [ -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null; then
+        sleep 1
+        # Stream mode: the reader stopped while the loop runs (the ring holds every record),
+        # except in the -reader configuration.
+        case $c in stream-*-reader) ;; stream-*) kill -STOP $t;; esac
+        damon-trace bench-loop --calls $N > $p.loop
+        kill -CONT $t
+      else
+        echo "bench: record did not attach" >> $p.err
+      fi
+      kill -INT $t; wait $t; echo $? > $p.rc
+      damon-trace report /tmp/bench.dtcap --format json > $p.report.json 2>> $p.err ;;
+    esac
+  done
+done
+exit 0
+"#,
+        configs = configs.join(" "),
+        ring = ring_bytes(calls),
+    )
+}
+
+/// A ring (power of two) that holds the loop's calls and its warm-up with room to spare, so a
+/// paused reader loses nothing.
+pub fn ring_bytes(calls: u64) -> u64 {
+    let records = calls + calls / 10 + 4096;
+    (records * 64 * 5 / 4).next_power_of_two().max(1 << 22)
+}
+
+/// Calls a traced run timed: bpftrace's histogram total; ours: the function's `count` (records
+/// kept) in the capture's JSON report in stream mode, its `emitted` (calls added to the
+/// kernel's histogram) in kernel mode.
+fn traced_calls(dir: &Path, stem: &str, config: Config, func: &str) -> Option<u64> {
+    let read = |ext: &str| fs::read_to_string(dir.join(format!("{stem}.{ext}"))).ok();
+    match config {
+        Config::Untraced => None,
+        Config::Bpftrace => read("bt").and_then(|t| table::bpftrace_hist_total(&t)),
+        _ => {
+            let field = if config == Config::KernelFentry {
+                "emitted"
+            } else {
+                "count"
+            };
+            read("report.json")
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|v| {
+                    v["functions"]
+                        .as_array()?
+                        .iter()
+                        .find(|f| f["name"] == func)
+                        .and_then(|f| f[field].as_u64())
+                })
+        }
+    }
+}
+
+/// Reads every run the guest left in `dir/runs`.
+pub fn collect_runs(dir: &Path, rounds: u32, func: &str) -> Result<(Vec<Run>, u64)> {
+    let runs_dir = dir.join("runs");
+    let mut runs = Vec::new();
+    let mut calls = None;
+    let mut missing = Vec::new();
+    for round in 1..=rounds {
+        for config in Config::ALL {
+            let stem = format!("{round}-{}", config.name());
+            let Ok(text) = fs::read_to_string(runs_dir.join(format!("{stem}.loop"))) else {
+                missing.push(stem);
+                continue;
+            };
+            let Ok((n, ns)) = table::parse_loop(&text) else {
+                missing.push(stem);
+                continue;
+            };
+            calls = Some(n);
+            runs.push(Run {
+                round,
+                config,
+                ns_per_call: ns,
+                traced: traced_calls(&runs_dir, &stem, config, func),
+            });
+        }
+    }
+    if !missing.is_empty() {
+        status(
+            "bench",
+            format!(
+                "warning: no loop result for {} (see their .err files in {})",
+                missing.join(", "),
+                runs_dir.display()
+            ),
+        );
+    }
+    Ok((runs, calls.context("no loop ran in the guest")?))
+}
+
+/// `damon-trace bench-decode` of `binary` on this machine.
+fn decode_bench(binary: &Path, records: u64) -> Result<Value> {
+    status(
+        "bench",
+        format!(
+            "userspace: {} bench-decode --records {records}",
+            binary.display()
+        ),
+    );
+    let out = util::output(
+        Command::new(binary)
+            .arg("bench-decode")
+            .arg("--records")
+            .arg(records.to_string()),
+    )?;
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .context("bench-decode printed no JSON")?;
+    serde_json::from_str(line).context("bench-decode output")
+}
+
+/// The host's own release build (`cargo build --release -p damon-user`, glibc), next to the
+/// static musl one the guest runs: allocator and libc differ, and so does their speed.
+fn host_release_binary() -> Result<PathBuf> {
+    let tc = crate::bootstrap::ensure()?;
+    status("bench", "cargo build --release -p damon-user");
+    util::run(
+        Command::new("cargo")
+            .current_dir(util::workspace_root())
+            .args(["build", "--release", "-p", "damon-user"])
+            .env("PATH", util::path_with(&tc.bpf_linker_dir)?),
+    )
+    .context("building the host's release damon-trace")?;
+    Ok(util::target_dir().join("release/damon-trace"))
+}
+
+/// The userspace table: one column per build.
+fn userspace_markdown(builds: &[(&str, &Value)]) -> String {
+    let mut md = String::from("## Userspace throughput (one core of this host)\n\n| path |");
+    for (name, _) in builds {
+        let _ = write!(md, " {name} |");
+    }
+    md.push_str(" target |\n|---|");
+    md.push_str(&"---:|".repeat(builds.len()));
+    md.push_str("---|\n");
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let mut row = |label: &str, cell: &dyn Fn(&Value) -> String, target: &str| {
+        let _ = write!(md, "| {label} |");
+        for (_, v) in builds {
+            let _ = write!(md, " {} |", cell(v));
+        }
+        let _ = writeln!(md, " {target} |");
+    };
+    row(
+        "ring drain + decode (records/s)",
+        &|v| format!("{:.1} M", f(v, "decode_per_sec") / 1e6),
+        "",
+    );
+    let met = builds
+        .iter()
+        .map(|(n, v)| {
+            let ok = f(v, "decode_aggregate_per_sec") >= 20e6;
+            format!("{n} {}", if ok { "✓" } else { "✗" })
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    row(
+        "ring drain + decode + `live`'s aggregation (records/s)",
+        &|v| format!("{:.1} M", f(v, "decode_aggregate_per_sec") / 1e6),
+        &format!("≥ 20 M ({met})"),
+    );
+    row(
+        "ring drain + decode + `record`'s capture write (records/s)",
+        &|v| {
+            format!(
+                "{:.1} M ({:.0} MB/s)",
+                f(v, "capture_write_per_sec") / 1e6,
+                f(v, "capture_write_mb_per_sec")
+            )
+        },
+        "",
+    );
+    row(
+        "capture bytes per record",
+        &|v| format!("{:.2}", f(v, "capture_bytes_per_record")),
+        "",
+    );
+    md.push('\n');
+    md
+}
+
+/// The live-memory guest script: `live` on the console (the harness's terminal) tracing the
+/// loop's function with the four built-ins under the migrate-hot scenario, the loop running
+/// flat out in the background, and a sample of live's memory every `every_s` seconds.
+pub fn live_script(func: &str, every_s: u64) -> String {
+    format!(
+        r#"damon-trace scenario migrate-hot --duration 86400s > /out/scenario.log 2>&1 &
+sc=$!
+( while :; do damon-trace bench-loop --calls 200000 >> /out/live-loop.txt; done ) &
+loop=$!
+(
+  while [ ! -s /tmp/live.pid ]; do sleep 0.2; done
+  pid=$(cat /tmp/live.pid)
+  while [ -d /proc/$pid ]; do
+    now=$(cut -d' ' -f1 /proc/uptime)
+    tmp=$(du -sk /tmp 2>/dev/null | cut -f1)
+    awk -v t=$now -v tmp=$tmp '/^VmRSS/{{r=$2}} /^RssAnon/{{a=$2}} /^VmHWM/{{h=$2}} END{{if (r != "") print t, r, a, h, tmp}}' /proc/$pid/status >> /out/live-rss.txt
+    sleep {every_s}
+  done
+) &
+sh -c 'echo $$ > /tmp/live.pid; exec damon-trace live --func {func}'
+rc=$?
+kill $loop $sc 2>/dev/null
+kill -INT $sc 2>/dev/null
+wait
+exit $rc
+"#
+    )
+}
+
+/// One `uptime rss anon hwm tmp` line of the live-memory samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RssSample {
+    pub t_s: f64,
+    pub rss_kib: u64,
+    pub anon_kib: u64,
+    pub hwm_kib: u64,
+    pub tmp_kib: u64,
+}
+
+pub fn parse_rss(text: &str) -> Vec<RssSample> {
+    let mut t0 = None;
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let t: f64 = f.first()?.parse().ok()?;
+            let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            let t0 = *t0.get_or_insert(t);
+            Some(RssSample {
+                t_s: t - t0,
+                rss_kib: n(1),
+                anon_kib: n(2),
+                hwm_kib: n(3),
+                tmp_kib: n(4),
+            })
+        })
+        .collect()
+}
+
+fn live_rss(opts: &BenchOptions) -> Result<Value> {
+    let minutes = opts.live_rss_minutes;
+    let out = opts.out_dir.join("live-vm");
+    let mut vm = VmOptions::new(opts.kernel.clone(), live_script(&opts.func, 10));
+    vm.binary = Some(opts.binary.clone());
+    vm.out_dir = out.clone();
+    vm.echo = false;
+    vm.interactive = Some(Interactive::script(
+        40,
+        120,
+        vec![KeyStep::after(Duration::from_secs(minutes * 60 + 20), "q")],
+    ));
+    vm.timeout = Duration::from_secs(minutes * 60 + 300);
+    // live spools every record to $TMPDIR (the guest's RAM): room for minutes at full rate.
+    vm.memory_mib = 4096;
+    status(
+        "bench",
+        format!(
+            "live memory: {minutes} min of `live --func {}` at full rate",
+            opts.func
+        ),
+    );
+    let outcome = vm::run(&vm)?;
+    let samples = parse_rss(&fs::read_to_string(out.join("live-rss.txt")).unwrap_or_default());
+    let last = samples.last().copied();
+    // The screen as it was just before `q`.
+    let screen = outcome
+        .terminal
+        .as_ref()
+        .and_then(|t| t.steps.last())
+        .map(|s| s.screen.clone())
+        .unwrap_or_default();
+    fs::write(opts.out_dir.join("live-screen.txt"), &screen)?;
+    // The loop's own rate while traced: the calls per second live was fed.
+    let loops: Vec<f64> = fs::read_to_string(out.join("live-loop.txt"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| table::parse_loop(l).ok().map(|(_, ns)| ns))
+        .collect();
+    let calls_per_sec = table::median(&loops).map(|ns| 1e9 / ns);
+    Ok(json!({
+        "minutes": minutes,
+        "exit_status": outcome.status,
+        "samples": samples.iter().map(|s| json!([s.t_s, s.rss_kib, s.anon_kib, s.hwm_kib, s.tmp_kib])).collect::<Vec<_>>(),
+        "last_rss_kib": last.map(|s| s.rss_kib),
+        "last_anon_kib": last.map(|s| s.anon_kib),
+        "peak_rss_kib": last.map(|s| s.hwm_kib),
+        "last_t_s": last.map(|s| s.t_s),
+        "spool_kib": last.map(|s| s.tmp_kib),
+        "target_kib": 40 * 1024,
+        "loop_calls_per_sec": calls_per_sec,
+    }))
+}
+
+/// Runs everything asked for and writes the results; false when a run failed to count the
+/// loop's calls (results are still written).
+pub fn run(opts: &BenchOptions) -> Result<bool> {
+    fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    let mut md = String::from("# damon-trace benchmarks\n\n");
+    let mut report = json!({ "func": opts.func, "calls": opts.calls, "rounds": opts.rounds });
+    let mut ok = true;
+
+    if !opts.skip_overhead {
+        let suite = opts
+            .kernel
+            .suite()
+            .context("the overhead runs need a Debian kernel (7.2 or 6.12) for its bpftrace")?;
+        let root = bpftrace::ensure(suite)?;
+        let guest_out = opts.out_dir.join("vm");
+        let mut vm = VmOptions::new(
+            opts.kernel.clone(),
+            guest_script(&opts.func, opts.calls, opts.rounds),
+        );
+        vm.binary = Some(opts.binary.clone());
+        vm.trees = vec![root];
+        vm.out_dir = guest_out.clone();
+        vm.timeout = Duration::from_secs(600 + u64::from(opts.rounds) * 600);
+        let outcome = vm::run(&vm)?;
+        if outcome.status != 0 {
+            bail!(
+                "the guest's bench script failed with status {} (console above)",
+                outcome.status
+            );
+        }
+        let (runs, calls) = collect_runs(&guest_out, opts.rounds, &opts.func)?;
+        let rows = table::rows(&runs, calls)?;
+        ok &= rows.iter().all(|r| r.all_traced);
+        let version = fs::read_to_string(guest_out.join("bpftrace-version.txt"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        let _ = writeln!(
+            md,
+            "## Per-call overhead\n\n`{}` traced in a loop of {calls} `getppid` calls, {} rounds, \
+             one boot of {} (QEMU TCG: ratios matter, absolute times do not); {version}.\n",
+            opts.func, opts.rounds, outcome.kernel_release
+        );
+        md.push_str(&table::markdown(&rows));
+        md.push('\n');
+        report["kernel"] = json!(outcome.kernel_release);
+        report["bpftrace"] = json!(version);
+        report["overhead"] = rows.iter().map(table::Row::to_json).collect();
+        report["runs"] = runs.iter().map(Run::to_json).collect();
+    }
+
+    let host = host_release_binary()?;
+    let glibc = decode_bench(&host, opts.decode_records)?;
+    let musl = decode_bench(&opts.binary, opts.decode_records)?;
+    md.push_str(&userspace_markdown(&[
+        ("release build (glibc)", &glibc),
+        ("static musl build (the guest's)", &musl),
+    ]));
+    report["userspace"] = json!({ "glibc_release": glibc, "static_musl": musl });
+
+    if opts.live_rss_minutes > 0 {
+        let live = live_rss(opts)?;
+        let kib = |k: &str| live[k].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            md,
+            "## `live` memory\n\nAfter {:.1} min of `live --func {}` with the loop calling it \
+             flat out (~{:.0} k calls/s traced) and the migrate-hot scenario running: VmRSS \
+             {:.1} MB (heap {:.1} MB, peak {:.1} MB; target ≤ 40 MB {}); spool {:.0} MB.\n",
+            live["last_t_s"].as_f64().unwrap_or(0.0) / 60.0,
+            opts.func,
+            live["loop_calls_per_sec"].as_f64().unwrap_or(0.0) / 1e3,
+            kib("last_rss_kib") as f64 / 1024.0,
+            kib("last_anon_kib") as f64 / 1024.0,
+            kib("peak_rss_kib") as f64 / 1024.0,
+            if kib("last_rss_kib") > 0 && kib("last_rss_kib") <= 40 * 1024 {
+                "✓"
+            } else {
+                "✗"
+            },
+            kib("spool_kib") as f64 / 1024.0,
+        );
+        report["live_rss"] = live;
+    }
+
+    let md_path = opts.out_dir.join("bench.md");
+    fs::write(&md_path, &md)?;
+    fs::write(
+        opts.out_dir.join("bench.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    println!("{md}");
+    status(
+        "bench",
+        format!("wrote {} and bench.json", md_path.display()),
+    );
+    Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_collected_with_what_each_tracer_counted() {
+        let t = tempfile::tempdir().unwrap();
+        let runs = t.path().join("runs");
+        fs::create_dir_all(&runs).unwrap();
+        let lp = |ns: f64| format!("{{\"calls\":100,\"elapsed_ns\":1,\"ns_per_call\":{ns}}}\n");
+        fs::write(runs.join("1-untraced.loop"), lp(10.0)).unwrap();
+        fs::write(runs.join("1-bpftrace.loop"), lp(30.0)).unwrap();
+        fs::write(runs.join("1-bpftrace.bt"), "@ns:\n[10, 20)  110 |@@@|\n").unwrap();
+        fs::write(runs.join("1-stream-fentry.loop"), lp(20.0)).unwrap();
+        fs::write(
+            runs.join("1-stream-fentry.report.json"),
+            r#"{"functions":[{"name":"other","count":1},{"name":"f","count":111,"emitted":5}]}"#,
+        )
+        .unwrap();
+        fs::write(runs.join("1-kernel-fentry.loop"), lp(12.0)).unwrap();
+        fs::write(
+            runs.join("1-kernel-fentry.report.json"),
+            r#"{"functions":[{"name":"f","count":0,"emitted":112}]}"#,
+        )
+        .unwrap();
+        let (got, calls) = collect_runs(t.path(), 1, "f").unwrap();
+        assert_eq!(calls, 100);
+        let traced: Vec<_> = got.iter().map(|r| (r.config, r.traced)).collect();
+        assert_eq!(
+            traced,
+            [
+                (Config::Untraced, None),
+                (Config::Bpftrace, Some(110)),
+                (Config::StreamFentry, Some(111)),
+                (Config::KernelFentry, Some(112)),
+            ]
+        );
+    }
+
+    #[test]
+    fn live_samples_parse_relative_to_the_first() {
+        let s = parse_rss("10.5 2000 500 2100 64\n\n20.5 2048 512 2200 128\n");
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1].t_s, 10.0);
+        assert_eq!(
+            (s[1].rss_kib, s[1].anon_kib, s[1].hwm_kib, s[1].tmp_kib),
+            (2048, 512, 2200, 128)
+        );
+    }
+
+    #[test]
+    fn the_guest_script_runs_every_configuration() {
+        let s = guest_script("__do_sys_getppid", 200_000, 3);
+        assert!(s.contains(
+            "for c in untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader"
+        ));
+        assert!(s.contains("--ring-size 33554432"), "{s}");
+        assert_eq!(ring_bytes(1000), 4 << 20);
+        assert!(
+            s.contains("fentry:vmlinux:$F { @start[tid] = nsecs; }"),
+            "{s}"
+        );
+        assert!(s.contains("--func $F --mode $mode --attach $attach"));
+        assert!(s.contains("seq 1 3"));
+    }
+}
