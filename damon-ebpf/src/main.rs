@@ -380,6 +380,9 @@ fn on_exit(func: u32, value: i64) {
     // or delete (bucket lock, free list) per call. Userspace deletes the entries of tasks that
     // have exited (`Tracer::collect_stamps`).
     let entry_ns = stack.stamps[depth];
+    // Read with the stamp, before anything else runs: a program nested on this CPU could
+    // push onto the slot just freed.
+    let [arg0, arg1] = stack.args[depth];
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
     if mode & MODE_KERNEL != 0 {
@@ -391,7 +394,6 @@ fn on_exit(func: u32, value: i64) {
         // reads instead, so the exact number costs no second per-CPU slot per call.
         return;
     }
-    let [arg0, arg1] = stack.args[depth];
     let pid = (pid_tgid >> 32) as u32;
     let cpu = if tid == 0 {
         cpu
