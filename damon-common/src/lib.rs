@@ -290,7 +290,8 @@ const _: () = assert!(CALL_RECORD_SIZE == 56);
 pub enum Counter {
     /// Entry probes that ran.
     Calls = 0,
-    /// Records written to the ring buffer.
+    /// Records written to the ring buffer. Kernel mode alone (no stream bit): not bumped by the
+    /// kernel; userspace reports the histogram's count (HSTATS), the calls added to it.
     Emitted = 1,
     /// Completed calls whose record did not fit in the ring buffer.
     RingFull = 2,
@@ -338,14 +339,26 @@ pub struct StampStack {
 }
 
 /// Key of an entry stamp stack: one per (task, function). The idle tasks of all CPUs share
-/// tid 0, so for them the CPU number stands in for the tid, with the top bit set.
+/// tid 0, so for them the CPU number stands in for the tid, with the key's top bit set (bit 55
+/// of the task part, shifted to 63: a tid is below 2^22, so no real tid reaches it; the bit
+/// used to be 62, which the shift dropped, so CPU n's idle task shared tid n's key).
 pub const fn stamp_key(tid: u32, cpu: u32, func: u32) -> u64 {
     let task = if tid == 0 {
-        (1u64 << 62) | cpu as u64
+        (1u64 << 55) | cpu as u64
     } else {
         tid as u64
     };
     (task << 8) | (func as u64 & 0xff)
+}
+
+/// Task id encoded in a stamp key; `None` for an idle task's key (those tasks never exit, so
+/// userspace never collects their entries).
+pub const fn stamp_key_tid(key: u64) -> Option<u32> {
+    if key >> 63 != 0 {
+        None
+    } else {
+        Some((key >> 8) as u32)
+    }
 }
 
 /// Function id encoded in a stamp key (userspace uses it to count calls still in flight).
@@ -367,6 +380,22 @@ mod pod {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stamp_keys_of_idle_tasks_are_apart_from_tids() {
+        for cpu in [0, 1, 7, 4095] {
+            let idle = super::stamp_key(0, cpu, 3);
+            assert_eq!(super::stamp_key_tid(idle), None);
+            if cpu != 0 {
+                // Tid n is not CPU n's idle task (tid 0 is only ever an idle task).
+                assert_ne!(idle, super::stamp_key(cpu, 0, 3));
+            }
+            assert_eq!(super::stamp_key_func(idle), 3);
+        }
+        let key = super::stamp_key(4_194_303, 0, 14);
+        assert_eq!(super::stamp_key_tid(key), Some(4_194_303));
+        assert_eq!(super::stamp_key_func(key), 14);
+    }
+
     use super::*;
 
     #[test]

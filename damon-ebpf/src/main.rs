@@ -210,6 +210,11 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
 #[map(name = "COUNTERS")]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * NR_COUNTERS, 0);
 
+/// Entry stamp stacks, one per (task, function) that has called the function since attach.
+/// An entry is created at a task's first call and kept when its depth returns to 0, so a task
+/// that calls again pays two lookups per call and no insert/delete; userspace deletes the
+/// entries of exited tasks once a second (`Tracer::collect_stamps`, which explains why that is
+/// safe). A failed insert (map full) is counted as `StampFull`, as before.
 #[map(name = "STAMPS")]
 static STAMPS: HashMap<u64, StampStack> = HashMap::with_max_entries(MAX_IN_FLIGHT, 0);
 
@@ -304,18 +309,23 @@ fn current() -> (u32, u32, u32) {
     ((pid_tgid >> 32) as u32, pid_tgid as u32, cpu)
 }
 
+/// The CPU number for the stamp key: only the idle tasks (tid 0) need it, 0 for every other
+/// task (so the helper runs only for them).
 #[inline(always)]
-fn on_entry(func: u32, args: [i64; 2]) {
-    bump(func, Counter::Calls);
-    let tid = bpf_get_current_pid_tgid() as u32;
-    // The CPU number is part of the key only for the idle tasks (tid 0).
-    let cpu = if tid == 0 {
+fn idle_cpu(tid: u32) -> u32 {
+    if tid == 0 {
         // SAFETY: helper without preconditions.
         unsafe { bpf_get_smp_processor_id() }
     } else {
         0
-    };
-    let key = stamp_key(tid, cpu, func);
+    }
+}
+
+#[inline(always)]
+fn on_entry(func: u32, args: [i64; 2]) {
+    bump(func, Counter::Calls);
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let key = stamp_key(tid, idle_cpu(tid), func);
     if let Some(stack) = STAMPS.get_ptr_mut(key) {
         // SAFETY: only this task (or code nested in it on this CPU) uses this key.
         let stack = unsafe { &mut *stack };
@@ -346,7 +356,9 @@ fn on_entry(func: u32, args: [i64; 2]) {
 fn on_exit(func: u32, value: i64) {
     // SAFETY: helper without preconditions; read first so the duration excludes our own work.
     let now = unsafe { bpf_ktime_get_ns() };
-    let (pid, tid, cpu) = current();
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
+    let cpu = idle_cpu(tid);
     let key = stamp_key(tid, cpu, func);
     let Some(stack) = STAMPS.get_ptr_mut(key) else {
         bump(func, Counter::OrphanExits);
@@ -364,21 +376,31 @@ fn on_exit(func: u32, value: i64) {
         // Entry was counted as TooDeep and never stamped.
         return;
     }
+    // The entry stays at depth 0: the task's next call finds it with a lookup, with no insert
+    // or delete (bucket lock, free list) per call. Userspace deletes the entries of tasks that
+    // have exited (`Tracer::collect_stamps`).
     let entry_ns = stack.stamps[depth];
+    // Read with the stamp, before anything else runs: a program nested on this CPU could
+    // push onto the slot just freed.
     let [arg0, arg1] = stack.args[depth];
-    if depth == 0 {
-        let _ = STAMPS.remove(key);
-    }
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
     if mode & MODE_KERNEL != 0 {
         histogram(func, duration_ns);
     }
     if mode & MODE_STREAM == 0 {
-        // Kernel mode: the call is in the histogram, which is its "record".
-        bump(func, Counter::Emitted);
+        // Kernel mode: the call is in the histogram, which is its "record". `Emitted` is not
+        // bumped: in kernel mode it equals the histogram's count (HSTATS), which userspace
+        // reads instead, so the exact number costs no second per-CPU slot per call.
         return;
     }
+    let pid = (pid_tgid >> 32) as u32;
+    let cpu = if tid == 0 {
+        cpu
+    } else {
+        // SAFETY: helper without preconditions.
+        unsafe { bpf_get_smp_processor_id() }
+    };
     match EVENTS.reserve::<CallRecord>(0) {
         Some(mut slot) => {
             slot.write(CallRecord {

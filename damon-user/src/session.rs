@@ -214,9 +214,14 @@ impl Session {
             .map(|_| ())
     }
 
-    /// Appends every record now in the ring to `out` (the timer path, against missed wake-ups).
+    /// Appends every record now in the ring to `out` (the timer path, against missed wake-ups;
+    /// `record`, `live` and `serve` call it once a second in both modes). At most once a
+    /// second it also deletes the stamp entries of exited tasks ([`Tracer::collect_stamps`]),
+    /// so a long session's stamp map holds the live tasks only. That is housekeeping: a failure
+    /// there costs nothing now (a map that then fills counts `StampFull`), so it is not fatal.
     pub fn drain(&mut self, out: &mut Vec<CallRecord>) {
         self.reader.drain(&mut |r| out.push(r));
+        let _ = self.tracer.collect_stamps();
     }
 
     /// The kernel's counters now (calls still running count as in flight).

@@ -1,6 +1,10 @@
 //! Loads the eBPF object and attaches each selected function with fentry/fexit, falling back to
 //! kprobe/kretprobe; detaches in the order that keeps the call accounting exact.
-use std::{collections::BTreeMap, path::Path, time::Duration};
+use std::{
+    collections::{BTreeMap, HashSet},
+    path::Path,
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use aya::{
@@ -11,7 +15,7 @@ use aya::{
 use damon_common::{
     Counter, FunctionId, GLOBAL_HIST_WIDTH_NS, GLOBAL_TRACE_MODE, HIST_BUCKETS, HistStats,
     MAP_COUNTERS, MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS, STAMP_DEPTH, StampStack,
-    stamp_key_func,
+    stamp_key_func, stamp_key_tid,
 };
 use serde::Serialize;
 
@@ -95,6 +99,19 @@ pub struct Tracer {
     interval_hook: Box<crate::capture::IntervalHook>,
     args: Vec<crate::capture::ArgStatus>,
     trace_mode: u32,
+    /// State of [`Tracer::collect_stamps`]; `None` when tids cannot be checked here. Boxed, as
+    /// `interval_hook`.
+    stamp_gc: Option<Box<StampGc>>,
+}
+
+/// How often [`Tracer::collect_stamps`] looks at the stamp map.
+const STAMP_COLLECTION: Duration = Duration::from_secs(1);
+
+struct StampGc {
+    /// When the stamp map was last looked at.
+    last: std::time::Instant,
+    /// Keys at depth 0 whose task was gone then.
+    stale: HashSet<u64>,
 }
 
 pub struct LoadOptions {
@@ -260,6 +277,12 @@ impl Tracer {
             interval_hook,
             args,
             trace_mode: opts.trace_mode,
+            stamp_gc: in_initial_pid_namespace().then(|| {
+                Box::new(StampGc {
+                    last: std::time::Instant::now(),
+                    stale: HashSet::new(),
+                })
+            }),
         })
     }
 
@@ -321,6 +344,66 @@ impl Tracer {
         }
     }
 
+    /// Deletes the stamp entries of exited tasks; returns how many. Sessions call it on their
+    /// timer; it looks at the map at most once per [`STAMP_COLLECTION`].
+    ///
+    /// The kernel keeps a task's entry when its depth returns to 0 (no insert/delete per call),
+    /// so without this the map would fill with the entries of dead tasks in a long session and
+    /// every later first call would be dropped as `StampFull`. An entry is deleted only when
+    /// its depth is 0, its key is not an idle task's (those never exit), and its tid has had no
+    /// `/proc/<tid>` at two collections in a row, its depth read again just before the delete.
+    ///
+    /// Why this keeps the accounting exact:
+    /// - A depth-0 entry holds no open call: deleting it changes no count. In-flight calls
+    ///   (the depth sum) and the detach grace wait read the same depths as before.
+    /// - A dead task runs no program, so nothing uses its key. Two collections in a row (≥ 1 s
+    ///   apart) rule out a task seen between its pid being freed and its last instructions
+    ///   (an interrupt can still run there under its tid, for microseconds).
+    /// - The one race left is pid reuse: a new task given the same tid, entering the function
+    ///   between the last depth read and the delete (a few microseconds, two syscalls). The
+    ///   kernel hands out pids cyclically, so a freed tid comes back only after the allocator
+    ///   has gone round all of `pid_max` (32768 to 4194304); at a fork rate f, a given dead tid
+    ///   is reused inside a window w with probability about f·w/pid_max (10 000 forks/s, 10 µs,
+    ///   32768: 3·10⁻⁶ per collected entry), and the new task must also call the traced
+    ///   function inside that window. If it happens, that one call loses its stamp: counted in
+    ///   `calls` and as an orphan exit, not timed — visible, never silently wrong.
+    /// - Only in the initial pid namespace (tids from the kernel are global, `/proc` must show
+    ///   the same ones); elsewhere nothing is collected and a full map counts `StampFull`.
+    pub fn collect_stamps(&mut self) -> anyhow::Result<usize> {
+        let Some(gc) = self.stamp_gc.as_mut() else {
+            return Ok(0);
+        };
+        if gc.last.elapsed() < STAMP_COLLECTION {
+            return Ok(0);
+        }
+        gc.last = std::time::Instant::now();
+        let stale = &mut gc.stale;
+        let map = self.bpf.map_mut(MAP_STAMPS).context("stamp map missing")?;
+        let mut stamps: BpfHashMap<_, u64, StampStack> = BpfHashMap::try_from(map)?;
+        let mut gone = HashSet::new();
+        for entry in stamps.iter() {
+            let (key, stack) = entry?;
+            if stack.depth == 0
+                && let Some(tid) = stamp_key_tid(key)
+                && !task_exists(tid)
+            {
+                gone.insert(key);
+            }
+        }
+        let mut removed = 0;
+        for &key in gone.intersection(stale) {
+            let tid = stamp_key_tid(key).unwrap_or(0);
+            if task_exists(tid) || !matches!(stamps.get(&key, 0), Ok(s) if s.depth == 0) {
+                continue;
+            }
+            if stamps.remove(&key).is_ok() {
+                removed += 1;
+            }
+        }
+        *stale = gone;
+        Ok(removed)
+    }
+
     /// Calls entered and not yet exited (0 if the stamp map cannot be read).
     fn open_calls(&self) -> u64 {
         let Some(map) = self.bpf.map(MAP_STAMPS) else {
@@ -340,17 +423,34 @@ impl Tracer {
     pub fn counters(&self) -> anyhow::Result<BTreeMap<u32, FunctionCounters>> {
         let counters: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.bpf.map(MAP_COUNTERS).context("counter map missing")?)?;
+        // Kernel mode alone: exits do not bump `Emitted` (one per-CPU slot less per call); the
+        // calls added to the histogram are its count, the same number.
+        let hist_stats: Option<PerCpuArray<_, HistStats>> =
+            if self.trace_mode & damon_common::MODE_STREAM == 0 {
+                Some(PerCpuArray::try_from(
+                    self.bpf
+                        .map(MAP_HIST_STATS)
+                        .context("histogram statistics map missing")?,
+                )?)
+            } else {
+                None
+            };
         let mut out = BTreeMap::new();
         for (func, _) in &self.attached {
             let id = func.id;
             let sum = |c: Counter| -> anyhow::Result<u64> {
                 Ok(counters.get(&c.index(id), 0)?.iter().sum())
             };
+            let calls = sum(Counter::Calls)?;
+            let emitted = match &hist_stats {
+                Some(stats) => stats.get(&id, 0)?.iter().map(|s| s.count).sum(),
+                None => sum(Counter::Emitted)?,
+            };
             out.insert(
                 id,
                 FunctionCounters {
-                    calls: sum(Counter::Calls)?,
-                    emitted: sum(Counter::Emitted)?,
+                    calls,
+                    emitted,
                     ring_full: sum(Counter::RingFull)?,
                     stamp_full: sum(Counter::StampFull)?,
                     too_deep: sum(Counter::TooDeep)?,
@@ -439,6 +539,22 @@ pub fn sum_stats<'a>(per_cpu: impl Iterator<Item = &'a HistStats>) -> HistStats 
         total.max_ns = total.max_ns.max(s.max_ns);
     }
     total
+}
+
+/// Whether task `tid` (global id) still exists: only a missing `/proc/<tid>` says no (any other
+/// error keeps the task, and its stamp entry, alive).
+fn task_exists(tid: u32) -> bool {
+    match std::fs::symlink_metadata(format!("/proc/{tid}")) {
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        Ok(_) => true,
+    }
+}
+
+/// Whether this process sees the initial pid namespace, whose ids are the ones the kernel
+/// programs record (`bpf_get_current_pid_tgid`); its `/proc/self/ns/pid` inode is the fixed
+/// `PROC_PID_INIT_INO` (0xEFFFFFFC).
+fn in_initial_pid_namespace() -> bool {
+    std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == "pid:[4026531836]")
 }
 
 fn unload(bpf: &mut Ebpf, name: &str, mode: Mode) {
