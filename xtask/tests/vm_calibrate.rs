@@ -35,8 +35,12 @@ fn f(v: &serde_json::Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} not a number in {v}"))
 }
 
+/// How many stated uncertainties the held-out function's corrected median may be from zero
+/// (see `check_floor`).
+const HELD_OUT_BOUNDS: f64 = 2.0;
+
 /// One floor of `calibrate --json`: measured from every call, above 0, with the pooled
-/// functions' medians, and the held-out function's corrected median within the stated ±.
+/// functions' medians, and the held-out function's corrected median within twice the stated ±.
 /// Returns a line for the log (the README numbers come from it).
 fn check_floor(floor: &serde_json::Value) -> String {
     let label = format!("{}/{}", floor["attach"], floor["mode"]).replace('"', "");
@@ -68,11 +72,16 @@ fn check_floor(floor: &serde_json::Value) -> String {
         "{label}: {h}"
     );
     assert_eq!(f(h, "uncertainty_ns"), bound, "{label}: {h}");
-    // The check: a second empty function, not in the pool, costs the probe's floor.
+    // The check: a second empty function, not in the pool, costs the probe's floor. The
+    // stated ± is a 95 % prediction bound for one new function; this file checks six floors
+    // per run (four on 7.2, two on 6.12), so at the stated ± a correct floor would fail about
+    // one run in four. Twice the ± is the Bonferroni bound for six checks (t(1 − 0.05/12, 3)
+    // ≈ 6.5 ≈ 2 × t(0.975, 3)); a floor from the wrong method or mode is off by 500 ns or more
+    // and still fails.
     assert!(
-        corrected.abs() <= bound,
-        "{label}: held-out {HELD_OUT} corrected median {corrected:+.1} ns is outside the \
-         stated ± {bound:.1} ns: {floor}"
+        corrected.abs() <= HELD_OUT_BOUNDS * bound,
+        "{label}: held-out {HELD_OUT} corrected median {corrected:+.1} ns is outside \
+         {HELD_OUT_BOUNDS} × the stated ± {bound:.1} ns: {floor}"
     );
     let medians: Vec<String> = per
         .iter()
