@@ -321,33 +321,12 @@ fn real_6_12_vs_7_2_pair() {
 /// after floor is 100 ns higher) comes out as 0 corrected, and the warning says so.
 #[test]
 fn corrected_rows_subtract_each_sides_floor() {
-    use crate::stats::calibration::{
-        Calibration, CalibrationStatus, Floor, FloorDistribution, METHOD,
-    };
+    use crate::stats::calibration::{Calibration, Floor, FloorDistribution};
     let calibrated = |c: &mut Capture, median: u64| {
         let floor =
             FloorDistribution::from_durations(&(median - 4..=median + 4).collect::<Vec<_>>())
                 .expect("floor");
-        let cal = Calibration {
-            status: CalibrationStatus::Ok,
-            detail: None,
-            functions: vec!["bpf_fentry_test1".into()],
-            calls: 9,
-            method: METHOD.into(),
-            floors: vec![Floor {
-                attach: "fentry".into(),
-                mode: "stream".into(),
-                floor: Some(floor),
-                functions: Vec::new(),
-                between_functions_ns: 0.0,
-                uncertainty_ns: 0.0,
-                held_out: None,
-                untimed: 0,
-                error: None,
-                took_ns: 1,
-            }],
-        }
-        .settled();
+        let cal = Calibration::for_tests(9, vec![Floor::for_tests(Some(floor))]);
         c.meta.calibration = Some(serde_json::to_value(cal).expect("json"));
     };
     let mut b = capture(

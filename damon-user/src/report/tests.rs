@@ -317,33 +317,12 @@ fn overload_capture_shows_drops_and_accounts_for_every_call() {
 /// which; the JSON keeps `meta.calibration` as the capture holds it.
 #[test]
 fn corrected_latencies_next_to_raw_ones() {
-    use crate::stats::calibration::{
-        Calibration, CalibrationStatus, Floor, FloorDistribution, METHOD,
-    };
+    use crate::stats::calibration::{Calibration, CalibrationStatus, Floor, FloorDistribution};
     let mut c = capture(true);
     // A floor with median 25 ns and p5..p95 = 21..29 (uncertainty 4).
     let floor = FloorDistribution::from_durations(&(21..=29).collect::<Vec<u64>>()).expect("f");
     assert_eq!((floor.median_ns, floor.spread_ns), (25.0, 4.0));
-    let cal = Calibration {
-        status: CalibrationStatus::Ok,
-        detail: None,
-        functions: vec!["bpf_fentry_test1".into()],
-        calls: 9,
-        method: METHOD.into(),
-        floors: vec![Floor {
-            attach: "fentry".into(),
-            mode: "stream".into(),
-            floor: Some(floor),
-            functions: Vec::new(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
-            held_out: None,
-            untimed: 0,
-            error: None,
-            took_ns: 1,
-        }],
-    }
-    .settled();
+    let cal = Calibration::for_tests(9, vec![Floor::for_tests(Some(floor))]);
     c.meta.calibration = Some(serde_json::to_value(&cal).expect("json"));
     let r = build(&c, &opts()).expect("report");
     let f = &r.functions[0];

@@ -490,6 +490,41 @@ pub fn render_text(c: &Calibration) -> String {
     out
 }
 
+/// A fentry/stream floor of one function, and a settled calibration of such floors: the
+/// fixtures of the report, compare and screen tests.
+#[cfg(test)]
+impl Floor {
+    pub(crate) fn for_tests(floor: Option<FloorDistribution>) -> Floor {
+        Floor {
+            attach: "fentry".into(),
+            mode: "stream".into(),
+            floor,
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: None,
+            untimed: 0,
+            error: None,
+            took_ns: 1,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Calibration {
+    pub(crate) fn for_tests(calls: u64, floors: Vec<Floor>) -> Calibration {
+        Calibration {
+            status: CalibrationStatus::Ok,
+            detail: None,
+            functions: vec!["bpf_fentry_test1".into()],
+            calls,
+            method: METHOD.into(),
+            floors,
+        }
+        .settled()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,18 +602,7 @@ mod tests {
         let floor = FloorDistribution::from_durations(&[40, 42, 44, 46, 48]).expect("floor");
         assert_eq!(floor.median_ns, 44.0);
         let raw = LatencyStats::from_durations(&mut [41, 50, 60, 1000]).expect("raw");
-        let mut floor = Floor {
-            attach: "fentry".into(),
-            mode: "stream".into(),
-            floor: Some(floor),
-            functions: Vec::new(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
-            held_out: None,
-            untimed: 0,
-            error: None,
-            took_ns: 0,
-        };
+        let mut floor = Floor::for_tests(Some(floor));
         floor.settle_uncertainty();
         assert_eq!(floor.uncertainty_ns, 4.0, "one function: the spread alone");
         let c = Corrected::new(&floor, &raw);

@@ -160,32 +160,11 @@ fn overload_drops_highlighted_80x24() {
 /// the footer and the focused table say so, and `c` again goes back to raw.
 #[test]
 fn corrected_latencies_toggle_80x24() {
-    use crate::stats::calibration::{
-        Calibration, CalibrationStatus, Floor, FloorDistribution, METHOD,
-    };
+    use crate::stats::calibration::{Calibration, Floor, FloorDistribution};
     let capture = fixture();
     // A 700 ns floor (660..=740: p5..p95 664..736, ±36): above the fastest damon_hot_score calls.
     let floor = FloorDistribution::from_durations(&(660..=740).collect::<Vec<u64>>());
-    let cal = Calibration {
-        status: CalibrationStatus::Ok,
-        detail: None,
-        functions: vec!["bpf_fentry_test1".into()],
-        calls: 81,
-        method: METHOD.into(),
-        floors: vec![Floor {
-            attach: "fentry".into(),
-            mode: "stream".into(),
-            floor,
-            functions: Vec::new(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
-            held_out: None,
-            untimed: 0,
-            error: None,
-            took_ns: 1,
-        }],
-    }
-    .settled();
+    let cal = Calibration::for_tests(81, vec![Floor::for_tests(floor)]);
     let mut app = replayed(capture, 12 * SECOND);
     let raw = render(&app, 80, 24);
     press(&mut app, KeyCode::Char('c'));
