@@ -59,19 +59,8 @@ fn csv_sums(text: &str, tid: u64) -> BTreeMap<String, Sums> {
 /// Runs the scenario on `kernel` and checks every traced DAMON function's `per_interval`;
 /// returns the report for kernel-specific checks.
 fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_json::Value {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, CMD);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    let dir = &opts.out_dir;
-    assert_eq!(
-        outcome.status,
-        0,
-        "console:\n{}\nscenario:\n{}",
-        outcome.console,
-        fs::read_to_string(dir.join("scenario.err")).unwrap_or_default()
-    );
+    let out = common::run_guest(kernel, CMD, Duration::from_secs(300));
+    let dir = &out.path().join("out");
     let report = json(dir, "iv.json");
     let table = fs::read_to_string(dir.join("iv.txt")).expect("iv.txt");
     eprintln!("{table}");

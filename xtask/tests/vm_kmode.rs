@@ -27,20 +27,7 @@ const STOP_SCENARIO: &str = "kill -INT $scenario 2>/dev/null || true
 wait $scenario || true";
 
 fn run_guest(cmd: &str) -> tempfile::TempDir {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(400);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    let dir = &opts.out_dir;
-    assert_eq!(
-        outcome.status,
-        0,
-        "console:\n{}\nscenario:\n{}",
-        outcome.console,
-        fs::read_to_string(dir.join("scenario.err")).unwrap_or_default()
-    );
-    out
+    common::run_guest(Kernel::Debian72, cmd, Duration::from_secs(400))
 }
 
 fn out_dir(t: &tempfile::TempDir) -> std::path::PathBuf {

@@ -7,10 +7,7 @@ use std::{fs, time::Duration};
 
 mod common;
 use common::{function, json, u};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::kernel::Kernel;
 
 /// One capture with fentry, one with kprobes, both reported as JSON and table; the fentry
 /// capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
@@ -144,19 +141,8 @@ fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> 
 }
 
 fn run(kernel: Kernel, with_migrate: bool) {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, CMD);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(400);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    let dir = &opts.out_dir;
-    assert_eq!(
-        outcome.status,
-        0,
-        "console:\n{}\nscenario:\n{}",
-        outcome.console,
-        fs::read_to_string(dir.join("scenario.err")).unwrap_or_default()
-    );
+    let out = common::run_guest(kernel, CMD, Duration::from_secs(400));
+    let dir = &out.path().join("out");
     // VM_VALUES_KEEP=DIR keeps the captures (how the host fixture was made).
     if let Some(keep) = std::env::var_os("VM_VALUES_KEEP").filter(|k| !k.is_empty()) {
         for mode in ["fentry", "kprobe"] {

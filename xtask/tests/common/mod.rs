@@ -1,7 +1,31 @@
-//! Helpers shared by the VM test files (`xtask/tests/vm*.rs`): reading what the guest wrote
-//! under /out and checking the report's invariants.
+//! Helpers shared by the VM test files (`xtask/tests/vm*.rs`): booting a guest, reading what
+//! it wrote under /out and checking the report's invariants.
 #![allow(dead_code)] // each test file uses a subset
-use std::fs;
+use std::{fs, time::Duration};
+
+use xtask::{
+    kernel::Kernel,
+    vm::{self, VmOptions},
+};
+
+/// Runs `cmd` as root in a guest of `kernel` and asserts it exited 0 (showing the console and,
+/// when a scenario ran in the background, its `scenario.err`). The guest's /out is
+/// `<returned dir>/out`.
+pub fn run_guest(kernel: Kernel, cmd: &str, timeout: Duration) -> tempfile::TempDir {
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut opts = VmOptions::new(kernel, cmd);
+    opts.out_dir = out.path().join("out");
+    opts.timeout = timeout;
+    let outcome = vm::run(&opts).expect("the guest runs");
+    assert_eq!(
+        outcome.status,
+        0,
+        "console:\n{}\nscenario:\n{}",
+        outcome.console,
+        fs::read_to_string(opts.out_dir.join("scenario.err")).unwrap_or_default()
+    );
+    out
+}
 
 /// The four built-in functions, in `FunctionId` order.
 pub const FOUR: [&str; 4] = [
