@@ -77,15 +77,17 @@ impl FunctionMetrics {
 impl FunctionMetrics {
     /// Adds a kernel-mode histogram: each kernel bucket `[lo, hi)` goes to the bound that
     /// holds `lo`, so a cumulative count at `le=B` may include calls up to one kernel bucket
-    /// (the linear width, e.g. 10 ns) above `B`. Sum and count are exact.
+    /// (the linear width, e.g. 10 ns) above `B`. The count is the buckets' total, so `+Inf`
+    /// always equals `_count`: while tracing, the kernel's bucket and count maps are read a
+    /// moment apart and can differ by the calls in between (at the end they are equal).
     pub fn observe_hist(&mut self, h: &crate::capture::KernelHist) {
         for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
             let (lo, _) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
             let i = BOUNDS_NS.partition_point(|&bound| bound < lo);
             self.buckets[i] += n;
+            self.count += n;
         }
         self.sum_ns += u128::from(h.sum_ns);
-        self.count += h.count;
     }
 
     /// Replaces the latency histogram by a cumulative kernel-mode one (`serve --mode kernel`
