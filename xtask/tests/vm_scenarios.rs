@@ -197,8 +197,12 @@ exit 0",
     }
 
     // --dest-node same against other: both walk and call damon_migrate_pages; only "other"
-    // moves the workload's pages to node 1.
-    let mut moved = BTreeMap::new();
+    // moves the workload's pages to node 1. The workload can hold pages on node 1 before the
+    // scenario starts (faulted in before it pinned itself to node 0), so what counts is the
+    // change of its node-1 pages over the run, not their number afterwards. The workload
+    // prefers node 0 and runs on node 0's CPUs, so only a migration brings a page to node 1;
+    // pages can leave node 1 (migrated to node 0, or freed by the workload's refaults).
+    let mut node1 = BTreeMap::new();
     for name in ["same", "other"] {
         let report = json(dir, &format!("{name}.json"));
         let mp = function(&report, "damon_migrate_pages");
@@ -216,7 +220,19 @@ exit 0",
         ));
         assert!(u(mp, "calls") > 0, "{name}: {mp}");
         assert!(u(da, "calls") > 0, "{name}: {da}");
-        moved.insert(name, node_pages(&s["workload_pages_after"], 1));
+        let returned = mp["value"]["sum"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: no pages_migrated sum: {mp}"));
+        let sz_applied: u64 = s["sz_applied"].parse().expect("sz_applied");
+        node1.insert(
+            name,
+            (
+                node_pages(&s["workload_pages_before"], 1),
+                node_pages(&s["workload_pages_after"], 1),
+                returned,
+                sz_applied,
+            ),
+        );
         assert_eq!(
             s["target_nid"],
             if name == "same" { "0" } else { "1" },
@@ -224,11 +240,30 @@ exit 0",
         );
     }
     println!("{}", table.join("\n"));
-    assert_eq!(
-        moved["same"], 0,
-        "dest same moved pages to node 1: {table:?}"
+    let (before, after, returned, _) = node1["same"];
+    assert!(
+        after <= before,
+        "dest same: node-1 pages rose {before} -> {after}, pages moved to node 1: {table:?}"
     );
-    assert!(moved["other"] > 0, "dest other moved nothing: {table:?}");
+    // Migrating to node 0, damon_migrate_pages can only have moved pages that were on node 1,
+    // and nothing else arrives there: at most the `before` pages (not `before - after`: the
+    // kdamond still runs between the last numa_maps read and its stop, inside the recording).
+    assert!(
+        returned <= before,
+        "dest same: damon_migrate_pages returned {returned} pages but only {before} were on \
+         node 1: {table:?}"
+    );
+    let (before, after, returned, sz_applied) = node1["other"];
+    assert!(
+        after > before,
+        "dest other moved nothing to node 1 ({before} -> {after}): {table:?}"
+    );
+    // DAMON's own stats and the traced return values agree that pages were migrated.
+    assert!(
+        returned > 0 && sz_applied > 0,
+        "dest other: damon_migrate_pages returned {returned} pages, sz_applied {sz_applied}: \
+         {table:?}"
+    );
 
     assert_eq!(
         read(dir, "bad.status").trim(),
