@@ -418,10 +418,9 @@ pub fn run(opts: &BenchOptions) -> Result<bool> {
     let mut ok = true;
 
     if !opts.skip_overhead {
-        let suite = opts
-            .kernel
-            .suite()
-            .context("the overhead runs need a Debian kernel (7.2 or 6.12) for its bpftrace")?;
+        let suite = opts.kernel.userland_suite().context(
+            "the overhead runs need a Debian kernel (7.3, 7.2, 6.12 or 6.1) for its bpftrace",
+        )?;
         let root = bpftrace::ensure(suite)?;
         let guest_out = opts.out_dir.join("vm");
         let mut vm = VmOptions::new(

@@ -1,5 +1,6 @@
 //! Just enough ELF and bzImage parsing to check binaries without binutils (which a fresh
-//! machine may lack): static linking, the libraries a binary needs, a kernel's release string.
+//! machine may lack): static linking, the libraries a binary needs, a kernel's release string,
+//! the modules a kernel module depends on.
 use std::{fs, path::Path};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -103,6 +104,47 @@ pub fn ensure_static(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The `depends=` entry of a kernel module's `.modinfo` section: the modules that must be
+/// loaded before it (what depmod writes into modules.dep), by module name.
+pub fn module_depends(ko: &[u8]) -> Result<Vec<String>> {
+    let modinfo = section(ko, ".modinfo")?.context("the module has no .modinfo section")?;
+    let mut deps = Vec::new();
+    for entry in modinfo.split(|&c| c == 0) {
+        if let Some(list) = entry.strip_prefix(b"depends=") {
+            let list = std::str::from_utf8(list).context("a non-UTF-8 depends= in .modinfo")?;
+            deps.extend(list.split(',').filter(|n| !n.is_empty()).map(str::to_owned));
+        }
+    }
+    Ok(deps)
+}
+
+/// The contents of the ELF section called `name`, if the file has one.
+fn section<'a>(b: &'a [u8], name: &str) -> Result<Option<&'a [u8]>> {
+    ensure!(
+        b.len() > 64 && b[..4] == *b"\x7fELF" && b[4] == 2 && b[5] == 1,
+        "not a 64-bit little-endian ELF file"
+    );
+    let bad = || anyhow::anyhow!("truncated or malformed ELF section headers");
+    let shoff = usize_at(b, 0x28).ok_or_else(bad)?;
+    let shentsize = usize::from(u16_at(b, 0x3A).ok_or_else(bad)?);
+    let shnum = usize::from(u16_at(b, 0x3C).ok_or_else(bad)?);
+    let shstrndx = usize::from(u16_at(b, 0x3E).ok_or_else(bad)?);
+    let names = usize_at(b, shoff + shstrndx * shentsize + 24).ok_or_else(bad)?;
+    for i in 0..shnum {
+        let sh = shoff + i * shentsize;
+        let sh_name = usize::try_from(u32_at(b, sh).ok_or_else(bad)?)?;
+        if cstr_at(b, names + sh_name) != Some(name) {
+            continue;
+        }
+        let (off, size) = (
+            usize_at(b, sh + 24).ok_or_else(bad)?,
+            usize_at(b, sh + 32).ok_or_else(bad)?,
+        );
+        return Ok(Some(b.get(off..off + size).ok_or_else(bad)?));
+    }
+    Ok(None)
+}
+
 /// The release string (what `uname -r` prints) from an x86 bzImage's setup header.
 pub fn kernel_release(vmlinuz: &Path) -> Result<String> {
     let b = fs::read(vmlinuz).with_context(|| format!("reading {}", vmlinuz.display()))?;
@@ -158,6 +200,49 @@ mod tests {
         assert!(Elf::read(&f).is_err());
         assert!(kernel_release(&f).is_err());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A minimal relocatable ELF with a section header string table and a .modinfo section.
+    fn module_with_modinfo(modinfo: &[u8]) -> Vec<u8> {
+        let shstrtab = b"\0.shstrtab\0.modinfo\0";
+        let mut b = vec![0u8; 64];
+        b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        let strtab_off = b.len();
+        b.extend_from_slice(shstrtab);
+        let modinfo_off = b.len();
+        b.extend_from_slice(modinfo);
+        while !b.len().is_multiple_of(8) {
+            b.push(0);
+        }
+        let shoff = b.len();
+        // Section 0 (null), 1 (.shstrtab), 2 (.modinfo).
+        for (name, off, size) in [
+            (0u32, 0usize, 0usize),
+            (1, strtab_off, shstrtab.len()),
+            (11, modinfo_off, modinfo.len()),
+        ] {
+            let mut sh = [0u8; 64];
+            sh[..4].copy_from_slice(&name.to_le_bytes());
+            sh[24..32].copy_from_slice(&(off as u64).to_le_bytes());
+            sh[32..40].copy_from_slice(&(size as u64).to_le_bytes());
+            b.extend_from_slice(&sh);
+        }
+        b[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+        b[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+        b[0x3C..0x3E].copy_from_slice(&3u16.to_le_bytes());
+        b[0x3E..0x40].copy_from_slice(&1u16.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn module_depends_come_from_modinfo() {
+        let ko = module_with_modinfo(b"license=GPL\0depends=virtio,virtio_ring\0retpoline=Y\0");
+        assert_eq!(module_depends(&ko).unwrap(), ["virtio", "virtio_ring"]);
+        let none = module_with_modinfo(b"license=GPL\0depends=\0");
+        assert!(module_depends(&none).unwrap().is_empty());
+        assert!(
+            module_depends(b"not an elf file at all, just some bytes long enough to pass").is_err()
+        );
     }
 
     #[test]

@@ -89,3 +89,13 @@ pub fn ensure() -> Result<HostTools> {
     );
     Ok(HostTools { qemu, busybox })
 }
+
+/// `xz` (Debian package xz-utils), installed when missing: some kernels ship their modules as
+/// `.ko.xz`, which the guest's busybox insmod is not relied on to read, so the host unpacks them.
+pub fn ensure_xz() -> Result<PathBuf> {
+    if let Some(xz) = util::which("xz") {
+        return Ok(xz);
+    }
+    apt_install(&["xz-utils"])?;
+    util::which("xz").context("xz still missing after installing xz-utils")
+}

@@ -26,6 +26,9 @@ pub struct InitSpec<'a> {
     /// Host directories whose contents (files, directories, symlinks, modes kept) are merged
     /// into the guest's `/`, e.g. an unpacked Debian package closure (`cargo xtask bench`).
     pub trees: &'a [PathBuf],
+    /// Kernel modules (uncompressed) /init loads with insmod, in this order, before anything
+    /// uses the virtio-serial ports: the drivers a kernel does not have built in (Debian 6.1).
+    pub modules: &'a [PathBuf],
     /// Makes the marker lines unique to this run, so guest output cannot forge them.
     pub nonce: &'a str,
     /// Run the command on the serial console as its controlling terminal.
@@ -73,6 +76,26 @@ pub fn init_script(spec: &InitSpec<'_>) -> Result<String> {
     let nonce = spec.nonce;
     let ready = ready_marker(nonce);
     let (out, exit) = (out_marker_prefix(), exit_marker_prefix());
+    let modules = if spec.modules.is_empty() {
+        String::new()
+    } else {
+        let names = spec
+            .modules
+            .iter()
+            .map(|m| module_file_name(m).map(|n| shell_quote(&n)))
+            .collect::<Result<Vec<_>>>()?;
+        // virtio_console announces the host's ports (and their names) from a work queue after
+        // insmod returns: wait for ours before anything looks for it.
+        format!(
+            "# This kernel's virtio drivers are modules: load them, dependencies first.\n\
+             for m in {}; do\n    \
+             insmod \"/lib/modules/$m\" || echo \"damon-vm: insmod $m failed\"\n\
+             done\n\
+             i=0\n\
+             while [ -z \"$(vport {OUT_PORT})\" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n",
+            names.join(" ")
+        )
+    };
     let run = match &spec.tty {
         None => r#"sh -c "$(cat /etc/damon-vm/cmd)" </dev/null"#.to_owned(),
         Some(tty) => {
@@ -126,7 +149,7 @@ vport() {{
         [ "$(cat "$p/name" 2>/dev/null)" = "$1" ] && echo "/dev/${{p##*/}}"
     done
 }}
-{env}echo "{ready}"
+{modules}{env}echo "{ready}"
 cd /
 {run}
 rc=$?
@@ -174,6 +197,11 @@ pub fn write(path: &Path, spec: &InitSpec<'_>) -> Result<()> {
     c.file("bin/damon-trace", 0o755, &read(spec.damon_trace)?);
     c.file("etc/damon-vm/cmd", 0o644, spec.cmd.as_bytes());
     c.file("init", 0o755, init_script(spec)?.as_bytes());
+    for m in spec.modules {
+        let name = module_file_name(m)?;
+        c.parents(&format!("lib/modules/{name}"));
+        c.file(&format!("lib/modules/{name}"), 0o644, &read(m)?);
+    }
     for (host, guest) in spec.files {
         let rel = guest.strip_prefix('/').filter(|r| !r.is_empty());
         let rel = rel.with_context(|| format!("guest path `{guest}` must be absolute"))?;
@@ -222,6 +250,14 @@ fn add_tree(c: &mut Cpio, root: &Path, dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The file name a module gets under the guest's /lib/modules.
+fn module_file_name(m: &Path) -> Result<String> {
+    m.file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_owned)
+        .with_context(|| format!("module path {} has no UTF-8 file name", m.display()))
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -321,10 +357,46 @@ mod tests {
             env: &env,
             files: &[],
             trees: &[],
+            modules: &[],
             nonce: "n",
             tty: None,
         };
         assert!(init_script(&spec).is_err());
+    }
+
+    #[test]
+    fn modules_load_in_order_before_the_ports_are_used() {
+        let spec = |modules| InitSpec {
+            busybox: Path::new("/x"),
+            damon_trace: Path::new("/y"),
+            cmd: "true",
+            env: &[],
+            files: &[],
+            trees: &[],
+            modules,
+            nonce: "n",
+            tty: None,
+        };
+        let init = init_script(&spec(&[])).unwrap();
+        assert!(!init.contains("insmod"), "{init}");
+        let mods = [
+            PathBuf::from("/cache/modules/virtio.ko"),
+            PathBuf::from("/cache/modules/virtio_console.ko"),
+        ];
+        let init = init_script(&spec(&mods)).unwrap();
+        let insmod = init
+            .find("for m in 'virtio.ko' 'virtio_console.ko'; do")
+            .expect(&init);
+        assert!(init.contains("insmod \"/lib/modules/$m\""), "{init}");
+        let wait = init
+            .find("while [ -z \"$(vport damon-out)\" ]")
+            .expect(&init);
+        let vport_defined = init.find("vport() {").unwrap();
+        let ready = init.find("DAMON_VM_READY").unwrap();
+        assert!(
+            vport_defined < insmod && insmod < wait && wait < ready,
+            "{init}"
+        );
     }
 
     #[test]
@@ -336,6 +408,7 @@ mod tests {
             env: &[],
             files: &[],
             trees: &[],
+            modules: &[],
             nonce: "n",
             tty: Some(GuestTty {
                 rows: 24,

@@ -1,7 +1,10 @@
 //! Guest kernels: stock Debian kernels resolved through each suite's `linux-image-amd64` meta
 //! package (never a pinned version the archive will drop), downloaded once and cached as
-//! `<cache>/kernels/<release>/vmlinuz`, or any bzImage given by path.
+//! `<cache>/kernels/<release>/vmlinuz`, or any bzImage given by path. A kernel whose virtio PCI
+//! transport or virtio console is a module (Debian 6.1) also gets those modules and the ones
+//! they depend on, cached under `<cache>/kernels/<release>/modules/`, for /init to load.
 use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
     fmt, fs,
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -12,29 +15,49 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    apt::{self, Apt},
-    elf,
+    apt::Apt,
+    elf, host,
     util::{self, status},
 };
 
 /// Which kernel the guest boots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kernel {
+    /// Debian trixie-backports' current 7.3.x: like 7.2 (all four functions, DAMON).
+    Debian73,
     /// Debian sid's current 7.2.x: all four traced functions, DAMON vaddr+paddr.
     Debian72,
     /// Debian trixie's 6.12.x: the "older kernel" (lacks two of the functions).
     Debian612,
+    /// Debian bookworm's 6.1.x: no DAMON, only `lock_timer_base` of the four; its virtio
+    /// drivers are modules.
+    Debian61,
     /// A bzImage on the host.
     Path(PathBuf),
 }
+
+/// The names `--kernel` takes, for help texts and errors.
+pub const KERNEL_NAMES: &str = "7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian \
+                                trixie), 6.1 (Debian bookworm)";
 
 impl Kernel {
     /// The Debian suite that ships this kernel.
     pub fn suite(&self) -> Option<&'static str> {
         match self {
+            Self::Debian73 => Some("trixie-backports"),
             Self::Debian72 => Some("sid"),
             Self::Debian612 => Some("trixie"),
+            Self::Debian61 => Some("bookworm"),
             Self::Path(_) => None,
+        }
+    }
+
+    /// The suite whose userland (e.g. bpftrace) goes with this kernel: a backports suite
+    /// carries the kernel, its base release the rest.
+    pub fn userland_suite(&self) -> Option<&'static str> {
+        match self {
+            Self::Debian73 => Some("trixie"),
+            _ => self.suite(),
         }
     }
 }
@@ -43,12 +66,12 @@ impl FromStr for Kernel {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Self> {
         match s {
+            "7.3" => Ok(Self::Debian73),
             "7.2" => Ok(Self::Debian72),
             "6.12" => Ok(Self::Debian612),
+            "6.1" => Ok(Self::Debian61),
             _ if Path::new(s).is_file() => Ok(Self::Path(PathBuf::from(s))),
-            _ => bail!(
-                "unknown kernel `{s}`: use 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage"
-            ),
+            _ => bail!("unknown kernel `{s}`: use {KERNEL_NAMES} or a path to a bzImage"),
         }
     }
 }
@@ -56,8 +79,10 @@ impl FromStr for Kernel {
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::Debian73 => f.write_str("7.3 (Debian trixie-backports)"),
             Self::Debian72 => f.write_str("7.2 (Debian sid)"),
             Self::Debian612 => f.write_str("6.12 (Debian trixie)"),
+            Self::Debian61 => f.write_str("6.1 (Debian bookworm)"),
             Self::Path(p) => write!(f, "{}", p.display()),
         }
     }
@@ -69,21 +94,45 @@ pub struct KernelImage {
     pub vmlinuz: PathBuf,
     /// What `uname -r` prints in the guest, read from the bzImage header.
     pub release: String,
+    /// Uncompressed modules /init loads, in this order, before the virtio-serial ports are
+    /// used: empty when the kernel has the drivers built in.
+    pub modules: Vec<PathBuf>,
+}
+
+/// The drivers the harness's devices need: the virtio PCI transport and the console whose
+/// ports carry /out back. Built into Debian's 6.12 and 7.x kernels, modules in 6.1.
+const GUEST_DRIVERS: [&str; 2] = ["virtio_pci", "virtio_console"];
+
+/// In `<cache>/kernels/<release>/`: the files under `modules/` that /init loads, in order, one
+/// a line; empty when [`GUEST_DRIVERS`] are built in. Its presence means the check was done.
+const MODULE_LIST: &str = "guest-modules";
+
+/// The modules `dir` lists in [`MODULE_LIST`]; None if the list or one of its files is missing.
+fn read_module_list(dir: &Path) -> Option<Vec<PathBuf>> {
+    let list = fs::read_to_string(dir.join(MODULE_LIST)).ok()?;
+    list.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let p = dir.join("modules").join(l.trim());
+            p.is_file().then_some(p)
+        })
+        .collect()
 }
 
 /// Returns a bootable kernel, downloading it only when the cache lacks the suite's current one.
 pub fn fetch(kernel: &Kernel) -> Result<KernelImage> {
-    let suite = match kernel {
-        Kernel::Path(path) => {
-            let vmlinuz = fs::canonicalize(path)
-                .with_context(|| format!("kernel {} not found", path.display()))?;
-            let release = elf::kernel_release(&vmlinuz)?;
-            status("kernel", format!("{release} from {}", vmlinuz.display()));
-            return Ok(KernelImage { vmlinuz, release });
-        }
-        Kernel::Debian72 => "sid",
-        Kernel::Debian612 => "trixie",
-    };
+    if let Kernel::Path(path) = kernel {
+        let vmlinuz = fs::canonicalize(path)
+            .with_context(|| format!("kernel {} not found", path.display()))?;
+        let release = elf::kernel_release(&vmlinuz)?;
+        status("kernel", format!("{release} from {}", vmlinuz.display()));
+        return Ok(KernelImage {
+            vmlinuz,
+            release,
+            modules: Vec::new(),
+        });
+    }
+    let suite = kernel.suite().context("a Debian kernel without a suite")?;
     let cache = util::cache_dir()?;
     let kernels = cache.join("kernels");
     let _lock = util::lock(&kernels.join(format!("{suite}.lock")))?;
@@ -91,9 +140,20 @@ pub fn fetch(kernel: &Kernel) -> Result<KernelImage> {
     let cached = fs::read_to_string(&marker)
         .ok()
         .map(|r| r.trim().to_owned())
-        .map(|release| KernelImage {
-            vmlinuz: kernels.join(&release).join("vmlinuz"),
-            release,
+        .and_then(|release| {
+            let dir = kernels.join(&release);
+            // Caches from before the module check have no list: their kernels (6.12, 7.2)
+            // have the drivers built in. A list whose modules are gone is no usable cache.
+            let modules = match read_module_list(&dir) {
+                Some(m) => m,
+                None if !dir.join(MODULE_LIST).exists() => Vec::new(),
+                None => return None,
+            };
+            Some(KernelImage {
+                vmlinuz: dir.join("vmlinuz"),
+                modules,
+                release,
+            })
         })
         .filter(|k| k.vmlinuz.is_file());
 
@@ -119,11 +179,7 @@ pub fn fetch(kernel: &Kernel) -> Result<KernelImage> {
 }
 
 fn resolve_and_download(cache: &Path, kernels: &Path, suite: &str) -> Result<KernelImage> {
-    let mirror = apt::system_debian_mirror()?;
-    let apt = Apt::new(&cache.join(format!("apt-{suite}")), &mirror, suite)?;
-    if !apt.lists_fresh() {
-        apt.update(&mirror)?;
-    }
+    let (apt, mirror) = Apt::for_suite(cache, suite)?;
     // The meta package depends on the versioned image of the current ABI, e.g.
     // linux-image-7.2.13+deb14-amd64, whose name (minus the prefix) is the release.
     let image = apt
@@ -134,8 +190,11 @@ fn resolve_and_download(cache: &Path, kernels: &Path, suite: &str) -> Result<Ker
             format!("linux-image-amd64 in {suite} depends on no versioned linux-image-*")
         })?;
     let abi = image.trim_start_matches("linux-image-").to_owned();
-    let cached = kernels.join(&abi).join("vmlinuz");
-    if cached.is_file() {
+    let cached_dir = kernels.join(&abi);
+    let cached = cached_dir.join("vmlinuz");
+    if cached.is_file()
+        && let Some(modules) = read_module_list(&cached_dir)
+    {
         status(
             "kernel",
             format!("{abi} ({suite}) cached at {}", cached.display()),
@@ -143,107 +202,356 @@ fn resolve_and_download(cache: &Path, kernels: &Path, suite: &str) -> Result<Ker
         return Ok(KernelImage {
             vmlinuz: cached,
             release: abi,
+            modules,
         });
     }
+    let work = kernels.join(format!("tmp-{suite}-{}", std::process::id()));
+    let mut debs = Debs {
+        apt: &apt,
+        work: work.clone(),
+        downloaded: HashMap::new(),
+        extracts: 0,
+    };
+    let result = (|| {
+        let (dir, release, builtin) = if cached.is_file() {
+            // Cached before the module check: only the check is left to do.
+            (cached_dir.clone(), abi.clone(), None)
+        } else {
+            let (bytes, builtin) = download_vmlinuz(&mut debs, &image, suite)?;
+            let release = elf::kernel_release_of(&bytes)
+                .with_context(|| format!("the vmlinuz of {suite}'s {abi} is no bzImage"))?;
+            if release != abi {
+                status(
+                    "kernel",
+                    format!("warning: package ABI {abi} but the image says {release}"),
+                );
+            }
+            let dir = kernels.join(&release);
+            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            util::write_atomic(&dir.join("vmlinuz"), &bytes)?;
+            fs::write(dir.join("source"), format!("{suite} {mirror}\n"))
+                .context("writing the kernel source note")?;
+            (dir, release, builtin)
+        };
+        let modules = guest_modules(&mut debs, &image, &abi, builtin, &dir)?;
+        let vmlinuz = dir.join("vmlinuz");
+        status(
+            "kernel",
+            format!("{release} ({suite}) cached at {}", vmlinuz.display()),
+        );
+        Ok(KernelImage {
+            vmlinuz,
+            release,
+            modules,
+        })
+    })();
+    let _ = fs::remove_dir_all(&work);
+    result
+}
+
+/// Downloads the package holding `image`'s vmlinuz and returns the image's bytes, with the
+/// package's `modules.builtin` if it carries one (6.x; 7.x keep it in linux-base-<abi>).
+fn download_vmlinuz(
+    debs: &mut Debs<'_>,
+    image: &str,
+    suite: &str,
+) -> Result<(Vec<u8>, Option<String>)> {
     // Newer Debian kernels split the image into linux-binary-<abi> (vmlinuz under
     // usr/lib/modules/<abi>/) and leave linux-image-<abi> nearly empty; older ones keep
     // boot/vmlinuz-<abi> in linux-image-<abi>. Try the binary package first, then the image.
-    let mut candidates: Vec<String> = apt
-        .depends(&image)?
+    let mut candidates: Vec<String> = debs
+        .apt
+        .depends(image)?
         .into_iter()
         .filter(|p| p.starts_with("linux-binary-"))
         .collect();
-    candidates.push(image.clone());
-    let work = kernels.join(format!("tmp-{suite}-{}", std::process::id()));
-    let result = candidates
-        .iter()
-        .filter(|p| apt.has_package(p))
-        .find_map(|pkg| download_vmlinuz(&apt, pkg, &work).transpose());
-    let _ = fs::remove_dir_all(&work);
-    let image_bytes =
-        result.with_context(|| format!("no vmlinuz in any of {candidates:?} ({suite})"))??;
-    let release = elf::kernel_release_of(&image_bytes)
-        .with_context(|| format!("the vmlinuz of {suite}'s {abi} is no bzImage"))?;
-    if release != abi {
-        status(
-            "kernel",
-            format!("warning: package ABI {abi} but the image says {release}"),
-        );
+    candidates.push(image.to_owned());
+    for pkg in &candidates {
+        if !debs.apt.has_package(pkg) {
+            continue;
+        }
+        let x = debs.extract(
+            pkg,
+            &["*vmlinuz*".to_owned(), "*/modules.builtin".to_owned()],
+        )?;
+        let Some(found) = find_file(&x, |n| n == "vmlinuz" || n.starts_with("vmlinuz-")) else {
+            continue;
+        };
+        let bytes = fs::read(&found).with_context(|| format!("reading {}", found.display()))?;
+        let builtin = find_file(&x, |n| n == "modules.builtin")
+            .map(|p| fs::read_to_string(&p).with_context(|| format!("reading {}", p.display())))
+            .transpose()?;
+        return Ok((bytes, builtin));
     }
-    let dir = kernels.join(&release);
-    fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let dest = dir.join("vmlinuz");
-    util::write_atomic(&dest, &image_bytes)?;
-    fs::write(dir.join("source"), format!("{suite} {mirror}\n"))
-        .context("writing the kernel source note")?;
-    status(
-        "kernel",
-        format!("{release} ({suite}) cached at {}", dest.display()),
-    );
-    Ok(KernelImage {
-        vmlinuz: dest,
-        release,
-    })
+    bail!("no vmlinuz in any of {candidates:?} ({suite})")
 }
 
-/// Downloads `pkg` into `work` and returns the bytes of its vmlinuz, or None if it has none.
-fn download_vmlinuz(apt: &Apt, pkg: &str, work: &Path) -> Result<Option<Vec<u8>>> {
-    let _ = fs::remove_dir_all(work);
-    let extract = work.join("x");
-    fs::create_dir_all(&extract).with_context(|| format!("creating {}", extract.display()))?;
-    let start = Instant::now();
-    apt.run("apt-get", &["download", pkg], Some(work))?;
-    let deb = fs::read_dir(work)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .with_context(|| format!("apt-get download {pkg} left no .deb in {}", work.display()))?;
-    let size = fs::metadata(&deb)?.len();
+/// Makes sure [`GUEST_DRIVERS`] can run in the kernel cached in `dir`: nothing to do when they
+/// are built in (as `modules.builtin` says), else their modules and every module those depend
+/// on (from each module's `.modinfo`: the packages ship no modules.dep, depmod writes it at
+/// install time), uncompressed into `dir/modules/`, listed in load order in [`MODULE_LIST`].
+fn guest_modules(
+    debs: &mut Debs<'_>,
+    image: &str,
+    abi: &str,
+    builtin: Option<String>,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    let builtin = match builtin {
+        Some(text) => text,
+        None => find_builtin(debs, image, abi)?,
+    };
+    let builtin: BTreeSet<String> = builtin.lines().filter_map(module_name).collect();
+    let list = dir.join(MODULE_LIST);
+    let mut pending: Vec<String> = GUEST_DRIVERS
+        .iter()
+        .filter(|d| !builtin.contains(**d))
+        .map(|d| (*d).to_owned())
+        .collect();
+    if pending.is_empty() {
+        status(
+            "kernel",
+            format!("{abi} has {} built in", GUEST_DRIVERS.join(" and ")),
+        );
+        util::write_atomic(&list, b"")?;
+        return Ok(Vec::new());
+    }
+    // 7.x ship modules in linux-modules-<abi>, 6.x in linux-image-<abi> itself.
+    let mut pkgs: Vec<String> = debs
+        .apt
+        .depends(image)?
+        .into_iter()
+        .filter(|p| p.starts_with("linux-modules-"))
+        .collect();
+    pkgs.push(image.to_owned());
+    let pkg = pkgs
+        .into_iter()
+        .find(|p| debs.apt.has_package(p))
+        .with_context(|| format!("no package of {abi} to take modules from"))?;
     status(
         "kernel",
         format!(
-            "downloaded {pkg} ({:.1} MB in {:.1} s)",
-            size as f64 / 1e6,
-            start.elapsed().as_secs_f64()
+            "{abi} has {} as modules: taking them from {pkg}",
+            pending.join(" and ")
         ),
     );
-    // Stream the data tarball into tar and keep only vmlinuz files: the modules (~500 MB
-    // unpacked) are not needed because virtio console/fs are built into these kernels.
-    let mut dpkg = Command::new("dpkg-deb")
-        .arg("--fsys-tarfile")
-        .arg(&deb)
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("running dpkg-deb")?;
-    let data = dpkg.stdout.take().context("dpkg-deb stdout")?;
-    let tar = Command::new("tar")
-        .arg("-x")
-        .arg("-C")
-        .arg(&extract)
-        .args(["--wildcards", "*vmlinuz*"])
-        .stdin(data)
-        .stderr(Stdio::null())
-        .status()
-        .context("running tar")?;
-    let dpkg_status = dpkg.wait().context("waiting for dpkg-deb")?;
-    if !tar.success() {
-        // tar fails when no member matched: this package carries no kernel image.
-        return Ok(None);
+    // name -> (uncompressed module, its dependencies that are modules too)
+    let mut found: BTreeMap<String, (Vec<u8>, Vec<String>)> = BTreeMap::new();
+    while !pending.is_empty() {
+        // Module names use `_` where file names may use `-`.
+        let patterns: Vec<String> = pending
+            .iter()
+            .map(|n| format!("*/{}.ko*", n.replace('_', "[-_]")))
+            .collect();
+        let x = debs.extract(&pkg, &patterns)?;
+        let mut next = Vec::new();
+        for name in &pending {
+            let file = find_file(&x, |n| module_name(n).as_deref() == Some(name.as_str()))
+                .with_context(|| format!("{pkg} has no module {name}"))?;
+            let bytes = read_module(&file)?;
+            let deps: Vec<String> = elf::module_depends(&bytes)
+                .with_context(|| format!("reading the .modinfo of {}", file.display()))?
+                .into_iter()
+                .map(|d| d.replace('-', "_"))
+                .filter(|d| !builtin.contains(d))
+                .collect();
+            for d in &deps {
+                if !found.contains_key(d) && !pending.contains(d) && !next.contains(d) {
+                    next.push(d.clone());
+                }
+            }
+            found.insert(name.clone(), (bytes, deps));
+        }
+        pending = next;
     }
-    if !dpkg_status.success() {
-        bail!(
-            "dpkg-deb --fsys-tarfile {} failed ({dpkg_status})",
-            deb.display()
-        );
+    let deps: BTreeMap<&str, &[String]> = found
+        .iter()
+        .map(|(n, (_, d))| (n.as_str(), d.as_slice()))
+        .collect();
+    let order = load_order(&GUEST_DRIVERS, &deps);
+    let mod_dir = dir.join("modules");
+    fs::create_dir_all(&mod_dir).with_context(|| format!("creating {}", mod_dir.display()))?;
+    let mut files = Vec::new();
+    for name in &order {
+        let file = format!("{name}.ko");
+        util::write_atomic(&mod_dir.join(&file), &found[name].0)?;
+        files.push(file);
     }
-    let Some(found) = find_vmlinuz(&extract) else {
-        return Ok(None);
-    };
-    let bytes = fs::read(&found).with_context(|| format!("reading {}", found.display()))?;
-    Ok(Some(bytes))
+    status(
+        "kernel",
+        format!("{abi}: the guest loads {}", order.join(", ")),
+    );
+    util::write_atomic(&list, format!("{}\n", files.join("\n")).as_bytes())?;
+    Ok(files.iter().map(|f| mod_dir.join(f)).collect())
 }
 
-/// The first regular file named `vmlinuz` or `vmlinuz-*` below `dir`.
-fn find_vmlinuz(dir: &Path) -> Option<PathBuf> {
+/// The text of `modules.builtin` from whichever of the kernel's packages ships it
+/// (linux-base-<abi> in 7.x, linux-image-<abi> in 6.x).
+fn find_builtin(debs: &mut Debs<'_>, image: &str, abi: &str) -> Result<String> {
+    let mut pkgs: Vec<String> = debs
+        .apt
+        .depends(image)?
+        .into_iter()
+        .filter(|p| p.starts_with("linux-base-"))
+        .collect();
+    pkgs.push(image.to_owned());
+    for pkg in &pkgs {
+        if !debs.apt.has_package(pkg) {
+            continue;
+        }
+        let x = debs.extract(pkg, &["*/modules.builtin".to_owned()])?;
+        if let Some(p) = find_file(&x, |n| n == "modules.builtin") {
+            return fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()));
+        }
+    }
+    bail!(
+        "none of {pkgs:?} has a modules.builtin: cannot tell whether {abi} has {} built in",
+        GUEST_DRIVERS.join(" and ")
+    )
+}
+
+/// `virtio_console` for `kernel/drivers/char/virtio_console.ko` (or `.ko.xz`, or a name with
+/// `-`, which module names spell `_`); None for anything else.
+fn module_name(path: &str) -> Option<String> {
+    let file = path.trim().rsplit('/').next()?;
+    let (stem, _) = file.split_once(".ko")?;
+    let rest = &file[stem.len() + 3..];
+    (rest.is_empty() || rest.starts_with('.')).then(|| stem.replace('-', "_"))
+}
+
+/// A module file's bytes, uncompressed (`.ko.xz` through the host's xz).
+fn read_module(path: &Path) -> Result<Vec<u8>> {
+    let name = path.to_string_lossy();
+    if name.ends_with(".ko") {
+        return fs::read(path).with_context(|| format!("reading {}", path.display()));
+    }
+    if name.ends_with(".ko.xz") {
+        let xz = host::ensure_xz()?;
+        let out = Command::new(xz)
+            .arg("-dc")
+            .arg(path)
+            .stdin(Stdio::null())
+            .output()
+            .context("running xz")?;
+        if !out.status.success() {
+            bail!(
+                "xz -dc {} failed: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        return Ok(out.stdout);
+    }
+    bail!(
+        "{} is compressed in a format the harness does not unpack (only .ko and .ko.xz)",
+        path.display()
+    )
+}
+
+/// `roots` and the modules they need, each after its dependencies (only names in `deps`, the
+/// modules to load, count; built-in ones are already there).
+fn load_order(roots: &[&str], deps: &BTreeMap<&str, &[String]>) -> Vec<String> {
+    fn visit<'a>(
+        name: &'a str,
+        deps: &BTreeMap<&str, &'a [String]>,
+        seen: &mut BTreeSet<&'a str>,
+        out: &mut Vec<String>,
+    ) {
+        let Some(&ds) = deps.get(name) else {
+            return;
+        };
+        if !seen.insert(name) {
+            return;
+        }
+        for d in ds {
+            visit(d, deps, seen, out);
+        }
+        out.push(name.to_owned());
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for r in roots {
+        visit(r, deps, &mut seen, &mut out);
+    }
+    out
+}
+
+/// Kernel packages downloaded once each into a work dir and unpacked in parts.
+struct Debs<'a> {
+    apt: &'a Apt,
+    work: PathBuf,
+    downloaded: HashMap<String, PathBuf>,
+    extracts: u32,
+}
+
+impl Debs<'_> {
+    /// The .deb of `pkg`, downloaded on first use.
+    fn deb(&mut self, pkg: &str) -> Result<PathBuf> {
+        if let Some(deb) = self.downloaded.get(pkg) {
+            return Ok(deb.clone());
+        }
+        let dir = self.work.join(format!("deb-{}", self.downloaded.len()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let start = Instant::now();
+        self.apt.run("apt-get", &["download", pkg], Some(&dir))?;
+        let deb = fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|e| e == "deb"))
+            .with_context(|| format!("apt-get download {pkg} left no .deb in {}", dir.display()))?;
+        let size = fs::metadata(&deb)?.len();
+        status(
+            "kernel",
+            format!(
+                "downloaded {pkg} ({:.1} MB in {:.1} s)",
+                size as f64 / 1e6,
+                start.elapsed().as_secs_f64()
+            ),
+        );
+        self.downloaded.insert(pkg.to_owned(), deb.clone());
+        Ok(deb)
+    }
+
+    /// Unpacks the members of `pkg` that match any of the tar wildcards `patterns` into a
+    /// fresh directory and returns it (empty if none matched). Only these are unpacked: a
+    /// kernel package holds ~500 MB of modules.
+    fn extract(&mut self, pkg: &str, patterns: &[String]) -> Result<PathBuf> {
+        let deb = self.deb(pkg)?;
+        self.extracts += 1;
+        let dest = self.work.join(format!("x-{}", self.extracts));
+        fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+        let mut dpkg = Command::new("dpkg-deb")
+            .arg("--fsys-tarfile")
+            .arg(&deb)
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("running dpkg-deb")?;
+        let data = dpkg.stdout.take().context("dpkg-deb stdout")?;
+        // tar fails when a pattern matched nothing, which is an answer here, not an error:
+        // callers look at what was unpacked.
+        let _ = Command::new("tar")
+            .arg("-x")
+            .arg("-C")
+            .arg(&dest)
+            .arg("--wildcards")
+            .args(patterns)
+            .stdin(data)
+            .stderr(Stdio::null())
+            .status()
+            .context("running tar")?;
+        let dpkg_status = dpkg.wait().context("waiting for dpkg-deb")?;
+        if !dpkg_status.success() {
+            bail!(
+                "dpkg-deb --fsys-tarfile {} failed ({dpkg_status})",
+                deb.display()
+            );
+        }
+        Ok(dest)
+    }
+}
+
+/// The first regular file below `dir` whose name satisfies `wanted`.
+fn find_file(dir: &Path, wanted: impl Fn(&str) -> bool) -> Option<PathBuf> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in fs::read_dir(&d).ok()?.flatten() {
@@ -251,12 +559,8 @@ fn find_vmlinuz(dir: &Path) -> Option<PathBuf> {
             let ft = entry.file_type().ok()?;
             if ft.is_dir() {
                 stack.push(path);
-            } else if ft.is_file() {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if name == "vmlinuz" || name.starts_with("vmlinuz-") {
-                    return Some(path);
-                }
+            } else if ft.is_file() && wanted(&entry.file_name().to_string_lossy()) {
+                return Some(path);
             }
         }
     }
@@ -269,26 +573,149 @@ mod tests {
 
     #[test]
     fn kernel_names_parse() {
+        assert_eq!("7.3".parse::<Kernel>().unwrap(), Kernel::Debian73);
         assert_eq!("7.2".parse::<Kernel>().unwrap(), Kernel::Debian72);
         assert_eq!("6.12".parse::<Kernel>().unwrap(), Kernel::Debian612);
-        assert!("5.10".parse::<Kernel>().is_err());
+        assert_eq!("6.1".parse::<Kernel>().unwrap(), Kernel::Debian61);
+        let err = "5.10".parse::<Kernel>().unwrap_err().to_string();
+        assert!(err.contains("6.1 (Debian bookworm)"), "{err}");
         assert_eq!(Kernel::Debian72.suite(), Some("sid"));
+        assert_eq!(Kernel::Debian73.suite(), Some("trixie-backports"));
+        assert_eq!(Kernel::Debian73.userland_suite(), Some("trixie"));
+        assert_eq!(Kernel::Debian61.suite(), Some("bookworm"));
+        for k in [
+            Kernel::Debian73,
+            Kernel::Debian72,
+            Kernel::Debian612,
+            Kernel::Debian61,
+        ] {
+            let name = k.to_string();
+            let short = name.split_whitespace().next().unwrap();
+            assert_eq!(short.parse::<Kernel>().unwrap(), k);
+            assert!(
+                KERNEL_NAMES.contains(&name),
+                "{name} missing from {KERNEL_NAMES}"
+            );
+        }
     }
 
     #[test]
     fn vmlinuz_is_found_in_both_layouts() {
+        let vmlinuz = |n: &str| n == "vmlinuz" || n.starts_with("vmlinuz-");
         let t = tempfile::tempdir().unwrap();
         let sid = t.path().join("sid/usr/lib/modules/7.2.13+deb14-amd64");
         fs::create_dir_all(&sid).unwrap();
         fs::write(sid.join("vmlinuz"), b"k").unwrap();
         assert_eq!(
-            find_vmlinuz(&t.path().join("sid")),
+            find_file(&t.path().join("sid"), vmlinuz),
             Some(sid.join("vmlinuz"))
         );
         let trixie = t.path().join("trixie/boot");
         fs::create_dir_all(&trixie).unwrap();
         fs::write(trixie.join("vmlinuz-6.12.117+deb13-amd64"), b"k").unwrap();
-        assert!(find_vmlinuz(&t.path().join("trixie")).is_some());
-        assert_eq!(find_vmlinuz(&t.path().join("nothing")), None);
+        assert!(find_file(&t.path().join("trixie"), vmlinuz).is_some());
+        assert_eq!(find_file(&t.path().join("nothing"), vmlinuz), None);
+    }
+
+    #[test]
+    fn module_names_come_from_paths() {
+        let name = |p| module_name(p);
+        assert_eq!(
+            name("kernel/drivers/char/virtio_console.ko").as_deref(),
+            Some("virtio_console")
+        );
+        assert_eq!(
+            name("./usr/lib/modules/7.3/kernel/drivers/virtio/virtio-pci.ko.xz").as_deref(),
+            Some("virtio_pci")
+        );
+        assert_eq!(
+            name("virtio_pci_modern_dev.ko").as_deref(),
+            Some("virtio_pci_modern_dev")
+        );
+        assert_eq!(name("modules.builtin"), None);
+        assert_eq!(name("kernel/foo.kobj"), None);
+    }
+
+    #[test]
+    fn modules_load_after_their_dependencies() {
+        // 6.1: virtio and virtio_ring are modules too; built-in ones are not in `deps`.
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        let (pci, console, modern, legacy, ring, virtio) = (
+            s(&[
+                "virtio_pci_modern_dev",
+                "virtio_pci_legacy_dev",
+                "virtio",
+                "virtio_ring",
+            ]),
+            s(&["virtio", "virtio_ring"]),
+            s(&[]),
+            s(&[]),
+            s(&[]),
+            s(&["virtio_ring"]),
+        );
+        let deps: BTreeMap<&str, &[String]> = [
+            ("virtio_pci", pci.as_slice()),
+            ("virtio_console", console.as_slice()),
+            ("virtio_pci_modern_dev", modern.as_slice()),
+            ("virtio_pci_legacy_dev", legacy.as_slice()),
+            ("virtio_ring", ring.as_slice()),
+            ("virtio", virtio.as_slice()),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            load_order(&GUEST_DRIVERS, &deps),
+            [
+                "virtio_pci_modern_dev",
+                "virtio_pci_legacy_dev",
+                "virtio_ring",
+                "virtio",
+                "virtio_pci",
+                "virtio_console"
+            ]
+        );
+        // Built in (not in `deps`): nothing to load.
+        assert!(load_order(&GUEST_DRIVERS, &BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn module_lists_name_files_that_exist() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(read_module_list(t.path()), None, "no list: not checked yet");
+        fs::write(t.path().join(MODULE_LIST), "").unwrap();
+        assert_eq!(read_module_list(t.path()), Some(Vec::new()));
+        fs::write(t.path().join(MODULE_LIST), "virtio.ko\nvirtio_console.ko\n").unwrap();
+        assert_eq!(read_module_list(t.path()), None, "listed files missing");
+        fs::create_dir_all(t.path().join("modules")).unwrap();
+        for f in ["virtio.ko", "virtio_console.ko"] {
+            fs::write(t.path().join("modules").join(f), b"\x7fELF").unwrap();
+        }
+        assert_eq!(
+            read_module_list(t.path()),
+            Some(vec![
+                t.path().join("modules/virtio.ko"),
+                t.path().join("modules/virtio_console.ko")
+            ])
+        );
+    }
+
+    #[test]
+    fn xz_modules_are_unpacked_on_the_host() {
+        let Some(xz) = util::which("xz") else {
+            return;
+        };
+        let t = tempfile::tempdir().unwrap();
+        let ko = t.path().join("m.ko");
+        fs::write(&ko, b"\x7fELF module bytes").unwrap();
+        assert_eq!(read_module(&ko).unwrap(), b"\x7fELF module bytes");
+        let st = Command::new(xz).arg("-k").arg(&ko).status().unwrap();
+        assert!(st.success());
+        fs::remove_file(&ko).unwrap();
+        assert_eq!(
+            read_module(&t.path().join("m.ko.xz")).unwrap(),
+            b"\x7fELF module bytes"
+        );
+        fs::write(t.path().join("m.ko.zst"), b"x").unwrap();
+        assert!(read_module(&t.path().join("m.ko.zst")).is_err());
     }
 }

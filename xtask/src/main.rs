@@ -29,13 +29,15 @@ enum Cmd {
     BuildStatic,
     /// Download (or find cached) a guest kernel and print its path and release.
     Kernel {
-        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        /// 7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian trixie), 6.1 (Debian
+        /// bookworm) or a path to a bzImage.
         #[arg(long, default_value = "7.2")]
         kernel: Kernel,
     },
     /// Run CMD as root in a fresh QEMU guest with damon-trace on PATH; exits with CMD's status.
     Vm {
-        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        /// 7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian trixie), 6.1 (Debian
+        /// bookworm) or a path to a bzImage.
         #[arg(long, default_value = "7.2")]
         kernel: Kernel,
         /// Receives what CMD writes under /out (cleared first). Default: target/vm-out.
@@ -71,7 +73,8 @@ enum Cmd {
     /// quits). Without a terminal, or with --report: record a while and print the report; the
     /// capture is left in target/vm-out/damon.dtcap for `damon-trace report`.
     Demo {
-        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        /// 7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian trixie), 6.1 (Debian
+        /// bookworm) or a path to a bzImage.
         #[arg(long, default_value = "7.2")]
         kernel: Kernel,
         /// Record and print the report instead of the live screen (works without a terminal).
@@ -99,7 +102,8 @@ enum Cmd {
         /// How long to record.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=24 * 60))]
         minutes: u64,
-        /// 7.2 (Debian sid), 6.12 (Debian trixie) or a path to a bzImage.
+        /// 7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian trixie), 6.1 (Debian
+        /// bookworm) or a path to a bzImage.
         #[arg(long, default_value = "7.2")]
         kernel: Kernel,
     },
@@ -130,7 +134,8 @@ enum Cmd {
         /// Rounds of the five configurations (medians over rounds are reported).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
-        /// 7.2 (Debian sid) or 6.12 (Debian trixie): the guest kernel and bpftrace's suite.
+        /// 7.3 (Debian trixie-backports, bpftrace from trixie), 7.2 (Debian sid), 6.12 (Debian
+        /// trixie) or 6.1 (Debian bookworm): the guest kernel and bpftrace's suite.
         #[arg(long, default_value = "7.2")]
         kernel: Kernel,
         /// The traced kernel function the loop calls (getppid's).

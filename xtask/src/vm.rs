@@ -205,6 +205,7 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         env: &opts.env,
         files: &opts.files,
         trees: &opts.trees,
+        modules: &kernel.modules,
         nonce: &nonce,
         tty: opts.interactive.as_ref().map(|i| GuestTty {
             rows: i.rows,
