@@ -297,14 +297,19 @@ pub enum Counter {
     RingFull = 2,
     /// Entries whose stamp could not be stored (stamp map full).
     StampFull = 3,
-    /// Entries nested deeper than [`STAMP_DEPTH`] on one task (recursion, or interrupts nesting
-    /// in interrupts): counted, not timed.
+    /// Retired: entries nested deeper than [`STAMP_DEPTH`] while stamps were paired by depth.
+    /// Pairing by invocation ([`StampStack::open`]) never produces it; older captures have it.
     TooDeep = 4,
-    /// Exits without a matching entry (call started before the entry probe was attached).
+    /// Exits without an entry of the same invocation: the call started before the entry probe
+    /// was attached, or the kernel skipped the entry probe (it then counts the skip).
     OrphanExits = 5,
+    /// Entries whose exit never came: the kernel skipped the exit probe, so a later entry of
+    /// the same invocation frame, or the exit of an enclosing call, found the stamp still open
+    /// (or four stamps were open on one task). Discarded, never turned into a duration.
+    StaleEntries = 6,
 }
 
-pub const NR_COUNTERS: u32 = 6;
+pub const NR_COUNTERS: u32 = 7;
 
 impl Counter {
     pub const ALL: [Counter; NR_COUNTERS as usize] = [
@@ -314,6 +319,7 @@ impl Counter {
         Counter::StampFull,
         Counter::TooDeep,
         Counter::OrphanExits,
+        Counter::StaleEntries,
     ];
 
     pub const fn index(self, func: u32) -> u32 {
@@ -321,21 +327,118 @@ impl Counter {
     }
 }
 
-/// How many nested open calls of one function one task can time. A task's calls nest strictly
+/// How many open calls of one function one task can time at once (a power of two). A task's calls nest strictly
 /// (an interrupt that calls the function while the task is inside it returns before the task
 /// goes on), so a small stack per (task, function) times them all: task, softirq, hardirq, NMI.
 pub const STAMP_DEPTH: usize = 4;
+const _: () = assert!(STAMP_DEPTH.is_power_of_two());
 
-/// Entry stamps of the open calls of one function on one task, innermost last.
+/// Entry stamps of the open calls of one function on one task, innermost last, each tagged with
+/// the invocation it belongs to.
+///
+/// The frame identifies one invocation among those open at a moment: with fentry/fexit, the
+/// address of the trampoline's argument area (the context both programs of one call receive);
+/// with kprobe/kretprobe, the stack pointer just after the function returns (entry `sp` + 8,
+/// return `sp`). Two open invocations never share a frame, so an exit is paired only with the
+/// entry of its own invocation, whatever runs the kernel skipped:
+/// - an exit whose entry was skipped finds no stamp with its frame: an orphan, not timed;
+/// - an entry whose exit was skipped leaves a stale stamp; it is discarded (counted) when an
+///   entry of the same frame comes (the frame is free again, so the old call has ended), when
+///   the exit of a call opened before it comes (calls nest, so everything opened after an
+///   exiting call has ended), or when all [`STAMP_DEPTH`] slots are taken (the oldest goes).
+///
+/// A duration is built only from an entry and an exit of one frame with no other entry of that
+/// frame between them. The one sequence that still pairs two invocations needs two skips of one
+/// task in a row at one frame: an exit skipped, then the next entry at that frame skipped too;
+/// the kernel counts both (see `skipped_entries`/`skipped_exits` in the accounting), and with
+/// kprobes, whose skips come as whole calls, it cannot happen.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StampStack {
-    /// Open calls, including those deeper than [`STAMP_DEPTH`] (which have no stamp).
+    /// Open calls (at most [`STAMP_DEPTH`]).
     pub depth: u32,
     pub _pad: u32,
+    /// The invocation frame of each open call.
+    pub frames: [u64; STAMP_DEPTH],
     pub stamps: [u64; STAMP_DEPTH],
     /// The `arg0`/`arg1` read at each stamped entry.
     pub args: [[i64; 2]; STAMP_DEPTH],
+}
+
+/// What [`StampStack::close`] gives for an exit that has its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenCall {
+    pub stamp: u64,
+    pub args: [i64; 2],
+    /// Stale stamps discarded above it (their exits were skipped).
+    pub stale: u32,
+}
+
+impl StampStack {
+    /// Opens a call of invocation `frame`: returns the slot whose stamp the caller writes (last,
+    /// so the stamp excludes this work) and how many stale stamps were discarded.
+    #[inline(always)]
+    pub fn open(&mut self, frame: u64, args: [i64; 2]) -> (usize, u32) {
+        let mut depth = self.depth as usize;
+        if depth > STAMP_DEPTH {
+            depth = STAMP_DEPTH;
+        }
+        let mut stale = 0u32;
+        // A stamp of this very frame is a call that has ended without its exit: it and every
+        // stamp pushed after it are stale.
+        let mut i = 0;
+        while i < STAMP_DEPTH {
+            if i < depth && self.frames[i] == frame {
+                stale = (depth - i) as u32;
+                depth = i;
+                break;
+            }
+            i += 1;
+        }
+        if depth == STAMP_DEPTH {
+            // No real nesting is this deep: the oldest stamp is one whose exit was skipped.
+            let mut j = 1;
+            while j < STAMP_DEPTH {
+                self.frames[j - 1] = self.frames[j];
+                self.stamps[j - 1] = self.stamps[j];
+                self.args[j - 1] = self.args[j];
+                j += 1;
+            }
+            depth = STAMP_DEPTH - 1;
+            stale += 1;
+        }
+        // `depth < STAMP_DEPTH` here; the mask says so to verifiers (Linux 6.1's) that lose
+        // the bound through the search above. STAMP_DEPTH is a power of two.
+        let slot = depth & (STAMP_DEPTH - 1);
+        self.frames[slot] = frame;
+        self.args[slot] = args;
+        self.stamps[slot] = 0;
+        self.depth = slot as u32 + 1;
+        (slot, stale)
+    }
+
+    /// Closes the call of invocation `frame`: its stamp and arguments, or `None` when no open
+    /// call has that frame (an orphan exit). Stamps opened after it are discarded as stale.
+    #[inline(always)]
+    pub fn close(&mut self, frame: u64) -> Option<OpenCall> {
+        let mut depth = self.depth as usize;
+        if depth > STAMP_DEPTH {
+            depth = STAMP_DEPTH;
+        }
+        let mut i = STAMP_DEPTH;
+        while i > 0 {
+            i -= 1;
+            if i < depth && self.frames[i] == frame {
+                self.depth = i as u32;
+                return Some(OpenCall {
+                    stamp: self.stamps[i],
+                    args: self.args[i],
+                    stale: (depth - 1 - i) as u32,
+                });
+            }
+        }
+        None
+    }
 }
 
 /// Key of an entry stamp stack: one per (task, function). The idle tasks of all CPUs share

@@ -1,9 +1,10 @@
 //! Kernel side of damon-trace: per-call latency of the traced functions.
 //!
 //! Each function has two program pairs, fentry/fexit and kprobe/kretprobe; the loader attaches
-//! one pair. Entry pushes a timestamp on a small per-(task, function) stack; exit pops it and
-//! writes one [`CallRecord`] into the ring buffer. Every outcome that is not a record bumps a
-//! per-CPU counter, so userspace can account for every call.
+//! one pair. Entry pushes a timestamp, tagged with its invocation frame, on a small
+//! per-(task, function) stack; the exit of the same frame takes it and writes one
+//! [`CallRecord`] into the ring buffer (or adds the call to a histogram). Every outcome that is
+//! not a record bumps a per-CPU counter, so userspace can account for every call.
 #![no_std]
 #![no_main]
 // The bpf target has no compare-and-swap in its spec, so `AtomicU64` lacks `fetch_add` and
@@ -26,7 +27,7 @@ use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
     CallRecord, Counter, DEFAULT_HIST_WIDTH_NS, DEFAULT_RING_BYTES, FunctionId, HIST_BUCKETS,
     HistStats, MAX_FUNCS, MAX_IN_FLIGHT, MAX_NODE_RANGES, MODE_KERNEL, MODE_STREAM, NR_COUNTERS,
-    NodePfnRange, OFFSET_UNKNOWN, STAMP_DEPTH, StampStack, hist_bucket, stamp_key,
+    NodePfnRange, OFFSET_UNKNOWN, StampStack, hist_bucket, stamp_key,
 };
 
 /// What exit programs do with a timed call: [`MODE_STREAM`] and/or [`MODE_KERNEL`] bits, set by
@@ -198,6 +199,48 @@ impl Args for ProbeContext {
     }
 }
 
+/// The invocation a probe runs for (see [`StampStack`]): equal in the entry and the exit probe
+/// of one call, different for any two calls open at the same moment.
+trait Frame {
+    fn frame(&self) -> u64;
+}
+
+/// fentry and fexit of one call receive the same context: the argument area on the
+/// trampoline's stack frame (`arch_prepare_bpf_trampoline` passes `rbp - regs_off` to both).
+/// Kept as a number, which needs a privileged loader (pointer leaks into a map).
+impl Frame for FEntryContext {
+    #[inline(always)]
+    fn frame(&self) -> u64 {
+        self.as_ptr() as u64
+    }
+}
+
+impl Frame for FExitContext {
+    #[inline(always)]
+    fn frame(&self) -> u64 {
+        self.as_ptr() as u64
+    }
+}
+
+/// At a function-entry kprobe `sp` points at the return address (the rethook saves and
+/// replaces it there); at the return probe `sp` is one word above it, the return address
+/// popped. Both are the stack pointer just after the call returns.
+impl Frame for ProbeContext {
+    #[inline(always)]
+    fn frame(&self) -> u64 {
+        // SAFETY: the context of a kprobe program is the probed task's pt_regs.
+        unsafe { (*self.regs).rsp }.wrapping_add(8)
+    }
+}
+
+impl Frame for RetProbeContext {
+    #[inline(always)]
+    fn frame(&self) -> u64 {
+        // SAFETY: as above.
+        unsafe { (*self.regs).rsp }
+    }
+}
+
 /// No arguments kept.
 #[inline(always)]
 fn no_args(_a: &impl Args) -> [i64; 2] {
@@ -241,8 +284,13 @@ fn add(slot: *mut u64, v: u64) {
 
 #[inline(always)]
 fn bump(func: u32, counter: Counter) {
+    add_counter(func, counter, 1);
+}
+
+#[inline(always)]
+fn add_counter(func: u32, counter: Counter, v: u64) {
     if let Some(slot) = COUNTERS.get_ptr_mut(counter.index(func)) {
-        add(slot, 1);
+        add(slot, v);
     }
 }
 
@@ -321,30 +369,27 @@ fn idle_cpu(tid: u32) -> u32 {
     }
 }
 
+/// Opens a call of invocation `frame` (see [`StampStack`]): stamps it on the task's stack.
 #[inline(always)]
-fn on_entry(func: u32, args: [i64; 2]) {
+fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
     bump(func, Counter::Calls);
     let tid = bpf_get_current_pid_tgid() as u32;
     let key = stamp_key(tid, idle_cpu(tid), func);
     if let Some(stack) = STAMPS.get_ptr_mut(key) {
         // SAFETY: only this task (or code nested in it on this CPU) uses this key.
         let stack = unsafe { &mut *stack };
-        let depth = stack.depth as usize;
-        stack.depth += 1;
-        if depth < STAMP_DEPTH {
-            stack.args[depth] = args;
+        let (slot, stale) = stack.open(frame, args);
+        if stale > 0 {
+            add_counter(func, Counter::StaleEntries, u64::from(stale));
+        }
+        if let Some(s) = stack.stamps.get_mut(slot) {
             // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
-            stack.stamps[depth] = unsafe { bpf_ktime_get_ns() };
-        } else {
-            bump(func, Counter::TooDeep);
+            *s = unsafe { bpf_ktime_get_ns() };
         }
         return;
     }
-    let mut stack = StampStack {
-        depth: 1,
-        ..StampStack::default()
-    };
-    stack.args[0] = args;
+    let mut stack = StampStack::default();
+    stack.open(frame, args);
     // SAFETY: helper without preconditions.
     stack.stamps[0] = unsafe { bpf_ktime_get_ns() };
     if STAMPS.insert(key, stack, BPF_NOEXIST as u64).is_err() {
@@ -352,8 +397,9 @@ fn on_entry(func: u32, args: [i64; 2]) {
     }
 }
 
+/// Closes the call of invocation `frame`: a record (stream) and/or a histogram entry (kernel).
 #[inline(always)]
-fn on_exit(func: u32, value: i64) {
+fn on_exit(func: u32, frame: u64, value: i64) {
     // SAFETY: helper without preconditions; read first so the duration excludes our own work.
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -366,23 +412,20 @@ fn on_exit(func: u32, value: i64) {
     };
     // SAFETY: see on_entry.
     let stack = unsafe { &mut *stack };
-    if stack.depth == 0 {
+    // The entry stays (at depth 0 once nothing is open): the task's next call finds it with a
+    // lookup, with no insert or delete (bucket lock, free list) per call. Userspace deletes
+    // the entries of tasks that have exited (`Tracer::collect_stamps`). The stamp and its args
+    // are copied out before anything else runs: a program nested on this CPU could reuse the
+    // slot just freed.
+    let Some(call) = stack.close(frame) else {
         bump(func, Counter::OrphanExits);
         return;
+    };
+    if call.stale > 0 {
+        add_counter(func, Counter::StaleEntries, u64::from(call.stale));
     }
-    stack.depth -= 1;
-    let depth = stack.depth as usize;
-    if depth >= STAMP_DEPTH {
-        // Entry was counted as TooDeep and never stamped.
-        return;
-    }
-    // The entry stays at depth 0: the task's next call finds it with a lookup, with no insert
-    // or delete (bucket lock, free list) per call. Userspace deletes the entries of tasks that
-    // have exited (`Tracer::collect_stamps`).
-    let entry_ns = stack.stamps[depth];
-    // Read with the stamp, before anything else runs: a program nested on this CPU could
-    // push onto the slot just freed.
-    let [arg0, arg1] = stack.args[depth];
+    let entry_ns = call.stamp;
+    let [arg0, arg1] = call.args;
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
     if mode & MODE_KERNEL != 0 {
@@ -429,27 +472,27 @@ macro_rules! traced {
      $args:expr, |$raw:ident : $ty:ty| $value:expr) => {
         #[fentry(function = $sym)]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
-            on_entry($id, $args(&ctx));
+            on_entry($id, ctx.frame(), $args(&ctx));
             0
         }
 
         #[fexit(function = $sym)]
         pub fn $fexit(ctx: FExitContext) -> u32 {
             let $raw: $ty = ctx.ret().unwrap_or_default();
-            on_exit($id, $value);
+            on_exit($id, ctx.frame(), $value);
             0
         }
 
         #[kprobe]
         pub fn $kprobe(ctx: ProbeContext) -> u32 {
-            on_entry($id, $args(&ctx));
+            on_entry($id, ctx.frame(), $args(&ctx));
             0
         }
 
         #[kretprobe]
         pub fn $kretprobe(ctx: RetProbeContext) -> u32 {
             let $raw: $ty = ctx.ret();
-            on_exit($id, $value);
+            on_exit($id, ctx.frame(), $value);
             0
         }
     };
@@ -530,26 +573,26 @@ traced!(
 macro_rules! user_slot {
     ($id:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident) => {
         #[fentry]
-        pub fn $fentry(_ctx: FEntryContext) -> u32 {
-            on_entry($id, [0, 0]);
+        pub fn $fentry(ctx: FEntryContext) -> u32 {
+            on_entry($id, ctx.frame(), [0, 0]);
             0
         }
 
         #[fexit]
-        pub fn $fexit(_ctx: FExitContext) -> u32 {
-            on_exit($id, 0);
+        pub fn $fexit(ctx: FExitContext) -> u32 {
+            on_exit($id, ctx.frame(), 0);
             0
         }
 
         #[kprobe]
-        pub fn $kprobe(_ctx: ProbeContext) -> u32 {
-            on_entry($id, [0, 0]);
+        pub fn $kprobe(ctx: ProbeContext) -> u32 {
+            on_entry($id, ctx.frame(), [0, 0]);
             0
         }
 
         #[kretprobe]
-        pub fn $kretprobe(_ctx: RetProbeContext) -> u32 {
-            on_exit($id, 0);
+        pub fn $kretprobe(ctx: RetProbeContext) -> u32 {
+            on_exit($id, ctx.frame(), 0);
             0
         }
     };

@@ -29,9 +29,27 @@ use crate::{
 
 #[derive(Debug, Args)]
 pub struct LoopArgs {
-    /// System calls to time (after a warm-up of a tenth as many).
+    /// System calls each task times (after a warm-up of a tenth as many, unless --no-warmup).
     #[arg(long, default_value_t = 1_000_000)]
     pub calls: u64,
+    /// Tasks (threads) that each run the loop at the same time.
+    #[arg(long, default_value_t = 1)]
+    pub tasks: u32,
+    /// Where the tasks run: `none` (the scheduler decides), `same` (all on CPU 0, so they
+    /// preempt one another) or `spread` (task i on CPU i modulo the CPUs).
+    #[arg(long, value_enum, default_value_t = Pin::None)]
+    pub pin: Pin,
+    /// No warm-up: every task makes exactly --calls system calls (the exactness tests count
+    /// them).
+    #[arg(long)]
+    pub no_warmup: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pin {
+    None,
+    Same,
+    Spread,
 }
 
 #[derive(Debug, Args)]
@@ -53,22 +71,62 @@ pub struct DecodeArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// `bench-loop`: prints one JSON line `{"calls":N,"elapsed_ns":T,"ns_per_call":X}`.
+/// `bench-loop`: prints one JSON line `{"calls":N,"elapsed_ns":T,"ns_per_call":X,...}`: the
+/// timed calls of all tasks, the longest task's loop, and `made` (every getppid call made,
+/// warm-up included: the ground truth for the exactness tests) with each task's loop time.
 pub fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
     let calls = args.calls.max(1);
-    getppid_loop(calls / 10);
-    let start = clock_ns();
-    getppid_loop(calls);
-    let elapsed = clock_ns() - start;
+    let warmup = if args.no_warmup { 0 } else { calls / 10 };
+    let tasks = args.tasks.max(1);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let start_all = std::sync::Barrier::new(tasks as usize);
+    let loops: Vec<u64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..tasks as usize)
+            .map(|i| {
+                let start_all = &start_all;
+                scope.spawn(move || {
+                    match args.pin {
+                        Pin::None => {}
+                        Pin::Same => pin_to(0),
+                        Pin::Spread => pin_to(i % cpus),
+                    }
+                    getppid_loop(warmup);
+                    start_all.wait();
+                    let start = clock_ns();
+                    getppid_loop(calls);
+                    clock_ns() - start
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(u64::MAX))
+            .collect()
+    });
+    let elapsed = loops.iter().copied().max().unwrap_or(0);
+    let timed = calls * u64::from(tasks);
     println!(
         "{}",
         json!({
-            "calls": calls,
+            "calls": timed,
             "elapsed_ns": elapsed,
             "ns_per_call": elapsed as f64 / calls as f64,
+            "made": (calls + warmup) * u64::from(tasks),
+            "tasks": tasks,
+            "task_loop_ns": loops,
         })
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Pins the calling thread to `cpu` (best effort: a failure leaves it where it is).
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above, for a CPU number below the set's capacity.
+    unsafe { libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set) };
+    // SAFETY: pid 0 is this thread; the set is valid for its size.
+    let _ = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
 }
 
 /// `n` raw getppid system calls (libc's wrapper might one day cache the answer).

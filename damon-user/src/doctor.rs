@@ -147,6 +147,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         )
     });
 
+    checks.push(preemption_check(&ident.release));
     checks.push(damon_check());
     checks.push(
         match crate::damon::scenario_leftover(&crate::damon::SysfsRoot::system()) {
@@ -232,6 +233,32 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         can_trace,
         verdict,
     }
+}
+
+/// The preemption model and what it means for each attach method (see `Preemption`).
+fn preemption_check(release: &str) -> Check {
+    let p = kernel::Preemption::read();
+    let model = p.model.as_deref().unwrap_or("unknown");
+    let kprobe_skips = if crate::probe::skips::kernel_counts_kprobe_skips(release) {
+        "the kernel counts every probe run it skips (shown as skipped entries/exits)"
+    } else {
+        "this kernel (< 6.7) counts skipped fentry/fexit runs but not skipped kprobe runs"
+    };
+    let found = if p.preempts_trampolines() {
+        format!(
+            "preemption model {model} ({}): a task can be preempted inside a fentry/fexit probe, \
+             and the kernel then skips that probe for the other tasks on the CPU; kprobe probes \
+             run with preemption disabled, so --attach auto uses kprobe here; {kprobe_skips}",
+            p.source
+        )
+    } else {
+        format!(
+            "preemption model {model} ({}): probes are not preempted, so --attach auto uses \
+             fentry/fexit (the cheaper pair); {kprobe_skips}",
+            p.source
+        )
+    };
+    check("preemption", Level::Ok, found, None)
 }
 
 /// kernel.ftrace_enabled: 0 leaves fentry/fexit trampolines unpatched (verified on 7.2: the

@@ -223,18 +223,18 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let written = writer
         .finish(&summary)
         .with_context(|| format!("finishing capture {}", args.output.display()))?;
-    let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
+    let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
     if args.mode.mode.bits() == damon_common::MODE_KERNEL {
         let bucketed: u64 = summary.kernel_hist.values().map(|h| h.count).sum();
         eprintln!(
-            "wrote the kernel's histograms of {bucketed} calls ({calls} calls seen) to {} in \
+            "wrote the kernel's histograms of {bucketed} calls ({calls} calls made) to {} in \
              {:.1} s",
             args.output.display(),
             summary.duration_ns as f64 / 1e9
         );
     } else {
         eprintln!(
-            "wrote {} records ({} calls seen) to {} in {:.1} s",
+            "wrote {} records ({} calls made) to {} in {:.1} s",
             written,
             calls,
             args.output.display(),
@@ -280,7 +280,7 @@ pub fn accounting_warnings(
         .iter()
         .filter_map(|(&id, c)| drop_warning(&name(id), c, ring_size))
         .collect();
-    let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
+    let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
     let accounted: u64 = summary
         .counters
         .values()
@@ -329,15 +329,46 @@ pub fn drop_warning(name: &str, c: &FunctionCounters, ring_size: u32) -> Option<
             damon_common::STAMP_DEPTH
         ));
     }
+    let skipped_entries = c.skipped_entries.unwrap_or(0);
+    if skipped_entries > 0 {
+        why.push(format!(
+            "the kernel skipped the entry probe of {skipped_entries}"
+        ));
+    }
+    if c.stale_entries > 0 {
+        why.push(format!(
+            "the kernel skipped the exit probe of {} (their entry stamps were discarded, not \
+             timed)",
+            c.stale_entries
+        ));
+    }
     let mut line = format!(
         "{dropped} of {} calls of {name} were not recorded: {}",
-        c.calls,
+        c.made(),
         why.join(", ")
     );
     if c.ring_full > 0 {
         line.push_str(&format!(
             "; use --ring-size {} (or larger) to keep more",
             suggested_ring_size(ring_size)
+        ));
+    }
+    if skipped_entries > 0 || c.stale_entries > 0 {
+        line.push_str(
+            "; the kernel runs one probe once per CPU at a time and skips it while another run \
+             of it is active there: with fentry/fexit on a preemptible kernel a task preempted \
+             inside the probe blocks it for every task on that CPU (use --attach kprobe, whose \
+             probes run with preemption disabled); with kprobes, another BPF program was \
+             running on that CPU (an interrupt nested in it)",
+        );
+    }
+    let skipped_exits = c.skipped_exits.unwrap_or(0);
+    if skipped_entries > 0 && skipped_exits > 0 {
+        line.push_str(&format!(
+            "; with both entry and exit runs skipped, up to {} of the recorded durations may \
+             span two calls of one task (an exit skipped, then the next entry at the same stack \
+             position)",
+            skipped_entries.min(skipped_exits)
         ));
     }
     Some(line)

@@ -107,7 +107,7 @@ fn vm_7_2_overload_counts_every_dropped_call() {
         "expected `{warning}` in:\n{record_err}"
     );
     assert!(
-        record_err.contains(&format!("wrote {records} records ({calls} calls seen)")),
+        record_err.contains(&format!("wrote {records} records ({calls} calls made)")),
         "{record_err}"
     );
     assert!(!record_err.contains("unaccounted"), "{record_err}");

@@ -7,7 +7,7 @@
 //! ```
 //! Chunk kinds: 1 = metadata (JSON, first), 2 = call records (`columns.rs`), 3 = summary
 //! (JSON, last), 4 = interval markers, 5 = records with arguments, 6 = kernel-mode histogram
-//! snapshot (`hist.rs`). Records are written in chunks as they arrive — `record` flushes one every
+//! snapshot (`hist.rs`), 7 = the same with skip counters. Records are written in chunks as they arrive — `record` flushes one every
 //! second — so a writer killed with SIGKILL leaves every complete chunk readable: a reader
 //! accepts a file that ends inside its last chunk when no summary precedes it (exactly what a
 //! killed writer leaves) and reports the torn tail. Readers skip chunk kinds they do not know,
@@ -40,6 +40,10 @@ pub(super) const KIND_RECORDS_ARGS: u32 = 5;
 /// Kernel mode: a cumulative snapshot of the in-kernel histograms and counters (`hist.rs`),
 /// about one per second. Older readers skip it (they see a capture without records).
 pub(super) const KIND_HIST_SNAPSHOT: u32 = 6;
+/// [`KIND_HIST_SNAPSHOT`] with the skip counters (stale entries, entry and exit runs the kernel
+/// skipped) after each function's counters; written since pairing by invocation. Older readers
+/// skip it.
+pub(super) const KIND_HIST_SNAPSHOT_SKIPS: u32 = 7;
 pub(super) const HEADER_LEN: usize = 16;
 /// Records buffered before a chunk is written whatever the clock says.
 const RECORDS_PER_CHUNK: usize = 16 * 1024;
@@ -127,7 +131,7 @@ impl CaptureWriter {
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
         hist::encode(snapshot, &mut raw);
-        let result = self.write_chunk(KIND_HIST_SNAPSHOT, &raw);
+        let result = self.write_chunk(KIND_HIST_SNAPSHOT_SKIPS, &raw);
         self.scratch = raw;
         result
     }
@@ -326,9 +330,14 @@ impl Assembler {
         Ok(&mut self.marks)
     }
 
-    pub fn hist_snapshot(&mut self, chunk: usize, payload: &[u8]) -> Result<(), CaptureError> {
+    pub fn hist_snapshot(
+        &mut self,
+        chunk: usize,
+        payload: &[u8],
+        skips: bool,
+    ) -> Result<(), CaptureError> {
         self.check_order(chunk, "a histogram snapshot")?;
-        let s = hist::decode(payload).map_err(|e| malformed(chunk, &e))?;
+        let s = hist::decode(payload, skips).map_err(|e| malformed(chunk, &e))?;
         self.hist_snapshots.push(s);
         Ok(())
     }
@@ -480,7 +489,8 @@ fn walk_v2(bytes: &[u8], asm: &mut Assembler) -> Result<Option<chunk::Torn>, Cap
                 let out = asm.marks(index)?;
                 columns::decode(&c.raw, false, out).map_err(|e| malformed(index, &e))?;
             }
-            KIND_HIST_SNAPSHOT => asm.hist_snapshot(index, &c.raw)?,
+            KIND_HIST_SNAPSHOT => asm.hist_snapshot(index, &c.raw, false)?,
+            KIND_HIST_SNAPSHOT_SKIPS => asm.hist_snapshot(index, &c.raw, true)?,
             KIND_SUMMARY => asm.summary(index, &c.raw)?,
             _ => {} // a later version's chunk: skip
         }

@@ -6,6 +6,7 @@
 //! functions    varint
 //! per function, ascending id:
 //!   id calls emitted ring_full stamp_full too_deep orphan_exits in_flight   (counters)
+//!   stale_entries skipped_entries skipped_exits         (kind 7 only; skipped: n + 1, 0 = None)
 //!   count sum_ns min_ns max_ns width_ns                                     (exact stats)
 //!   buckets      varint: the number of buckets (HIST_BUCKETS when written)
 //!   nonzero      varint: how many pairs follow
@@ -18,6 +19,7 @@ use super::{FunctionCounters, HistSnapshot, KernelHist, columns::Cursor, columns
 /// what a corrupt chunk can make a reader allocate.
 const MAX_BUCKETS: u64 = 1 << 16;
 
+/// Encodes with the skip counters (chunk kind 7).
 pub fn encode(s: &HistSnapshot, out: &mut Vec<u8>) {
     put_varint(out, s.elapsed_ns);
     put_varint(out, s.functions.len() as u64);
@@ -31,6 +33,9 @@ pub fn encode(s: &HistSnapshot, out: &mut Vec<u8>) {
             c.too_deep,
             c.orphan_exits,
             c.in_flight,
+            c.stale_entries,
+            c.skipped_entries.map_or(0, |n| n + 1),
+            c.skipped_exits.map_or(0, |n| n + 1),
             h.count,
             h.sum_ns,
             h.min_ns,
@@ -51,7 +56,8 @@ pub fn encode(s: &HistSnapshot, out: &mut Vec<u8>) {
     }
 }
 
-pub fn decode(bytes: &[u8]) -> Result<HistSnapshot, String> {
+/// Decodes a snapshot; `skips`: the chunk is kind 7 (with the skip counters), not kind 6.
+pub fn decode(bytes: &[u8], skips: bool) -> Result<HistSnapshot, String> {
     let mut c = Cursor { bytes, pos: 0 };
     let elapsed_ns = c.varint()?;
     let nfuncs = c.varint()?;
@@ -69,10 +75,20 @@ pub fn decode(bytes: &[u8]) -> Result<HistSnapshot, String> {
     for _ in 0..nfuncs {
         let id = c.u32("function id")?;
         let mut v = [0u64; 13];
-        for x in &mut v {
+        let mut extra = [0u64; 3];
+        for (i, x) in v.iter_mut().enumerate() {
+            if i == 7 && skips {
+                for e in &mut extra {
+                    *e = c.varint()?;
+                }
+            }
             *x = c.varint()?;
         }
+        let known = |n: u64| n.checked_sub(1);
         let counters = FunctionCounters {
+            stale_entries: extra[0],
+            skipped_entries: known(extra[1]),
+            skipped_exits: known(extra[2]),
             calls: v[0],
             emitted: v[1],
             ring_full: v[2],
@@ -143,6 +159,9 @@ mod tests {
                     emitted: 15,
                     in_flight: 1,
                     orphan_exits: 2,
+                    stale_entries: 3,
+                    skipped_entries: Some(0),
+                    skipped_exits: Some(7),
                     ..Default::default()
                 },
                 KernelHist {
@@ -165,9 +184,59 @@ mod tests {
         let s = snapshot();
         let mut b = Vec::new();
         encode(&s, &mut b);
-        assert_eq!(decode(&b), Ok(s));
+        assert_eq!(decode(&b, true), Ok(s));
         // Sparse: four non-empty buckets of 544 take a few bytes.
         assert!(b.len() < 80, "{} bytes", b.len());
+    }
+
+    /// Kind 6 (before the skip counters) has no such fields: they read as 0 and "not counted",
+    /// not as numbers taken from the histogram that follows.
+    #[test]
+    fn snapshots_without_skip_counters_still_read() {
+        let mut s = snapshot();
+        let mut b = Vec::new();
+        encode(&s, &mut b);
+        // Kind 6 is kind 7 without the three varints after `in_flight` of each function: here
+        // each is one byte (3, 1, 8 for function 3; 0, 0, 0 for function 0).
+        let mut old = Vec::new();
+        let mut c = Cursor { bytes: &b, pos: 0 };
+        for _ in 0..2 {
+            old.extend(
+                c.varint()
+                    .map(|v| {
+                        let mut o = Vec::new();
+                        put_varint(&mut o, v);
+                        o
+                    })
+                    .expect("header"),
+            );
+        }
+        for _ in 0..2 {
+            let start = c.pos;
+            for _ in 0..8 {
+                c.varint().expect("id and counters");
+            }
+            old.extend_from_slice(&b[start..c.pos]);
+            for _ in 0..3 {
+                c.varint().expect("skip counters");
+            }
+            let start = c.pos;
+            for _ in 0..6 {
+                c.varint().expect("stats");
+            }
+            let nonzero = c.varint().expect("nonzero");
+            for _ in 0..2 * nonzero {
+                c.varint().expect("pairs");
+            }
+            old.extend_from_slice(&b[start..c.pos]);
+        }
+        for (counters, _) in s.functions.values_mut() {
+            counters.stale_entries = 0;
+            counters.skipped_entries = None;
+            counters.skipped_exits = None;
+        }
+        assert_eq!(decode(&old, false), Ok(s));
+        assert!(decode(&old, true).is_err());
     }
 
     #[test]
@@ -175,11 +244,11 @@ mod tests {
         let mut b = Vec::new();
         encode(&snapshot(), &mut b);
         for cut in 0..b.len() {
-            assert!(decode(&b[..cut]).is_err(), "cut at {cut}");
+            assert!(decode(&b[..cut], true).is_err(), "cut at {cut}");
         }
         let mut extra = b.clone();
         extra.push(0);
-        assert!(decode(&extra).unwrap_err().contains("left over"));
+        assert!(decode(&extra, true).unwrap_err().contains("left over"));
         // A bucket index past the declared length.
         let mut s = HistSnapshot::default();
         s.functions.insert(
@@ -196,6 +265,6 @@ mod tests {
         encode(&s, &mut b);
         let last = b.len() - 2; // the gap of the only pair
         b[last] = 2;
-        assert!(decode(&b).unwrap_err().contains("bucket 2 of 2"));
+        assert!(decode(&b, true).unwrap_err().contains("bucket 2 of 2"));
     }
 }

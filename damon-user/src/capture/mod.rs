@@ -155,9 +155,12 @@ pub fn host_cpu_model() -> String {
 }
 
 /// The kernel's counters for one function at the end of a session.
+///
+/// Every call the kernel made while the entry probe was attached ([`Self::made`]) is exactly one
+/// of: a record (`emitted`), a drop with its reason ([`Self::dropped`]), or in flight.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionCounters {
-    /// Entries the kernel saw.
+    /// Entries the entry probe saw (runs of the entry program).
     pub calls: u64,
     /// Records written into the ring buffer.
     pub emitted: u64,
@@ -165,18 +168,41 @@ pub struct FunctionCounters {
     pub ring_full: u64,
     /// Entries not timed because the stamp map was full.
     pub stamp_full: u64,
-    /// Entries not timed because they nested too deep on one task.
+    /// Retired (pairing by depth): entries not timed because they nested too deep on one
+    /// task. Only older captures have it.
     pub too_deep: u64,
-    /// Exits whose entry happened before the probes were attached (not part of `calls`).
+    /// Exits without an entry of their invocation: calls that began before the probes were
+    /// attached, or whose entry probe the kernel skipped (not part of `calls`).
     pub orphan_exits: u64,
     /// Entered, not exited when tracing stopped.
     pub in_flight: u64,
+    /// Entries whose exit never came (the kernel skipped the exit probe): found stale and
+    /// discarded, never timed.
+    #[serde(default)]
+    pub stale_entries: u64,
+    /// Runs of the entry probe the kernel skipped (its own count: `recursion_misses` of the
+    /// program, plus the kprobe's `missed`). `None`: this kernel does not count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_entries: Option<u64>,
+    /// Runs of the exit probe the kernel skipped, as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_exits: Option<u64>,
 }
 
 impl FunctionCounters {
-    /// Calls the kernel saw but that have no record.
+    /// Calls the kernel made while the entry probe was attached: those the probe saw and those
+    /// whose probe run the kernel skipped (as far as this kernel counts them).
+    pub fn made(&self) -> u64 {
+        self.calls + self.skipped_entries.unwrap_or(0)
+    }
+
+    /// Calls made but that have no record and are not in flight: every reason added up.
     pub fn dropped(&self) -> u64 {
-        self.ring_full + self.stamp_full + self.too_deep
+        self.ring_full
+            + self.stamp_full
+            + self.too_deep
+            + self.stale_entries
+            + self.skipped_entries.unwrap_or(0)
     }
 }
 

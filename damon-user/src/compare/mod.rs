@@ -254,7 +254,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             let stats = LatencyStats::from_durations(&mut s.durations.clone());
             SideStats {
                 attach,
-                calls: k.calls,
+                calls: k.made(),
                 count: s.count,
                 dropped: k.dropped(),
                 matched: s.durations.len() as u64,

@@ -29,9 +29,9 @@ impl Exporter for Buckets {
             }
             let records = selected.get(&status.id).map_or(0, |s| s.count);
             let k = crate::report::counters(c, status.id, records);
-            let accounting = format!("{},{records},{},{}", k.calls, k.dropped(), k.in_flight);
+            let accounting = format!("{},{records},{},{}", k.made(), k.dropped(), k.in_flight);
             let Some(sel) = selected.get(&status.id).filter(|s| !s.durations.is_empty()) else {
-                if k.calls > 0 {
+                if k.made() > 0 {
                     writeln!(out, "{},,,0,0.0000,{accounting}", status.name)?;
                 }
                 continue;
@@ -68,10 +68,10 @@ fn kernel_rows(c: &Capture, opts: &ReportOptions, out: &mut dyn Write) -> anyhow
         let Some((k, h)) = end.as_ref().and_then(|e| e.functions.get(&status.id)) else {
             continue;
         };
-        let accounting = format!("{},{},{},{}", k.calls, k.emitted, k.dropped(), k.in_flight);
+        let accounting = format!("{},{},{},{}", k.made(), k.emitted, k.dropped(), k.in_flight);
         let total: u64 = h.buckets.iter().sum();
         if total == 0 {
-            if k.calls > 0 {
+            if k.made() > 0 {
                 writeln!(out, "{},,,0,0.0000,{accounting}", status.name)?;
             }
             continue;

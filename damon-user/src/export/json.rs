@@ -35,6 +35,11 @@ struct Accounting<'a> {
     ring_full: u64,
     stamp_full: u64,
     too_deep: u64,
+    /// Entries whose exit run the kernel skipped (discarded).
+    stale_entries: u64,
+    /// Entry and exit runs the kernel skipped; `null`: not counted by this kernel.
+    skipped_entries: Option<u64>,
+    skipped_exits: Option<u64>,
     in_flight: u64,
     orphan_exits: u64,
 }
@@ -66,12 +71,15 @@ impl Exporter for Json {
                 }
                 Accounting {
                     function: &f.name,
-                    calls: k.calls,
+                    calls: k.made(),
                     records,
                     dropped: k.dropped(),
                     ring_full: k.ring_full,
                     stamp_full: k.stamp_full,
                     too_deep: k.too_deep,
+                    stale_entries: k.stale_entries,
+                    skipped_entries: k.skipped_entries,
+                    skipped_exits: k.skipped_exits,
                     in_flight: k.in_flight,
                     orphan_exits: k.orphan_exits,
                 }
@@ -197,7 +205,7 @@ mod kernel {
                     out.push(Point {
                         function: name,
                         elapsed_ns: s.elapsed_ns,
-                        calls: k.calls,
+                        calls: k.made(),
                         count: h.count,
                         sum_ns: h.sum_ns,
                         dropped: k.dropped(),

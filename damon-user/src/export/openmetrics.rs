@@ -193,15 +193,16 @@ pub fn render(s: &MetricsSnapshot) -> String {
     counter(
         &mut out,
         "damon_trace_calls",
-        "Calls the kernel saw (entries).",
-        &|c| c.calls,
+        "Calls the kernel made while traced (entries seen plus entry runs it skipped).",
+        &|c| c.made(),
     );
     family(
         &mut out,
         "damon_trace_dropped",
         "counter",
         None,
-        "Calls seen but not recorded, by reason.",
+        "Calls made but not recorded, by reason (exit_skipped, entry_skipped: the kernel \
+         skipped the probe).",
     );
     for f in &s.functions {
         let c = &f.counters;
@@ -209,6 +210,8 @@ pub fn render(s: &MetricsSnapshot) -> String {
             ("ring_full", c.ring_full),
             ("stamp_full", c.stamp_full),
             ("too_deep", c.too_deep),
+            ("exit_skipped", c.stale_entries),
+            ("entry_skipped", c.skipped_entries.unwrap_or(0)),
         ] {
             let _ = writeln!(
                 out,
@@ -220,7 +223,8 @@ pub fn render(s: &MetricsSnapshot) -> String {
     counter(
         &mut out,
         "damon_trace_orphan_exits",
-        "Exits of calls that began before the probes were attached (not in calls).",
+        "Exits without their invocation's entry: calls that began before the probes were \
+         attached, or whose entry run the kernel skipped.",
         &|c| c.orphan_exits,
     );
     family(

@@ -102,6 +102,11 @@ pub struct Tracer {
     /// State of [`Tracer::collect_stamps`]; `None` when tids cannot be checked here. Boxed, as
     /// `interval_hook`.
     stamp_gc: Option<Box<StampGc>>,
+    /// Whether this kernel counts the kprobe runs it skips (Linux >= 6.7).
+    kprobe_skips_counted: bool,
+    /// Per function id, the kernel's skip counts (entry, exit) read just before each program
+    /// was unloaded: after [`Tracer::detach`] the programs are gone, their counts stay here.
+    final_skips: BTreeMap<u32, (Option<u64>, Option<u64>)>,
 }
 
 /// How often [`Tracer::collect_stamps`] looks at the stamp map.
@@ -133,8 +138,17 @@ pub fn describe_error(err: &ProgramError) -> String {
             verifier_log,
         } => {
             let log = verifier_log.to_string();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(3)..];
+            // The verifier's reason comes before its closing statistics: show the last lines
+            // that are not statistics, then the statistics.
+            let is_stats = |l: &&str| {
+                l.starts_with("verification time")
+                    || l.starts_with("processed ")
+                    || l.starts_with("stack depth")
+            };
+            let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            let reason: Vec<&str> = lines.iter().copied().filter(|l| !is_stats(l)).collect();
+            let mut tail: Vec<&str> = reason[reason.len().saturating_sub(2)..].to_vec();
+            tail.extend(lines.iter().copied().filter(is_stats));
             if !tail.is_empty() && io_error.raw_os_error() != Some(libc::EPERM) {
                 return format!(
                     "verifier rejected the program ({io_error}): {}",
@@ -233,6 +247,7 @@ impl Tracer {
         let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
         let mut attached = Vec::new();
         let mut statuses = Vec::new();
+        let (choice, auto_note) = resolve_auto(opts.attach);
         for func in &opts.functions {
             let (state, detail) = match kallsyms.presence(&func.symbol) {
                 SymbolPresence::Absent => (
@@ -253,7 +268,14 @@ impl Tracer {
                         }
                     )),
                 ),
-                SymbolPresence::Present => attach_one(&mut bpf, func, opts.attach, btf.as_ref()),
+                SymbolPresence::Present => {
+                    let (state, detail) = attach_one(&mut bpf, func, choice, btf.as_ref());
+                    let detail = match (&auto_note, state) {
+                        (Some(note), AttachState::Kprobe) if detail.is_none() => Some(note.clone()),
+                        _ => detail,
+                    };
+                    (state, detail)
+                }
             };
             match state {
                 AttachState::Fentry => attached.push((func.clone(), Mode::Fentry)),
@@ -283,6 +305,10 @@ impl Tracer {
                     stale: HashSet::new(),
                 })
             }),
+            kprobe_skips_counted: crate::probe::skips::kernel_counts_kprobe_skips(
+                &crate::probe::kernel::KernelIdentity::read().release,
+            ),
+            final_skips: BTreeMap::new(),
         })
     }
 
@@ -330,6 +356,8 @@ impl Tracer {
         crate::probe::intervals::detach(&mut self.bpf);
         for (func, mode) in &self.attached {
             let (entry, _) = program_names(func, *mode);
+            let skipped = self.skipped_runs(&entry, *mode);
+            self.final_skips.entry(func.id).or_default().0 = skipped;
             unload(&mut self.bpf, &entry, *mode);
         }
         // Calls can be long (a damon_migrate_pages call takes ~0.1 s under emulation): wait, up
@@ -340,8 +368,41 @@ impl Tracer {
         }
         for (func, mode) in &self.attached {
             let (_, exit) = program_names(func, *mode);
+            let skipped = self.skipped_runs(&exit, *mode);
+            self.final_skips.entry(func.id).or_default().1 = skipped;
             unload(&mut self.bpf, &exit, *mode);
         }
+    }
+
+    /// Runs of program `name` the kernel skipped, by its own count (see `probe::skips`);
+    /// `None` when the program is not loaded or this kernel does not count them.
+    fn skipped_runs(&self, name: &str, mode: Mode) -> Option<u64> {
+        use std::os::fd::AsFd as _;
+        let prog = self.bpf.program(name)?;
+        let fd = prog.fd().ok()?.as_fd();
+        match mode {
+            Mode::Fentry => crate::probe::skips::recursion_misses(fd),
+            Mode::Kprobe if self.kprobe_skips_counted => {
+                let in_prog = crate::probe::skips::recursion_misses(fd)?;
+                let in_link = crate::probe::skips::prog_id(fd)
+                    .and_then(crate::probe::skips::kprobe_link_missed)
+                    .unwrap_or(0);
+                Some(in_prog + in_link)
+            }
+            Mode::Kprobe => None,
+        }
+    }
+
+    /// The kernel's skip counts of function `id`'s entry and exit programs: live while they are
+    /// loaded, else as read when they were unloaded.
+    fn skips(&self, func: &TracedFunction, mode: Mode) -> (Option<u64>, Option<u64>) {
+        let (entry, exit) = program_names(func, mode);
+        let saved = self.final_skips.get(&func.id).copied().unwrap_or_default();
+        let live = |name: &str, saved: Option<u64>| match self.bpf.program(name) {
+            Some(p) if p.fd().is_ok() => self.skipped_runs(name, mode),
+            _ => saved,
+        };
+        (live(&entry, saved.0), live(&exit, saved.1))
     }
 
     /// Deletes the stamp entries of exited tasks; returns how many. Sessions call it on their
@@ -436,8 +497,9 @@ impl Tracer {
                 None
             };
         let mut out = BTreeMap::new();
-        for (func, _) in &self.attached {
+        for (func, mode) in &self.attached {
             let id = func.id;
+            let (skipped_entries, skipped_exits) = self.skips(func, *mode);
             let sum = |c: Counter| -> anyhow::Result<u64> {
                 Ok(counters.get(&c.index(id), 0)?.iter().sum())
             };
@@ -456,6 +518,9 @@ impl Tracer {
                     too_deep: sum(Counter::TooDeep)?,
                     orphan_exits: sum(Counter::OrphanExits)?,
                     in_flight: 0,
+                    stale_entries: sum(Counter::StaleEntries)?,
+                    skipped_entries,
+                    skipped_exits,
                 },
             );
         }
@@ -464,8 +529,6 @@ impl Tracer {
         for entry in stamps.iter() {
             let (key, stack) = entry?;
             if let Some(c) = out.get_mut(&stamp_key_func(key)) {
-                // Entries beyond STAMP_DEPTH were already counted as too deep (dropped):
-                // counting them as in flight too would count them twice.
                 c.in_flight += u64::from(stack.depth.min(STAMP_DEPTH as u32));
             }
         }
@@ -571,46 +634,103 @@ fn unload(bpf: &mut Ebpf, name: &str, mode: Mode) {
     };
 }
 
+/// What `--attach auto` means on the running kernel: fentry/fexit first where probes cannot be
+/// preempted; kprobe first where they can (there the kernel skips a fentry/fexit run on a CPU
+/// while another task is preempted inside the same probe, so calls go uncounted or untimed
+/// under contention, while kprobe probes run with preemption disabled). The note says why, for
+/// the function's attach detail.
+fn resolve_auto(choice: AttachChoice) -> (AttachOrder, Option<String>) {
+    match choice {
+        AttachChoice::Fentry => return (AttachOrder::FentryOnly, None),
+        AttachChoice::Kprobe => return (AttachOrder::KprobeOnly, None),
+        AttachChoice::Auto => {}
+    }
+    let p = crate::probe::kernel::Preemption::read();
+    if p.preempts_trampolines() {
+        (
+            AttachOrder::KprobeThenFentry,
+            Some(format!(
+                "kprobe chosen by --attach auto: the kernel is preemptible ({}), where \
+                 fentry/fexit runs are skipped while a task is preempted inside them; \
+                 --attach fentry to override",
+                p.model.as_deref().unwrap_or("dynamic, model unknown")
+            )),
+        )
+    } else {
+        (AttachOrder::FentryThenKprobe, None)
+    }
+}
+
+/// Which probe pairs to try for a function, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AttachOrder {
+    FentryOnly,
+    KprobeOnly,
+    FentryThenKprobe,
+    KprobeThenFentry,
+}
+
 /// Attaches one function according to the user's choice; returns the state and, for a fallback
 /// or failure, why.
 fn attach_one(
     bpf: &mut Ebpf,
     func: &TracedFunction,
-    choice: AttachChoice,
+    order: AttachOrder,
     btf: Option<&Btf>,
 ) -> (AttachState, Option<String>) {
-    let mut fentry_err = None;
-    if choice != AttachChoice::Kprobe {
-        let result = match btf {
-            None => Err("no kernel BTF at /sys/kernel/btf/vmlinux".to_owned()),
-            Some(btf) if !btf_has_function(btf, &func.symbol) => {
-                Err("function not in the kernel's BTF".to_owned())
-            }
-            Some(btf) => {
-                attach_fentry(bpf, func, btf).map_err(|e| fentry_failure(&e, &func.symbol))
-            }
-        };
-        match result {
-            Ok(()) => return (AttachState::Fentry, None),
-            Err(e) if choice == AttachChoice::Fentry => {
-                return (AttachState::Failed, Some(format!("fentry/fexit: {e}")));
-            }
-            Err(e) => fentry_err = Some(e),
+    let try_fentry = |bpf: &mut Ebpf| match btf {
+        None => Err("no kernel BTF at /sys/kernel/btf/vmlinux".to_owned()),
+        Some(btf) if !btf_has_function(btf, &func.symbol) => {
+            Err("function not in the kernel's BTF".to_owned())
         }
-    }
-    match attach_kprobe(bpf, func) {
-        Ok(()) => (
-            AttachState::Kprobe,
-            fentry_err.map(|e| format!("fentry/fexit failed ({e}); fell back to kprobe")),
+        Some(btf) => attach_fentry(bpf, func, btf).map_err(|e| fentry_failure(&e, &func.symbol)),
+    };
+    let try_kprobe =
+        |bpf: &mut Ebpf| attach_kprobe(bpf, func).map_err(|e| kprobe_failure(&e, &func.symbol));
+    let (first, second) = match order {
+        AttachOrder::FentryOnly => (Mode::Fentry, None),
+        AttachOrder::KprobeOnly => (Mode::Kprobe, None),
+        AttachOrder::FentryThenKprobe => (Mode::Fentry, Some(Mode::Kprobe)),
+        AttachOrder::KprobeThenFentry => (Mode::Kprobe, Some(Mode::Fentry)),
+    };
+    let attempt = |mode: Mode, bpf: &mut Ebpf| match mode {
+        Mode::Fentry => try_fentry(bpf).map(|()| AttachState::Fentry),
+        Mode::Kprobe => try_kprobe(bpf).map(|()| AttachState::Kprobe),
+    };
+    let pair = |mode: Mode| match mode {
+        Mode::Fentry => "fentry/fexit",
+        Mode::Kprobe => "kprobe/kretprobe",
+    };
+    let first_err = match attempt(first, bpf) {
+        Ok(state) => return (state, None),
+        Err(e) => e,
+    };
+    let Some(second) = second else {
+        return (
+            AttachState::Failed,
+            Some(format!("{}: {first_err}", pair(first))),
+        );
+    };
+    match attempt(second, bpf) {
+        Ok(state) => (
+            state,
+            Some(format!(
+                "{} failed ({first_err}); fell back to {}",
+                pair(first),
+                match second {
+                    Mode::Fentry => "fentry",
+                    Mode::Kprobe => "kprobe",
+                }
+            )),
         ),
-        Err(e) => {
-            let kprobe = kprobe_failure(&e, &func.symbol);
-            let detail = match fentry_err {
-                Some(f) => format!("fentry/fexit: {f}; kprobe/kretprobe: {kprobe}"),
-                None => format!("kprobe/kretprobe: {kprobe}"),
-            };
-            (AttachState::Failed, Some(detail))
-        }
+        Err(e) => (
+            AttachState::Failed,
+            Some(format!(
+                "{}: {first_err}; {}: {e}",
+                pair(first),
+                pair(second)
+            )),
+        ),
     }
 }
 

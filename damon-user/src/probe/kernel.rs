@@ -368,3 +368,103 @@ mod tests {
         assert!(k.contains("schedule"));
     }
 }
+
+/// The kernel's preemption model, as far as it can be read, and what it means for each attach
+/// method.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Preemption {
+    /// `none`, `voluntary`, `full`, `lazy` or `rt`; `None` when it cannot be told.
+    pub model: Option<String>,
+    /// Where it was read.
+    pub source: String,
+}
+
+impl Preemption {
+    /// Reads `/sys/kernel/debug/sched/preempt` (the active model in parentheses, kernels with
+    /// dynamic preemption), else the build flags in `/proc/sys/kernel/version` and a
+    /// `preempt=` on the command line.
+    pub fn read() -> Preemption {
+        mount_if_missing("debugfs", "/sys/kernel/debug");
+        let debugfs = fs::read_to_string("/sys/kernel/debug/sched/preempt").ok();
+        let version = fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
+        let cmdline = fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        Preemption::parse(debugfs.as_deref(), &version, &cmdline)
+    }
+
+    pub fn parse(debugfs: Option<&str>, version: &str, cmdline: &str) -> Preemption {
+        if let Some(model) = debugfs.and_then(|t| {
+            t.split_whitespace()
+                .find_map(|w| w.strip_prefix('(')?.strip_suffix(')'))
+        }) {
+            return Preemption {
+                model: Some(model.to_owned()),
+                source: "/sys/kernel/debug/sched/preempt".to_owned(),
+            };
+        }
+        let flags: Vec<&str> = version.split_whitespace().collect();
+        let from_cmdline = cmdline
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("preempt="));
+        let (model, source) = if flags.contains(&"PREEMPT_RT") {
+            (Some("rt"), "PREEMPT_RT in the kernel version")
+        } else if flags.contains(&"PREEMPT_DYNAMIC") {
+            match from_cmdline {
+                Some(m) => (Some(m), "preempt= on the kernel command line"),
+                None => (
+                    None,
+                    "PREEMPT_DYNAMIC kernel, model not readable (no debugfs)",
+                ),
+            }
+        } else if flags.contains(&"PREEMPT") {
+            (Some("full"), "PREEMPT in the kernel version")
+        } else {
+            (
+                None,
+                "no PREEMPT flag in the kernel version (none or voluntary)",
+            )
+        };
+        Preemption {
+            model: model.map(str::to_owned),
+            source: source.to_owned(),
+        }
+    }
+
+    /// Whether a task can be preempted inside a fentry/fexit program (trampoline programs run
+    /// with migration disabled but preemptible): true for full, lazy and rt; also when the
+    /// model is unknown on a kernel that could run any (assume the worst).
+    pub fn preempts_trampolines(&self) -> bool {
+        match self.model.as_deref() {
+            Some("none" | "voluntary") => false,
+            Some(_) => true,
+            None => self.source.starts_with("PREEMPT_DYNAMIC"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod preemption_tests {
+    use super::Preemption;
+
+    #[test]
+    fn reads_the_active_model_and_falls_back_to_build_flags() {
+        let p = Preemption::parse(Some("none voluntary full (lazy)\n"), "", "");
+        assert_eq!(p.model.as_deref(), Some("lazy"));
+        assert!(p.preempts_trampolines());
+        let p = Preemption::parse(Some("none (voluntary) full lazy\n"), "", "");
+        assert_eq!(p.model.as_deref(), Some("voluntary"));
+        assert!(!p.preempts_trampolines());
+        let v = "#1 SMP PREEMPT_DYNAMIC Debian 7.2.13-1 (2026-10-01)";
+        let p = Preemption::parse(None, v, "root=/dev/vda preempt=full");
+        assert_eq!(p.model.as_deref(), Some("full"));
+        let p = Preemption::parse(None, v, "root=/dev/vda");
+        assert_eq!(p.model, None);
+        assert!(
+            p.preempts_trampolines(),
+            "unknown on a dynamic kernel: assume preemptible"
+        );
+        let p = Preemption::parse(None, "#1 SMP PREEMPT_RT Debian", "");
+        assert_eq!(p.model.as_deref(), Some("rt"));
+        let p = Preemption::parse(None, "#1 SMP Debian 6.1.0", "");
+        assert!(!p.preempts_trampolines());
+    }
+}

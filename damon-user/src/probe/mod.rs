@@ -6,3 +6,4 @@ pub mod folio_node;
 pub mod intervals;
 pub mod kernel;
 pub mod ring;
+pub mod skips;

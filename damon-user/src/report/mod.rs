@@ -83,22 +83,32 @@ pub struct FunctionReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attach_detail: Option<String>,
     pub mode: &'static str,
-    /// Entries the kernel saw.
+    /// Calls the kernel made while the entry probe was attached: entries the probe saw plus
+    /// entry runs the kernel skipped (`skipped_entries`).
     pub calls: u64,
     /// Records kept in the capture (`calls == count + dropped + in_flight`).
     pub count: u64,
     /// Records the kernel wrote into the ring buffer (equals `count` unless records were lost
     /// between the ring and the file, which the warnings then say).
     pub emitted: u64,
-    /// Calls seen but not recorded (ring full, stamp map full, nested too deep).
+    /// Calls made but not recorded, every reason added up: ring full, stamp map full, nested
+    /// too deep (older captures), exit skipped (`stale_entries`), entry skipped
+    /// (`skipped_entries`).
     pub dropped: u64,
     /// Entered but not exited when tracing stopped.
     pub in_flight: u64,
     pub ring_full: u64,
     pub stamp_full: u64,
     pub too_deep: u64,
-    /// Exits of calls that began before the probes were attached (not in `calls`).
+    /// Exits without an entry of their invocation: calls that began before the probes were
+    /// attached, or whose entry run the kernel skipped (those are in `skipped_entries`).
     pub orphan_exits: u64,
+    /// Entries whose exit run the kernel skipped: discarded, never timed.
+    pub stale_entries: u64,
+    /// Entry runs the kernel skipped (its own count); `null`: this kernel does not count them.
+    pub skipped_entries: Option<u64>,
+    /// Exit runs the kernel skipped (its own count); `null`: this kernel does not count them.
+    pub skipped_exits: Option<u64>,
     /// Records selected by `--cpu`/`--pid` (all of `count` without them): what the
     /// latencies below describe.
     pub matched: u64,
@@ -311,7 +321,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             attach: status.attach.as_str(),
             attach_detail: status.detail.clone(),
             mode,
-            calls: k.calls,
+            calls: k.made(),
             count: sel.count,
             emitted: k.emitted,
             dropped: k.dropped(),
@@ -320,6 +330,9 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             stamp_full: k.stamp_full,
             too_deep: k.too_deep,
             orphan_exits: k.orphan_exits,
+            stale_entries: k.stale_entries,
+            skipped_entries: k.skipped_entries,
+            skipped_exits: k.skipped_exits,
             matched: sel.durations.len() as u64,
             min_ns: lat.map(|l| l.min_ns),
             mean_ns: lat.map(|l| l.mean_ns),

@@ -187,8 +187,8 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
         if f.orphan_exits > 0 {
             let _ = writeln!(
                 out,
-                "{}: {} exits without a traced entry (calls already running when the entry \
-                 probe was attached, or started after it was detached; not in calls)",
+                "{}: {} exits without their call's entry (calls already running when the entry \
+                 probe was attached, or whose entry run the kernel skipped; not timed)",
                 f.name, f.orphan_exits
             );
         }
@@ -298,7 +298,8 @@ pub fn csv(r: &Report) -> String {
         "name,attach,mode,calls,count,matched,dropped,in_flight,orphan_exits,min_ns,mean_ns,\
          p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns,percentile_bound_ns,floor_ns,\
          floor_uncertainty_ns,corrected_min_ns,corrected_mean_ns,corrected_p50_ns,corrected_p90_ns,\
-         corrected_p95_ns,corrected_p99_ns,corrected_p999_ns,corrected_max_ns\n",
+         corrected_p95_ns,corrected_p99_ns,corrected_p999_ns,corrected_max_ns,stale_entries,\
+         skipped_entries,skipped_exits\n",
     );
     let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for f in &r.functions {
@@ -323,7 +324,7 @@ pub fn csv(r: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{corrected}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{corrected},{},{},{}",
             f.name,
             f.attach,
             f.mode,
@@ -342,6 +343,9 @@ pub fn csv(r: &Report) -> String {
             o(f.p999_ns),
             o(f.max_ns),
             o(f.resolution.as_ref().map(|r| r.bound_ns)),
+            f.stale_entries,
+            o(f.skipped_entries),
+            o(f.skipped_exits),
         );
     }
     out

@@ -131,7 +131,7 @@ fn accounts_and_summarises() {
     assert!(
         table.contains("damon_hot_score")
             && table.contains("missing")
-            && table.contains("exits without a traced entry")
+            && table.contains("exits without their call's entry")
             && table.contains("p99.9"),
         "{table}"
     );
@@ -360,8 +360,9 @@ fn corrected_latencies_next_to_raw_ones() {
     let cols = lines[0].split(',').count();
     assert!(lines.iter().all(|l| l.split(',').count() == cols), "{csv}");
     assert!(
-        lines[1]
-            .ends_with(",25.000,4.000,-15.000,30.000,25.000,65.000,75.000,75.000,75.000,75.000"),
+        lines[1].ends_with(
+            ",25.000,4.000,-15.000,30.000,25.000,65.000,75.000,75.000,75.000,75.000,0,,"
+        ),
         "{csv}"
     );
     assert!(render::markdown(&r).contains("| ↳ corrected | |"));

@@ -113,9 +113,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     server.abort();
     let mut rest = Vec::new();
     let summary = session.stop(stop, &mut rest)?;
-    let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
+    let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
     eprintln!(
-        "served for {:.1} s; {calls} calls seen; ended: {}",
+        "served for {:.1} s; {calls} calls made; ended: {}",
         summary.duration_ns as f64 / 1e9,
         stop.as_str()
     );

@@ -137,15 +137,23 @@ impl Panel {
         )
     }
 
-    /// Calls the kernel saw. Counters are polled about once a second while records stream in,
-    /// so the record count is the better lower bound in between (and the only one in a replay
-    /// before its summary).
+    /// Calls the kernel made. Counters are polled about once a second while records stream in,
+    /// so records + drops is the better lower bound in between (and the only one in a replay,
+    /// which knows the drops from the start and counts the records as they play).
     pub fn calls(&self) -> u64 {
-        self.counters.calls.max(self.records)
+        self.counters
+            .made()
+            .max(self.records + self.counters.dropped())
     }
 
     pub fn dropped(&self) -> u64 {
         self.counters.dropped()
+    }
+
+    /// Of [`Self::dropped`], the calls the kernel did not let the probes time: entry runs it
+    /// skipped and entries whose exit run it skipped.
+    pub fn kernel_skipped(&self) -> u64 {
+        self.counters.skipped_entries.unwrap_or(0) + self.counters.stale_entries
     }
 
     pub fn calls_per_sec(&self) -> Option<u64> {
@@ -201,6 +209,13 @@ fn counter_delta(now: &FunctionCounters, base: &FunctionCounters) -> FunctionCou
         too_deep: now.too_deep.saturating_sub(base.too_deep),
         orphan_exits: now.orphan_exits.saturating_sub(base.orphan_exits),
         in_flight: now.in_flight,
+        stale_entries: now.stale_entries.saturating_sub(base.stale_entries),
+        skipped_entries: now
+            .skipped_entries
+            .map(|n| n.saturating_sub(base.skipped_entries.unwrap_or(0))),
+        skipped_exits: now
+            .skipped_exits
+            .map(|n| n.saturating_sub(base.skipped_exits.unwrap_or(0))),
     }
 }
 

@@ -260,7 +260,7 @@ fn finish(
     let (rest, summary) = live.stop(reason)?;
     spool.push(&rest).context("writing the capture")?;
     if let Some((path, n)) = spool.finish(&summary)? {
-        let calls: u64 = summary.counters.values().map(|c| c.calls).sum();
+        let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
         let what = if n == 0 && !summary.kernel_hist.is_empty() {
             let bucketed: u64 = summary.kernel_hist.values().map(|h| h.count).sum();
             format!("the kernel's histograms of {bucketed} calls")
@@ -268,7 +268,7 @@ fn finish(
             format!("{n} records")
         };
         eprintln!(
-            "wrote {what} ({calls} calls seen) to {} in {:.1} s",
+            "wrote {what} ({calls} calls made) to {} in {:.1} s",
             path.display(),
             summary.duration_ns as f64 / 1e9
         );

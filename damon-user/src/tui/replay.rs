@@ -147,6 +147,8 @@ impl ReplaySchedule {
                     ring_full: c.ring_full,
                     stamp_full: c.stamp_full,
                     too_deep: c.too_deep,
+                    stale_entries: c.stale_entries,
+                    skipped_entries: c.skipped_entries,
                     ..FunctionCounters::default()
                 };
                 (id, only_drops)

@@ -247,8 +247,17 @@ fn header(panel: &Panel, name_width: usize, selected: bool, area: Rect, buf: &mu
             .map_or_else(|| "-".to_owned(), format::count)
     )));
     let dropped = panel.dropped();
+    let skipped = panel.kernel_skipped();
     let right = Span::styled(
-        format!(" dropped {}", format::count(dropped)),
+        if skipped > 0 {
+            format!(
+                " dropped {} (probe skipped {})",
+                format::count(dropped),
+                format::count(skipped)
+            )
+        } else {
+            format!(" dropped {}", format::count(dropped))
+        },
         if dropped > 0 { ALERT } else { Style::new() },
     );
     let left = Line::from(left);

@@ -1,0 +1,232 @@
+//! Exact accounting under contention, against ground truth the tool does not produce: three
+//! tasks each make a known number of `getppid` system calls (`damon-trace bench-loop`), pinned
+//! to one CPU (they preempt one another, also inside the probes) or spread over the CPUs,
+//! traced with fentry and kprobe, in stream and kernel mode, on each Debian kernel with its
+//! default preemption model and with `preempt=full`.
+//!
+//! For every run: the calls the tool reports equal the calls the workload made, exactly
+//! (entries the probe saw plus entry runs the kernel skipped, by its own count); the identity
+//! `calls == count + dropped + in_flight` holds; nothing is "too deep"; no duration exceeds the
+//! wall time of its task's loop; every orphan exit is an entry the kernel skipped and every
+//! stale entry an exit it skipped; kprobe pairs (which run with preemption disabled) lose
+//! nothing to skips; and `--attach auto` picks kprobe exactly where probes can be preempted.
+use std::time::Duration;
+
+mod common;
+use common::{json, u};
+use xtask::{
+    kernel::Kernel,
+    vm::{self, VmOptions},
+};
+
+/// Calls per task; three tasks per run.
+const CALLS: u64 = 20_000;
+const TASKS: u64 = 3;
+
+/// (name, attach, mode, pin)
+const RUNS: [(&str, &str, &str, &str); 6] = [
+    ("fentry-stream-same", "fentry", "stream", "same"),
+    ("kprobe-stream-same", "kprobe", "stream", "same"),
+    ("fentry-kernel-same", "fentry", "kernel", "same"),
+    ("kprobe-kernel-same", "kprobe", "kernel", "same"),
+    ("fentry-stream-spread", "fentry", "stream", "spread"),
+    ("auto-stream-same", "auto", "stream", "same"),
+];
+
+const SCRIPT: &str = r#"set -e
+mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
+cat /sys/kernel/debug/sched/preempt > /out/preempt 2>/dev/null || echo unknown > /out/preempt
+# The kernel function behind getppid(2): its own symbol where the compiler kept it.
+F=
+for f in __do_sys_getppid __x64_sys_getppid; do
+  if grep -qx "$f" /sys/kernel/tracing/available_filter_functions; then F=$f; break; fi
+done
+[ -n "$F" ] || { echo "no getppid function to trace" >&2; exit 3; }
+echo $F > /out/func
+one() {
+  name=$1; attach=$2; mode=$3; pin=$4
+  damon-trace record --func $F --attach $attach --mode $mode --no-calibrate --duration 600s \
+    -o /out/$name.dtcap 2> /out/$name.err &
+  rec=$!
+  while [ ! -s /out/$name.dtcap ]; do
+    kill -0 $rec 2>/dev/null || { cat /out/$name.err >&2; exit 1; }
+    sleep 0.2
+  done
+  damon-trace bench-loop --calls CALLS --tasks TASKS --pin $pin --no-warmup > /out/$name.loop
+  kill -INT $rec
+  wait $rec
+  damon-trace report /out/$name.dtcap --format json > /out/$name.json
+}
+RUNS
+"#;
+
+fn script() -> String {
+    let runs: Vec<String> = RUNS
+        .iter()
+        .map(|(n, a, m, p)| format!("one {n} {a} {m} {p}"))
+        .collect();
+    SCRIPT
+        .replace("CALLS", &CALLS.to_string())
+        .replace("TASKS", &TASKS.to_string())
+        .replace("RUNS", &runs.join("\n"))
+}
+
+/// Boots `kernel` with `append` on its command line, runs every configuration and checks each.
+fn exact(kernel: Kernel, append: &[&str]) {
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut opts = VmOptions::new(kernel, script());
+    opts.out_dir = out.path().join("out");
+    opts.timeout = Duration::from_secs(600);
+    opts.kernel_args = append.iter().map(|s| (*s).to_owned()).collect();
+    let outcome = vm::run(&opts).expect("the guest runs");
+    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+    let dir = &opts.out_dir;
+    let preempt = std::fs::read_to_string(dir.join("preempt")).expect("preempt");
+    // The active model is the one in parentheses; a kernel without the file is not dynamic.
+    let model = preempt
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('(')?.strip_suffix(')'))
+        .unwrap_or("unknown")
+        .to_owned();
+    if append.contains(&"preempt=full") {
+        assert_eq!(model, "full", "preempt=full took effect: {preempt}");
+    }
+    let preemptible = !matches!(model.as_str(), "none" | "voluntary" | "unknown");
+    let func = std::fs::read_to_string(dir.join("func")).expect("func");
+    let func = func.trim();
+    let mut summary = Vec::new();
+    for (name, attach, mode, _) in RUNS {
+        let report = json(dir, &format!("{name}.json"));
+        let f = common::function(&report, func);
+        let lp = json(dir, &format!("{name}.loop"));
+        let made = u(&lp, "made");
+        assert_eq!(made, CALLS * TASKS, "{name}: {lp}");
+        let ctx = format!("{name} on {} ({model}): {f}", outcome.kernel_release);
+        let used = f["attach"].as_str().expect("attach");
+        match attach {
+            "auto" => {
+                let want = if preemptible { "kprobe" } else { "fentry" };
+                assert_eq!(used, want, "--attach auto on a {model} kernel: {ctx}");
+            }
+            _ => assert_eq!(used, attach, "{ctx}"),
+        }
+        assert_eq!(f["mode"], mode, "{ctx}");
+        // The ground truth: every call the workload made, no more (nothing else calls getppid
+        // while the loop runs) and no less.
+        assert_eq!(u(f, "calls"), made, "calls == the workload's calls: {ctx}");
+        assert_eq!(
+            u(f, "calls"),
+            u(f, "count") + u(f, "dropped") + u(f, "in_flight"),
+            "identity: {ctx}"
+        );
+        assert_eq!(u(f, "too_deep"), 0, "getppid never nests: {ctx}");
+        let longest = lp["task_loop_ns"]
+            .as_array()
+            .expect("task_loop_ns")
+            .iter()
+            .filter_map(serde_json::Value::as_u64)
+            .max()
+            .expect("a task");
+        if u(f, "count") > 0 {
+            assert!(
+                u(f, "max_ns") <= longest,
+                "a duration ({} ns) longer than any task's whole loop ({longest} ns): {ctx}",
+                u(f, "max_ns")
+            );
+        }
+        let skipped_entries = f["skipped_entries"].as_u64();
+        let skipped_exits = f["skipped_exits"].as_u64();
+        match used {
+            "kprobe" => {
+                // Preemption disabled in the probes, and getppid runs in no interrupt: no run
+                // of a pair is skipped, and the stack-pointer pairing finds every exit's entry.
+                assert_eq!(u(f, "orphan_exits"), 0, "{ctx}");
+                assert_eq!(u(f, "stale_entries"), 0, "{ctx}");
+                assert!(matches!(skipped_entries, None | Some(0)), "{ctx}");
+                if outcome.kernel_release.starts_with("6.1.") {
+                    assert_eq!(
+                        skipped_entries, None,
+                        "6.1 does not count kprobe skips: {ctx}"
+                    );
+                }
+            }
+            _ => {
+                let (se, sx) = (
+                    skipped_entries.expect("fentry skips are counted on >= 5.12"),
+                    skipped_exits.expect("fentry skips are counted on >= 5.12"),
+                );
+                // An exit without its entry is an entry the kernel skipped; an entry found
+                // stale is an exit it skipped.
+                assert!(u(f, "orphan_exits") <= se, "orphans come from skips: {ctx}");
+                assert!(
+                    u(f, "stale_entries") <= sx,
+                    "stale entries from skips: {ctx}"
+                );
+                if !preemptible {
+                    assert_eq!((se, sx), (0, 0), "no preemption, no skipped run: {ctx}");
+                    assert_eq!(
+                        u(f, "count") + u(f, "in_flight") + ring_full(f),
+                        made,
+                        "{ctx}"
+                    );
+                }
+            }
+        }
+        summary.push(format!(
+            "{name:<22} {used:<6} calls {:>6} records {:>6} skipped entries {:>6} stale {:>6} \
+             orphans {:>6} ring_full {:>6}",
+            u(f, "calls"),
+            u(f, "count"),
+            skipped_entries.map_or("-".to_owned(), |n| n.to_string()),
+            u(f, "stale_entries"),
+            u(f, "orphan_exits"),
+            ring_full(f),
+        ));
+    }
+    eprintln!(
+        "{} ({model}{}):\n  {}",
+        outcome.kernel_release,
+        if append.is_empty() { "" } else { ", appended" },
+        summary.join("\n  ")
+    );
+}
+
+fn ring_full(f: &serde_json::Value) -> u64 {
+    u(f, "ring_full")
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_exact_under_contention_default_preemption() {
+    exact(Kernel::Debian72, &[]);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_exact_under_contention_preempt_full() {
+    exact(Kernel::Debian72, &["preempt=full"]);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_12_exact_under_contention_default_preemption() {
+    exact(Kernel::Debian612, &[]);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_12_exact_under_contention_preempt_full() {
+    exact(Kernel::Debian612, &["preempt=full"]);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_1_exact_under_contention_default_preemption() {
+    exact(Kernel::Debian61, &[]);
+}
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_6_1_exact_under_contention_preempt_full() {
+    exact(Kernel::Debian61, &["preempt=full"]);
+}
