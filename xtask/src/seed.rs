@@ -139,7 +139,7 @@ scenario=$!
 # Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
 i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
 sleep 1
-damon-trace record -o /out/{capture} --duration {RECORD_SECONDS}s --functions {functions}"
+damon-trace record -o /out/{capture} --duration {RECORD_SECONDS}s --functions {functions} --attach fentry"
     )
 }
 

@@ -5,7 +5,7 @@
 use std::{fs, time::Duration};
 
 mod common;
-use common::{FOUR, assert_traced, function, json, u};
+use common::{FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     kernel::Kernel,
     seed::{self, Seed, SeedOptions},
@@ -116,7 +116,7 @@ damon-trace doctor --json > /out/doctor.json
 damon-trace scenario migrate-hot --duration 180s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
 sleep 3
-damon-trace record -o /out/fentry.dtcap --duration 15s
+damon-trace record -o /out/fentry.dtcap --duration 15s --attach fentry
 damon-trace report /out/fentry.dtcap --format json > /out/fentry.json
 damon-trace record -o /out/kprobe.dtcap --duration 15s --attach kprobe
 damon-trace report /out/kprobe.dtcap --format json > /out/kprobe.json
@@ -183,7 +183,10 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt";
     );
     assert_eq!(interrupted["meta"]["complete"], true);
     assert!(u(&interrupted["meta"], "duration_ns") < 60_000_000_000);
-    assert_traced(function(&interrupted, "lock_timer_base"), "fentry");
+    assert_traced(
+        function(&interrupted, "lock_timer_base"),
+        auto_attach(&Kernel::Debian72),
+    );
 
     let after = json(dir, "doctor-after.json");
     let leftovers: Vec<_> = after["checks"]
@@ -334,7 +337,7 @@ exit $rc";
     let report = json(dir, "live.json");
     assert_eq!(report["meta"]["complete"], true, "{report}");
     for name in FOUR {
-        assert_traced(function(&report, name), "fentry");
+        assert_traced(function(&report, name), auto_attach(&Kernel::Debian72));
     }
     for file in ["kprobes-after.txt", "ftrace-after.txt"] {
         let text = fs::read_to_string(dir.join(file)).expect(file);
@@ -605,7 +608,7 @@ wait $scenario || true";
                 &m2,
                 "damon_trace_function_info",
                 name,
-                Some(("attach", "fentry"))
+                Some(("attach", auto_attach(&Kernel::Debian72)))
             ),
             vec![1.0],
             "{name}"

@@ -21,8 +21,8 @@ fn cmd(modes: &str) -> String {
         "set -e
 damon-trace calibrate --calls {CALLS} --attach auto --mode {modes} --json > /out/cal.json 2> /out/cal.err
 damon-trace calibrate --calls 1000 --attach fentry > /out/cal.txt 2>> /out/cal.err
-damon-trace record -o /out/cal.dtcap --functions lock_timer_base --duration 3s 2> /out/record.err
-damon-trace record -o /out/nocal.dtcap --functions lock_timer_base --duration 2s --no-calibrate 2> /out/nocal.err
+damon-trace record -o /out/cal.dtcap --functions lock_timer_base --attach fentry --duration 3s 2> /out/record.err
+damon-trace record -o /out/nocal.dtcap --functions lock_timer_base --attach fentry --duration 2s --no-calibrate 2> /out/nocal.err
 damon-trace report /out/cal.dtcap --format json > /out/report.json
 damon-trace report /out/cal.dtcap > /out/report.txt
 damon-trace report /out/nocal.dtcap --format json > /out/nocal.json"

@@ -4,7 +4,7 @@
 use std::{fs, path::Path, time::Duration};
 
 mod common;
-use common::{FOUR, assert_traced, function, json, u};
+use common::{FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     kernel::Kernel,
     vm::{self, Interactive, Screen, VmOptions},
@@ -270,7 +270,10 @@ exit 0"
         assert_eq!(report["meta"]["complete"], true, "{sig}: {report}");
         assert_eq!(report["meta"]["end_reason"], reason, "{sig}: {report}");
         assert!(u(&report["meta"], "duration_ns") < 60_000_000_000);
-        assert_traced(function(&report, "lock_timer_base"), "fentry");
+        assert_traced(
+            function(&report, "lock_timer_base"),
+            auto_attach(&Kernel::Debian72),
+        );
     }
     assert_as_before(dir, &before, "after-signals");
 
@@ -506,7 +509,10 @@ exit 0"#;
         let report = json(dir, &format!("live-{sig}.json"));
         assert_eq!(report["meta"]["complete"], true, "{sig}: {report}");
         assert_eq!(report["meta"]["end_reason"], reason, "{sig}: {report}");
-        assert_traced(function(&report, "lock_timer_base"), "fentry");
+        assert_traced(
+            function(&report, "lock_timer_base"),
+            auto_attach(&Kernel::Debian72),
+        );
     }
     assert_eq!(status(dir, "live-KILL.rc"), 137);
     let killed = json(dir, "live-KILL.json");

@@ -10,7 +10,7 @@
 use std::{collections::BTreeMap, fs, time::Duration};
 
 mod common;
-use common::{FOUR, assert_traced, function, json, u};
+use common::{FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     kernel::Kernel,
     vm::{self, VmOptions},
@@ -159,7 +159,7 @@ wait $srv
     for name in FOUR {
         let f = function(&report, name);
         assert_eq!(f["mode"], "kernel", "{f}");
-        assert_traced(f, "fentry");
+        assert_traced(f, auto_attach(&Kernel::Debian72));
         assert_eq!(u(f, "ring_full"), 0, "{f}");
         let res = &f["resolution"];
         assert_eq!(u(res, "width_ns"), 10, "{f}");
@@ -276,7 +276,7 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
         (Some("stream"), Some("kernel"))
     );
     for f in [fs_, fk] {
-        assert_traced(f, "fentry");
+        assert_traced(f, auto_attach(&Kernel::Debian72));
         // Deterministic: the workload's calls, every one timed.
         assert_eq!(u(f, "calls"), N, "{f}");
         assert_eq!(u(f, "count"), N, "{f}");
@@ -370,7 +370,7 @@ exit $rc"
     assert_eq!(report["meta"]["mode"], "kernel");
     let f = function(&report, "damon_hot_score");
     assert_eq!(f["mode"], "kernel");
-    assert_traced(f, "fentry");
+    assert_traced(f, auto_attach(&Kernel::Debian72));
     assert!(u(f, "count") >= on_screen, "{f} vs {on_screen} on screen");
     assert!(f["resolution"]["bound_ns"].is_u64(), "{f}");
 }

@@ -21,7 +21,7 @@ damon-trace scenario migrate-hot --duration 300s --regions 8000 --sample-interva
   --aggr-interval 20ms > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
 sleep 5
-damon-trace record -o /out/ov.dtcap --duration 10s --ring-size 4096 2> /out/record.err &
+damon-trace record -o /out/ov.dtcap --duration 10s --ring-size 4096 --attach fentry 2> /out/record.err &
 rec=$!
 # The capture file appears once the probes are attached.
 while [ ! -s /out/ov.dtcap ]; do sleep 0.2; done

@@ -73,7 +73,11 @@ fn vm_7_2_stamp_map_holds_live_tasks_only_in_a_long_session() {
     assert_eq!(u(c, "orphan_exits"), 0, "{c}");
     assert_eq!(
         calls,
-        u(k, "count") + u(c, "stamp_full") + u(c, "too_deep") + u(c, "in_flight"),
+        u(k, "count")
+            + u(c, "stamp_full")
+            + u(c, "too_deep")
+            + u(c, "stale_entries")
+            + u(c, "in_flight"),
         "identity: {c} {k}"
     );
     eprintln!(

@@ -27,6 +27,16 @@ pub fn run_guest(kernel: Kernel, cmd: &str, timeout: Duration) -> tempfile::Temp
     out
 }
 
+/// What `--attach auto` (the default) picks on a Debian kernel: kprobe on the 7.x kernels, which
+/// run `preempt=lazy` (fentry/fexit runs are skipped while a task is preempted inside them),
+/// fentry/fexit on 6.x, which run `voluntary`.
+pub fn auto_attach(kernel: &Kernel) -> &'static str {
+    match kernel {
+        Kernel::Debian72 | Kernel::Debian73 => "kprobe",
+        _ => "fentry",
+    }
+}
+
 /// The four built-in functions, in `FunctionId` order.
 pub const FOUR: [&str; 4] = [
     "damon_hot_score",
