@@ -4,7 +4,7 @@
 use std::{fs, time::Duration};
 
 mod common;
-use common::{FOUR, json, run_guest};
+use common::{FOUR, function, json, run_guest};
 use xtask::kernel::{self, Kernel};
 
 /// Doctor (its status: 0 when at least one of the selected functions can be traced), the
@@ -28,15 +28,6 @@ fn boot(kernel: Kernel, prefix: &str) -> (serde_json::Value, String) {
     assert_eq!(doctor["can_trace"], true, "{doctor}");
     assert_eq!(read("doctor.status").trim(), "0", "{doctor}");
     (doctor, read("modules.txt"))
-}
-
-fn function<'a>(doctor: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    doctor["functions"]
-        .as_array()
-        .expect("functions")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("{name} missing: {doctor}"))
 }
 
 fn check<'a>(doctor: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
