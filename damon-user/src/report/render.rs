@@ -184,6 +184,15 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
                 f.name, name, v.min, v.mean, v.max, v.sum
             );
         }
+        if matches!(f.attach, "fentry" | "kprobe") && f.skipped_entries.is_none() {
+            let _ = writeln!(
+                out,
+                "{}: the kernel's count of skipped probe runs is not available (kprobe before \
+                 Linux 6.7, fentry before 5.12, or a capture older than that count): calls \
+                 are the entries the probe saw",
+                f.name
+            );
+        }
         if f.orphan_exits > 0 {
             let _ = writeln!(
                 out,

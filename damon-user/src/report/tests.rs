@@ -468,3 +468,66 @@ fn real_calibrated_capture() {
         cmp.warnings
     );
 }
+
+/// Runs the kernel skipped: a skipped entry is a call made (in `calls`) and a drop; an entry
+/// whose exit was skipped is a drop; each has its own field, the identity holds, and the
+/// warning names the cause, the remedy and the bound on durations that may span two calls.
+#[test]
+fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
+    let mut c = capture(true);
+    let summary = c.summary.as_mut().expect("summary");
+    // 13 entries seen: 10 records, 1 stale (exit skipped), 2 in flight; 5 entries skipped.
+    summary.counters.insert(
+        0,
+        FunctionCounters {
+            calls: 13,
+            emitted: 10,
+            in_flight: 2,
+            stale_entries: 1,
+            skipped_entries: Some(5),
+            skipped_exits: Some(3),
+            orphan_exits: 5,
+            ..Default::default()
+        },
+    );
+    let r = build(&c, &opts()).expect("report");
+    let f = &r.functions[0];
+    assert_eq!((f.calls, f.count, f.dropped, f.in_flight), (18, 10, 6, 2));
+    assert_eq!(
+        (f.stale_entries, f.skipped_entries, f.skipped_exits),
+        (1, Some(5), Some(3))
+    );
+    assert!(
+        r.warnings.iter().all(|w| !w.contains("unaccounted")),
+        "{:?}",
+        r.warnings
+    );
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.contains("damon_hot_score were not recorded"))
+        .expect("a drop warning");
+    assert!(w.starts_with("6 of 18 calls"), "{w}");
+    for part in [
+        "skipped the entry probe of 5",
+        "skipped the exit probe of 1",
+        "--attach kprobe",
+        "up to 3 of the recorded durations may span two calls",
+    ] {
+        assert!(w.contains(part), "{part}: {w}");
+    }
+    let json = serde_json::to_value(&r).expect("json");
+    assert_eq!(json["functions"][0]["skipped_entries"], 5);
+    assert_eq!(json["functions"][0]["stale_entries"], 1);
+    let csv = render::csv(&r);
+    assert!(
+        csv.lines().nth(1).expect("row").ends_with(",1,5,3"),
+        "{csv}"
+    );
+    // Counts the kernel does not give are said to be unavailable, not shown as 0.
+    let table = render::table(&build(&capture(true), &opts()).expect("report"), None);
+    assert!(
+        table.contains("count of skipped probe runs is not available"),
+        "{table}"
+    );
+}
