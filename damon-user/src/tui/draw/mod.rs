@@ -248,20 +248,26 @@ fn header(panel: &Panel, name_width: usize, selected: bool, area: Rect, buf: &mu
     )));
     let dropped = panel.dropped();
     let skipped = panel.kernel_skipped();
-    let right = Span::styled(
-        if skipped > 0 {
+    let style = if dropped > 0 { ALERT } else { Style::new() };
+    let plain = Span::styled(format!(" dropped {}", format::count(dropped)), style);
+    // Of the drops, the calls whose probe run the kernel skipped, where the line has room.
+    let with_skips = (skipped > 0).then(|| {
+        Span::styled(
             format!(
-                " dropped {} (probe skipped {})",
+                " dropped {} (skip {})",
                 format::count(dropped),
                 format::count(skipped)
-            )
-        } else {
-            format!(" dropped {}", format::count(dropped))
-        },
-        if dropped > 0 { ALERT } else { Style::new() },
-    );
+            ),
+            style,
+        )
+    });
     let left = Line::from(left);
-    let (lw, rw) = (left.width() as u16, right.width() as u16);
+    let lw = left.width() as u16;
+    let right = match with_skips {
+        Some(s) if lw + s.width() as u16 <= area.width => s,
+        _ => plain,
+    };
+    let rw = right.width() as u16;
     buf.set_line(area.x, area.y, &left, area.width);
     let room = area.width.saturating_sub(lw + rw) as usize;
     let rates: Vec<u64> = panel.rates.iter().copied().collect();

@@ -191,3 +191,33 @@ fn corrected_latencies_toggle_80x24() {
         raw.replace("no probe calibration", "")
     );
 }
+
+/// Runs the kernel skipped show in the panel, as part of the drops and on their own, and
+/// count as calls made: lock_timer_base with 300 entries seen, 40 entry runs and 5 exit runs
+/// skipped (the 5 entries found stale).
+#[test]
+fn skipped_probe_runs_show_in_the_panel_80x24() {
+    let mut app = replayed(fixture(), 8 * SECOND);
+    app.origin = Origin::Live;
+    let mut counters = BTreeMap::new();
+    counters.insert(
+        3,
+        FunctionCounters {
+            calls: 300,
+            stale_entries: 5,
+            skipped_entries: Some(40),
+            skipped_exits: Some(5),
+            ..Default::default()
+        },
+    );
+    app.update(Event::Counters(counters));
+    let panel = app
+        .panels()
+        .iter()
+        .find(|p| p.status.id == 3)
+        .expect("lock_timer_base panel");
+    assert_eq!((panel.dropped(), panel.kernel_skipped()), (45, 45));
+    assert!(panel.calls() >= 340, "{}", panel.calls());
+    let screen = render(&app, 80, 24);
+    assert!(screen.contains("dropped 45 (skip 45)"), "{screen}");
+}
