@@ -242,10 +242,10 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let names = |id: u32| {
-        session_names
-            .iter()
-            .find(|f| f.id == id)
-            .map_or_else(|| function_name(id), |f| f.name.clone())
+        session_names.iter().find(|f| f.id == id).map_or_else(
+            || (function_name(id), ""),
+            |f| (f.name.clone(), f.attach.as_str()),
+        )
     };
     // Kernel mode: the histograms hold the timed calls, the capture no records of them.
     let timed = if args.mode.mode.bits() & damon_common::MODE_STREAM != 0 {
@@ -271,14 +271,17 @@ pub fn function_name(id: u32) -> String {
 /// (`calls == records + dropped + in flight` must hold; if not, that is a bug to report).
 pub fn accounting_warnings(
     summary: &Summary,
-    name: impl Fn(u32) -> String,
+    name: impl Fn(u32) -> (String, &'static str),
     ring_size: u32,
     written: u64,
 ) -> Vec<String> {
     let mut out: Vec<String> = summary
         .counters
         .iter()
-        .filter_map(|(&id, c)| drop_warning(&name(id), c, ring_size))
+        .filter_map(|(&id, c)| {
+            let (name, attach) = name(id);
+            drop_warning(&name, attach, c, ring_size)
+        })
         .collect();
     let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
     let accounted: u64 = summary
@@ -299,7 +302,14 @@ pub fn accounting_warnings(
 /// What a function lost, why, and what helps: `12345 of 20000 calls of damon_hot_score were
 /// not recorded: the ring buffer (4096 B) was full; use --ring-size 4194304 (or larger) to keep
 /// more`. `None` when nothing was lost.
-pub fn drop_warning(name: &str, c: &FunctionCounters, ring_size: u32) -> Option<String> {
+/// `attach`: the function's attach method (`fentry`, `kprobe`), which decides what a skipped
+/// probe run means and what helps.
+pub fn drop_warning(
+    name: &str,
+    attach: &str,
+    c: &FunctionCounters,
+    ring_size: u32,
+) -> Option<String> {
     let dropped = c.dropped();
     if dropped == 0 {
         return None;
@@ -354,16 +364,20 @@ pub fn drop_warning(name: &str, c: &FunctionCounters, ring_size: u32) -> Option<
         ));
     }
     if skipped_entries > 0 || c.stale_entries > 0 {
-        line.push_str(
-            "; the kernel runs one probe once per CPU at a time and skips it while another run \
-             of it is active there: with fentry/fexit on a preemptible kernel a task preempted \
-             inside the probe blocks it for every task on that CPU (use --attach kprobe, whose \
-             probes run with preemption disabled); with kprobes, another BPF program was \
-             running on that CPU (an interrupt nested in it)",
-        );
+        line.push_str(if attach == "kprobe" {
+            "; the kernel skips a kprobe program while another kprobe or tracepoint program runs \
+             on that CPU (the call came from an interrupt nested in one): fewer other tracing \
+             programs on the machine help"
+        } else {
+            "; the kernel runs a fentry/fexit probe once per CPU at a time and skips it while \
+             another run is active there: on a preemptible kernel a task preempted inside the \
+             probe blocks it for every task on that CPU (use --attach kprobe, whose probes run \
+             with preemption disabled)"
+        });
     }
     let skipped_exits = c.skipped_exits.unwrap_or(0);
-    if skipped_entries > 0 && skipped_exits > 0 {
+    // kprobe skips come as whole calls (entry and exit), so only fentry/fexit can join two.
+    if attach != "kprobe" && skipped_entries > 0 && skipped_exits > 0 {
         line.push_str(&format!(
             "; with both entry and exit runs skipped, up to {} of the recorded durations may \
              span two calls of one task (an exit skipped, then the next entry at the same stack \
@@ -426,6 +440,10 @@ mod tests {
         }
     }
 
+    fn names(id: u32) -> (String, &'static str) {
+        (function_name(id), "fentry")
+    }
+
     #[test]
     fn end_warning_names_function_counts_reason_and_remedy() {
         let hot = FunctionCounters {
@@ -440,7 +458,7 @@ mod tests {
             in_flight: 1,
             ..Default::default()
         };
-        let w = accounting_warnings(&summary(&[(0, hot), (3, timer)]), function_name, 4096, 7664);
+        let w = accounting_warnings(&summary(&[(0, hot), (3, timer)]), names, 4096, 7664);
         assert_eq!(
             w,
             [
@@ -456,7 +474,7 @@ mod tests {
             too_deep: 2,
             ..Default::default()
         };
-        let w = accounting_warnings(&summary(&[(2, mixed)]), function_name, 1 << 24, 90);
+        let w = accounting_warnings(&summary(&[(2, mixed)]), names, 1 << 24, 90);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("10 of 100 calls of damon_migrate_pages were not recorded: the ring buffer (16777216 B) was full for 5, the entry-stamp map (16384 open calls) was full for 3, 2 nested deeper than 4"),
@@ -473,8 +491,8 @@ mod tests {
             emitted: 10,
             ..Default::default()
         };
-        assert!(accounting_warnings(&summary(&[(0, c)]), function_name, 4096, 10).is_empty());
-        let w = accounting_warnings(&summary(&[(0, c)]), function_name, 4096, 8);
+        assert!(accounting_warnings(&summary(&[(0, c)]), names, 4096, 10).is_empty());
+        let w = accounting_warnings(&summary(&[(0, c)]), names, 4096, 8);
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("2 calls unaccounted"), "{}", w[0]);
     }

@@ -463,7 +463,7 @@ fn accounting_warnings(
             f.name, f.emitted, f.count
         ));
     }
-    warnings.extend(crate::record::drop_warning(&f.name, k, ring_size));
+    warnings.extend(crate::record::drop_warning(&f.name, f.attach, k, ring_size));
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {

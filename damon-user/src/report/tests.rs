@@ -524,6 +524,20 @@ fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
         csv.lines().nth(1).expect("row").ends_with(",1,5,3"),
         "{csv}"
     );
+    // With kprobes the same counts mean another program was running, and skips come as whole
+    // calls: no remedy of switching to kprobe, no durations that may span two calls.
+    c.meta.functions[0].attach = AttachState::Kprobe;
+    let r = build(&c, &opts()).expect("report");
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.contains("damon_hot_score were not recorded"))
+        .expect("a drop warning");
+    assert!(w.contains("another kprobe or tracepoint program"), "{w}");
+    assert!(
+        !w.contains("--attach kprobe") && !w.contains("span two calls"),
+        "{w}"
+    );
     // Counts the kernel does not give are said to be unavailable, not shown as 0.
     let table = render::table(&build(&capture(true), &opts()).expect("report"), None);
     assert!(

@@ -274,11 +274,11 @@ fn finish(
         );
     }
     for (&id, c) in &summary.counters {
-        let name = names
-            .iter()
-            .find(|f| f.id == id)
-            .map_or_else(|| crate::record::function_name(id), |f| f.name.clone());
-        if let Some(w) = crate::record::drop_warning(&name, c, ring_size) {
+        let (name, attach) = names.iter().find(|f| f.id == id).map_or_else(
+            || (crate::record::function_name(id), ""),
+            |f| (f.name.clone(), f.attach.as_str()),
+        );
+        if let Some(w) = crate::record::drop_warning(&name, attach, c, ring_size) {
             eprintln!("damon-trace: warning: {w}");
         }
     }
