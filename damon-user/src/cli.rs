@@ -70,7 +70,10 @@ pub struct Selection {
     /// Comma-separated subset of the built-in functions (default: all four).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub functions: Vec<String>,
-    /// Attach method: fentry/fexit with kprobe fallback (auto), or force one.
+    /// Attach method. auto: kprobe/kretprobe first on a preemptible kernel (preempt=full, lazy,
+    /// rt: the kernel skips a fentry/fexit probe on a CPU while a task is preempted inside
+    /// it), fentry/fexit first elsewhere (cheaper), the other as fallback; or force one.
+    /// `doctor` shows the preemption model.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto)]
     pub attach: AttachChoice,
     /// Trace this kernel function (repeatable, up to 11): any function in /proc/kallsyms that
