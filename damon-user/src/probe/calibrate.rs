@@ -516,12 +516,15 @@ pub fn before_session(
     if args.no_calibrate {
         return Calibration::not_run(CalibrationStatus::Skipped, "--no-calibrate".to_owned());
     }
-    let requests = requests_for(
-        attach,
-        mode.mode.bits(),
-        mode.mode.as_str(),
-        mode.hist_width,
-    );
+    // The method `auto` will try first on this kernel (what the attach does, see
+    // `probe::attach`); a function that falls back is calibrated after the attach.
+    let first = match attach {
+        AttachChoice::Auto if crate::probe::kernel::Preemption::read().preempts_trampolines() => {
+            AttachChoice::Kprobe
+        }
+        other => other,
+    };
+    let requests = requests_for(first, mode.mode.bits(), mode.mode.as_str(), mode.hist_width);
     calibrate(&requests, args.calibrate_calls, &mut progress_line)
 }
 
