@@ -7,7 +7,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 mod common;
-use common::{json, u};
+use common::{auto_attach, json, u};
 use damon_common::{HIST_BUCKETS, hist_bucket};
 use xtask::{
     kernel::Kernel,
@@ -173,7 +173,7 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
          run kernel --mode kernel --attach kprobe --hist-width 50\n",
     );
     let dir = out.path().join("out");
-    check_stream_run(&dir, "both", "fentry", "both");
+    check_stream_run(&dir, "both", auto_attach(&Kernel::Debian72), "both");
     let export = json(&dir, "both.export.json");
     let hist = &export["summary"]["kernel_hist"];
     for f in FUNCS {
