@@ -70,7 +70,12 @@ fn vm_7_2_stamp_map_holds_live_tasks_only_in_a_long_session() {
         "every task called it once: {calls} calls < {TASKS}: {c}"
     );
     assert_eq!(u(c, "stamp_full"), 0, "no call lost to a full map: {c}");
-    assert_eq!(u(c, "orphan_exits"), 0, "{c}");
+    // An exit without its entry is a call whose entry program the kernel skipped (counted by
+    // the kernel, from 6.7 for kprobes); nothing else may leave one.
+    assert!(
+        u(c, "orphan_exits") <= c["skipped_entries"].as_u64().unwrap_or(0),
+        "orphan exits without skipped entries: {c}"
+    );
     assert_eq!(
         calls,
         u(k, "count")
