@@ -31,8 +31,8 @@ pub enum Command {
     Record(RecordArgs),
     /// Summarise a capture: per-function call counts, drops and latency percentiles.
     Report(ReportArgs),
-    /// Compare two captures (before, after): range tables, percentile deltas with intervals,
-    /// a rank test and a verdict.
+    /// Compare captures before and after (one or several runs a side): range tables,
+    /// percentile deltas, intervals and verdicts over runs, workload checks.
     Compare(CompareArgs),
     /// Write a capture as JSON, per-call or per-bucket CSV, or OpenMetrics text.
     Export(ExportArgs),
@@ -237,11 +237,33 @@ pub enum CompareFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  damon-trace compare unpatched.dtcap patched.dtcap
+  damon-trace compare --before a1.dtcap a2.dtcap a3.dtcap --after b1.dtcap b2.dtcap b3.dtcap
+
+The run (one boot, one recording) is the unit of replication: calls of one run share its boot
+and are not independent. A verdict needs at least two runs a side (Welch's t on the per-run
+medians, Holm-adjusted across functions); with one capture a side the difference is described
+and the runs needed to resolve it are estimated. `cargo xtask ab` records interleaved runs.")]
 pub struct CompareArgs {
-    /// The reference capture (e.g. the unpatched kernel).
-    pub before: PathBuf,
-    /// The capture to judge against it.
-    pub after: PathBuf,
+    /// The reference capture (e.g. the unpatched kernel), one run.
+    #[arg(
+        value_name = "BEFORE",
+        required_unless_present = "before_runs",
+        conflicts_with_all = ["before_runs", "after_runs"],
+        requires = "after"
+    )]
+    pub before: Option<PathBuf>,
+    /// The capture to judge against it, one run.
+    #[arg(value_name = "AFTER")]
+    pub after: Option<PathBuf>,
+    /// Captures of the reference side, one per run (separate boots): --before a.dtcap b.dtcap …
+    #[arg(long = "before", id = "before_runs", value_name = "FILE", num_args = 1.., requires = "after_runs")]
+    pub before_runs: Vec<PathBuf>,
+    /// Captures of the side to judge, one per run: --after x.dtcap y.dtcap …
+    #[arg(long = "after", id = "after_runs", value_name = "FILE", num_args = 1.., requires = "before_runs")]
+    pub after_runs: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
     /// Also draw both distributions, one chart per function, into this SVG file.
@@ -254,6 +276,16 @@ pub struct CompareArgs {
     pub buckets: BucketArgs,
     #[command(flatten)]
     pub filter: RecordFilter,
+}
+
+impl CompareArgs {
+    /// The captures of each side, whichever form was used.
+    pub fn sides(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        match (&self.before, &self.after) {
+            (Some(b), Some(a)) => (vec![b.clone()], vec![a.clone()]),
+            _ => (self.before_runs.clone(), self.after_runs.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

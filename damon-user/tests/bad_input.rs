@@ -306,6 +306,19 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["--bucket-ns"],
         ),
         case(
+            "compare --before without --after",
+            &["compare", "--before", &fx, &fx],
+            2,
+            &["--after"],
+        ),
+        case(
+            "compare BEFORE --after (two forms mixed)",
+            &["compare", &fx, "--after", &fx],
+            2,
+            &["--after"],
+        ),
+        case("compare with one capture", &["compare", &fx], 2, &["AFTER"]),
+        case(
             "export --format missing",
             &["export", &fx],
             2,
@@ -488,7 +501,7 @@ fn cases(c: &Corpus) -> Vec<Case> {
             "compare --functions nope",
             &["compare", &fx, &fx, "--functions", "nope"],
             2,
-            &["nope", "neither"],
+            &["nope", "none of the captures"],
         ),
         case(
             "live --replay --functions nope",

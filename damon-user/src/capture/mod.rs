@@ -23,12 +23,16 @@ use std::collections::BTreeMap;
 use damon_common::CallRecord;
 use serde::{Deserialize, Serialize};
 
-/// Release, version string and boot id of the running kernel.
+/// Release, version string, boot id and command line of the running kernel.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct KernelIdentity {
     pub release: String,
     pub version: String,
     pub boot_id: String,
+    /// `/proc/cmdline` (absent in older captures: `compare` then cannot
+    /// check that both sides booted alike).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cmdline: String,
 }
 
 /// How a function was traced, or why it was not.

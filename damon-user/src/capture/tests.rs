@@ -16,6 +16,7 @@ fn meta() -> Meta {
             release: "7.2.13-amd64".into(),
             version: "#1 SMP".into(),
             boot_id: "b".into(),
+            cmdline: "console=ttyS0 quiet".into(),
         },
         hostname: "guest".into(),
         start_unix_ns: 1,

@@ -4,12 +4,14 @@ use serde::Serialize;
 use crate::{
     capture::Capture,
     stats::{
-        bootstrap::{self, Interval},
         intervals::{Boundaries, PerInterval, per_interval},
+        percentile,
+        runs::Interval,
     },
 };
 
-/// One side's per-interval numbers (the series stay in `report --format json`).
+/// One side's per-interval numbers, its runs pooled (the series stay in `report --format
+/// json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Side {
     pub intervals: u64,
@@ -19,55 +21,82 @@ pub struct Side {
     pub p99_total_ns: u64,
     pub max_total_ns: u64,
     pub mean_interval_ns: f64,
+    /// Each run's mean time per interval, ns (runs with intervals only).
+    pub run_mean_total_ns: Vec<f64>,
 }
 
-impl From<&PerInterval> for Side {
-    fn from(p: &PerInterval) -> Side {
-        Side {
-            intervals: p.intervals,
-            mean_calls: p.mean_calls,
-            mean_total_ns: p.mean_total_ns,
-            p50_total_ns: p.p50_total_ns,
-            p99_total_ns: p.p99_total_ns,
-            max_total_ns: p.max_total_ns,
-            mean_interval_ns: p.mean_interval_ns,
+impl Side {
+    /// The runs' intervals pooled: every interval of every run counts once.
+    fn pooled(runs: &[PerInterval]) -> Option<Side> {
+        let intervals: u64 = runs.iter().map(|p| p.intervals).sum();
+        if intervals == 0 {
+            return None;
         }
+        let n = intervals as f64;
+        let mut totals: Vec<u64> = runs
+            .iter()
+            .flat_map(|p| p.per_interval_totals.iter().copied())
+            .collect();
+        totals.sort_unstable();
+        let weighted = |get: &dyn Fn(&PerInterval) -> f64| {
+            runs.iter()
+                .map(|p| get(p) * p.intervals as f64)
+                .sum::<f64>()
+                / n
+        };
+        Some(Side {
+            intervals,
+            mean_calls: weighted(&|p| p.mean_calls),
+            mean_total_ns: weighted(&|p| p.mean_total_ns),
+            p50_total_ns: percentile(&totals, 50.0).unwrap_or(0),
+            p99_total_ns: percentile(&totals, 99.0).unwrap_or(0),
+            max_total_ns: totals.last().copied().unwrap_or(0),
+            mean_interval_ns: weighted(&|p| p.mean_interval_ns),
+            run_mean_total_ns: runs.iter().map(|p| p.mean_total_ns).collect(),
+        })
     }
 }
 
 /// Time per interval in one function, before and after.
 #[derive(Debug, Clone, Serialize)]
 pub struct IntervalComparison {
-    /// `None`: that capture has no interval boundaries (older capture, or no hook).
+    /// `None`: no capture of that side has interval boundaries (older capture, or no hook).
     pub before: Option<Side>,
     pub after: Option<Side>,
     /// After − before of the mean time per interval, with a 95 % Welch interval over the
-    /// per-interval totals.
+    /// per-run means (at least two runs with intervals a side; the intervals of one run are
+    /// not independent samples).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_total_delta: Option<Interval>,
 }
 
-fn side(c: &Capture, id: u32) -> Option<PerInterval> {
+/// One run's per-interval numbers of function `id`, when it has complete intervals.
+pub fn of_run(c: &Capture, id: u32) -> Option<PerInterval> {
     let bounds = Boundaries::from_marks(&c.marks);
     let calls: Vec<_> = c.records.iter().filter(|r| r.func == id).copied().collect();
     per_interval(&calls, &bounds).filter(|p| p.intervals > 0)
 }
 
-/// Per-interval comparison of one function (ids of each capture), when at least one side has
-/// intervals.
-pub fn compare(before: (&Capture, u32), after: (&Capture, u32)) -> Option<IntervalComparison> {
-    let b = side(before.0, before.1);
-    let a = side(after.0, after.1);
+/// Per-interval comparison of one function over each side's runs (capture, id), when at
+/// least one run has intervals.
+pub fn compare(
+    before: &[(&Capture, u32)],
+    after: &[(&Capture, u32)],
+) -> Option<IntervalComparison> {
+    let runs = |side: &[(&Capture, u32)]| -> Vec<PerInterval> {
+        side.iter().filter_map(|&(c, id)| of_run(c, id)).collect()
+    };
+    let (b, a) = (Side::pooled(&runs(before)), Side::pooled(&runs(after)));
     if b.is_none() && a.is_none() {
         return None;
     }
     let mean_total_delta = match (&b, &a) {
-        (Some(b), Some(a)) => bootstrap::mean_delta(&b.per_interval_totals, &a.per_interval_totals),
+        (Some(b), Some(a)) => super::runs::interval(&b.run_mean_total_ns, &a.run_mean_total_ns),
         _ => None,
     };
     Some(IntervalComparison {
-        before: b.as_ref().map(Side::from),
-        after: a.as_ref().map(Side::from),
+        before: b,
+        after: a,
         mean_total_delta,
     })
 }
@@ -110,7 +139,7 @@ pub fn lines(c: &IntervalComparison) -> Vec<String> {
             && let Some(i) = c.mean_total_delta
         {
             line.push_str(&format!(
-                "  [{}, {}] (Welch)",
+                "  [{}, {}] (Welch, per-run means)",
                 crate::compare::signed(i.lo),
                 crate::compare::signed(i.hi)
             ));
@@ -178,19 +207,29 @@ mod tests {
     fn before_after_per_interval() {
         let b = with(&[100, 120, 110, 130]);
         let a = with(&[10, 12, 11, 13]);
-        let c = compare((&b, 0), (&a, 0)).expect("both have intervals");
+        let c = compare(&[(&b, 0)], &[(&a, 0)]).expect("both have intervals");
         assert_eq!(c.before.as_ref().map(|s| s.mean_total_ns), Some(115.0));
         assert_eq!(c.after.as_ref().map(|s| s.max_total_ns), Some(13));
-        let d = c.mean_total_delta.expect("delta");
-        assert!((d.estimate + 103.5).abs() < 1e-9 && d.hi < 0.0, "{d:?}");
+        // One run a side: the intervals of one run are not independent, no interval.
+        assert!(c.mean_total_delta.is_none());
         let text = lines(&c).join("\n");
         assert!(text.contains("ns mean"), "{text}");
-        assert!(text.contains("(Welch)"), "{text}");
+        // Two runs a side: pooled, and Welch over the runs' means (115, 215 vs 11.5, 21.5).
+        let b2 = with(&[200, 220, 210, 230]);
+        let a2 = with(&[20, 22, 21, 23]);
+        let c = compare(&[(&b, 0), (&b2, 0)], &[(&a, 0), (&a2, 0)]).expect("intervals");
+        let side = c.before.as_ref().expect("before");
+        assert_eq!((side.intervals, side.mean_total_ns), (8, 165.0));
+        assert_eq!(side.run_mean_total_ns, vec![115.0, 215.0]);
+        let d = c.mean_total_delta.expect("delta");
+        assert!((d.estimate + 148.5).abs() < 1e-9, "{d:?}");
+        assert!(d.lo < -148.5 && d.hi > -148.5, "{d:?}");
+        assert!(lines(&c).join("\n").contains("(Welch, per-run means)"));
         // An older capture without boundaries on one side: shown as "-".
         let old = bare_capture();
-        let c = compare((&old, 0), (&a, 0)).expect("after has intervals");
+        let c = compare(&[(&old, 0)], &[(&a, 0)]).expect("after has intervals");
         assert!(c.before.is_none() && c.mean_total_delta.is_none());
-        assert!(compare((&old, 0), (&old, 0)).is_none());
+        assert!(compare(&[(&old, 0)], &[(&old, 0)]).is_none());
     }
 
     #[test]
@@ -209,20 +248,16 @@ mod tests {
             bucket_ns: 20,
             ..ReportOptions::default()
         };
-        let same = build(
-            &Inputs {
-                before: ("a", &new),
-                after: ("b", &new),
-            },
-            &opts,
-        )
-        .expect("compare");
+        let same = build(&Inputs::pair(("a", &new), ("b", &new)), &opts).expect("compare");
         let hot = same.functions[0]
             .per_interval
             .as_ref()
             .expect("per interval");
         assert_eq!(hot.before.as_ref().map(|s| s.intervals), Some(129));
-        assert_eq!(hot.mean_total_delta.map(|d| d.estimate), Some(0.0));
+        assert_eq!(
+            hot.before.as_ref().map(|s| s.mean_total_ns),
+            hot.after.as_ref().map(|s| s.mean_total_ns)
+        );
         assert!(
             same.functions[3].per_interval.is_none(),
             "not a DAMON function"
@@ -233,14 +268,7 @@ mod tests {
             "{table}"
         );
         // A capture from before the interval hook: its side is "-", nothing breaks.
-        let mixed = build(
-            &Inputs {
-                before: ("old", &old),
-                after: ("new", &new),
-            },
-            &opts,
-        )
-        .expect("compare");
+        let mixed = build(&Inputs::pair(("old", &old), ("new", &new)), &opts).expect("compare");
         let hot = mixed.functions[0]
             .per_interval
             .as_ref()

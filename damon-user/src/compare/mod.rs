@@ -17,30 +17,33 @@ fn corrected(c: &Capture, attach: &str, stats: Option<&LatencyStats>) -> Option<
     Some(Corrected::new(&floor, stats?))
 }
 
+mod runs;
+#[cfg(test)]
+mod simulation;
 #[cfg(test)]
 mod tests;
 mod verdict;
 
 pub use verdict::{p_text, signed};
 
-use std::process::ExitCode;
+use std::{collections::BTreeMap, process::ExitCode};
 
 use anyhow::Context as _;
 use damon_common::FunctionId;
 use serde::Serialize;
 
 use crate::{
-    capture::{Capture, format::read_file},
+    capture::{Capture, FunctionCounters, format::read_file},
     cli::{CompareArgs, CompareFormat},
     record::UsageError,
     report::{ReportOptions, check_functions, counters, select},
     stats::{
         LatencyStats,
-        bootstrap::{self, Interval},
         buckets::BucketGrid,
         calibration::{Calibration, Corrected},
         ranktest::{self, MannWhitney},
-        rng::Rng,
+        runs::Interval,
+        runs::RunTest,
     },
 };
 
@@ -58,10 +61,10 @@ pub const PERCENTILES: [(f64, &str); 5] = [
 
 #[derive(Debug, Serialize)]
 pub struct Comparison {
-    pub before: CaptureSide,
-    pub after: CaptureSide,
+    pub before: SideMeta,
+    pub after: SideMeta,
     pub functions: Vec<FunctionComparison>,
-    /// Traced in one capture only (missing, inlined or failed in the other, or not selected).
+    /// Traced on one side only (missing, inlined or failed on the other, or not selected).
     pub only_before: Vec<String>,
     pub only_after: Vec<String>,
     pub warnings: Vec<String>,
@@ -70,14 +73,22 @@ pub struct Comparison {
 
 #[derive(Debug, Serialize)]
 pub struct Method {
+    /// The unit of replication: every interval, p-value and verdict rests on per-run values.
+    pub unit: &'static str,
+    pub runs_before: usize,
+    pub runs_after: usize,
     pub alpha: f64,
-    pub bootstrap_resamples: usize,
-    pub bootstrap_seed: u64,
-    pub percentiles: &'static str,
-    pub test: &'static str,
-    pub mean_interval: &'static str,
+    /// How the verdicts were reached with these runs.
+    pub verdict: String,
+    /// Holm's adjustment across this many function tests (the family).
+    pub tests: usize,
+    pub intervals: &'static str,
+    pub pooled: &'static str,
+    pub calls_test: &'static str,
+    pub typical_variation: &'static str,
 }
 
+/// One capture: one run.
 #[derive(Debug, Serialize)]
 pub struct CaptureSide {
     pub file: String,
@@ -87,6 +98,17 @@ pub struct CaptureSide {
     pub complete: bool,
 }
 
+/// One side of the comparison: its runs.
+#[derive(Debug, Serialize)]
+pub struct SideMeta {
+    pub runs: usize,
+    /// The kernel release of its runs (several, comma-separated, if they differ).
+    pub kernel_release: String,
+    pub cpu_model: String,
+    pub captures: Vec<CaptureSide>,
+}
+
+/// A side's calls, all runs pooled.
 #[derive(Debug, Serialize)]
 pub struct SideStats {
     pub attach: &'static str,
@@ -94,10 +116,10 @@ pub struct SideStats {
     pub count: u64,
     pub dropped: u64,
     pub matched: u64,
-    /// Raw latencies (they include the probe's cost).
+    /// Raw latencies (they include the probe's cost), all runs pooled.
     pub stats: Option<LatencyStats>,
-    /// The raw latencies minus this capture's probe floor for the function's attach method
-    /// (absent when the capture has no matching calibration).
+    /// The raw latencies minus the probe floor for the function's attach method (the first
+    /// calibrated run's; absent when no run has a matching calibration).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corrected: Option<Corrected>,
 }
@@ -106,18 +128,37 @@ pub struct SideStats {
 pub struct RangeRow {
     pub lo_ns: u64,
     pub hi_ns: Option<u64>,
+    /// Calls of all runs pooled.
     pub before: u64,
     pub after: u64,
+    /// Smallest and largest share of a run's calls in this row, percent (several runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_runs_pct: Option<[f64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_runs_pct: Option<[f64; 2]>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct PercentileDelta {
     pub label: &'static str,
     pub p: f64,
+    /// Of all runs pooled.
     pub before_ns: u64,
     pub after_ns: u64,
-    /// `after − before` with its bootstrap interval; `None` with too few calls in that tail.
+    /// Smallest and largest per-run value (several runs with enough calls in this tail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_runs: Option<[f64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_runs: Option<[f64; 2]>,
+    /// `after − before` of the mean per-run percentile with its 95 % Welch interval over runs;
+    /// `None` with fewer than two runs a side (or too few calls in this tail).
     pub interval: Option<Interval>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunsPair {
+    pub before: Vec<runs::RunSummary>,
+    pub after: Vec<runs::RunSummary>,
 }
 
 #[derive(Debug, Serialize)]
@@ -128,15 +169,30 @@ pub struct FunctionComparison {
     pub grid: BucketGrid,
     pub rows: Vec<RangeRow>,
     pub percentiles: Vec<PercentileDelta>,
+    /// After − before of the per-run means, Welch's interval over runs.
     pub mean: Option<Interval>,
-    pub mann_whitney: Option<MannWhitney>,
+    /// Each run's numbers.
+    pub runs: RunsPair,
+    /// The test behind the verdict: Welch's t on the per-run medians (two runs a side at
+    /// least).
+    pub test: Option<RunTest>,
+    /// Its p-value after Holm's adjustment across the functions compared.
+    pub p_holm: Option<f64>,
+    /// Mann–Whitney and Cliff's δ over the pooled calls: describes the calls, not the kernels
+    /// (calls of one run are not independent), never used for the verdict.
+    pub calls_test: Option<MannWhitney>,
     pub significant: bool,
     pub verdict: String,
+    /// Runs a side would need to resolve the median difference seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs_needed: Option<runs::RunsNeeded>,
+    /// The two sides did different amounts of work (see the warnings).
+    pub workload_differs: bool,
     /// Time per DAMON aggregation interval, when a capture recorded the boundaries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_interval: Option<intervals::IntervalComparison>,
     /// Before/after distributions of the returned value and recorded arguments (scores, pages
-    /// migrated, target nodes, region nr_accesses/age).
+    /// migrated, target nodes, region nr_accesses/age), runs pooled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<crate::report::values::DistComparison>,
     /// Log-spaced bins over both samples, for `--plot` (latencies span decades).
@@ -144,23 +200,52 @@ pub struct FunctionComparison {
     pub log_bins: Vec<plot::LogBin>,
 }
 
-/// Both captures, read, with the names the user gave them.
+/// The captures of each side (one per run), with the names the user gave them.
 pub struct Inputs<'a> {
-    pub before: (&'a str, &'a Capture),
-    pub after: (&'a str, &'a Capture),
+    pub before: Vec<(&'a str, &'a Capture)>,
+    pub after: Vec<(&'a str, &'a Capture)>,
 }
 
-fn side_meta(file: &str, c: &Capture) -> CaptureSide {
-    CaptureSide {
-        file: file.to_owned(),
-        kernel_release: c.meta.kernel.release.clone(),
-        cpu_model: c.meta.cpu_model.clone(),
-        duration_ns: c.summary.as_ref().map(|s| s.duration_ns),
-        complete: c.summary.is_some(),
+impl<'a> Inputs<'a> {
+    /// One capture a side.
+    #[cfg(test)]
+    pub fn pair(before: (&'a str, &'a Capture), after: (&'a str, &'a Capture)) -> Self {
+        Inputs {
+            before: vec![before],
+            after: vec![after],
+        }
     }
 }
 
-/// Names of the functions a capture traced (attached one way or another).
+fn side_meta(runs: &[(&str, &Capture)]) -> SideMeta {
+    let captures: Vec<CaptureSide> = runs
+        .iter()
+        .map(|&(file, c)| CaptureSide {
+            file: file.to_owned(),
+            kernel_release: c.meta.kernel.release.clone(),
+            cpu_model: c.meta.cpu_model.clone(),
+            duration_ns: c.summary.as_ref().map(|s| s.duration_ns),
+            complete: c.summary.is_some(),
+        })
+        .collect();
+    let distinct = |get: &dyn Fn(&CaptureSide) -> &str| {
+        let mut v: Vec<&str> = Vec::new();
+        for c in &captures {
+            if !v.contains(&get(c)) {
+                v.push(get(c));
+            }
+        }
+        v.join(", ")
+    };
+    SideMeta {
+        runs: captures.len(),
+        kernel_release: distinct(&|c| &c.kernel_release),
+        cpu_model: distinct(&|c| &c.cpu_model),
+        captures,
+    }
+}
+
+/// Names of the functions a capture traced (attached one way or another), with id and method.
 fn traced(c: &Capture) -> Vec<(&str, u32, &'static str)> {
     c.meta
         .functions
@@ -170,27 +255,203 @@ fn traced(c: &Capture) -> Vec<(&str, u32, &'static str)> {
         .collect()
 }
 
-/// Compares two captures (pure; the bootstrap is seeded).
+/// One run of one function, ready to compare.
+struct Run<'a> {
+    file: &'a str,
+    capture: &'a Capture,
+    id: u32,
+    attach: &'static str,
+    selected: crate::report::Selected,
+    counters: FunctionCounters,
+    /// On the kernel's grid (a kernel-mode capture on either side).
+    kernel: Option<kernel::Side>,
+}
+
+impl Run<'_> {
+    fn summary(&self, name: &str) -> runs::RunSummary {
+        let d = &self.selected.durations;
+        let seconds = self
+            .capture
+            .summary
+            .as_ref()
+            .map(|s| s.duration_ns as f64 / 1e9)
+            .filter(|&s| s > 0.0);
+        let mean_ns = match &self.kernel {
+            Some(k) if k.hist.count > 0 => Some(k.hist.sum_ns as f64 / k.hist.count as f64),
+            _ if !d.is_empty() => Some(d.iter().map(|&v| v as f64).sum::<f64>() / d.len() as f64),
+            _ => None,
+        };
+        let calls = self.counters.made();
+        runs::RunSummary {
+            file: self.file.to_owned(),
+            calls,
+            matched: d.len() as u64,
+            dropped: self.counters.dropped(),
+            seconds,
+            calls_per_s: seconds.map(|s| calls as f64 / s),
+            calls_per_interval: FunctionId::from_symbol(name)
+                .filter(|f| f.is_damon() && self.kernel.is_none())
+                .and_then(|_| intervals::of_run(self.capture, self.id))
+                .map(|p| p.mean_calls),
+            percentiles: PERCENTILES
+                .iter()
+                .map(|&(p, _)| {
+                    crate::stats::runs::enough_tail(d.len(), p)
+                        .then(|| crate::stats::percentile(d, p))
+                        .flatten()
+                })
+                .collect(),
+            p50_ns: crate::stats::percentile(d, 50.0),
+            mean_ns,
+        }
+    }
+}
+
+/// The runs of one side that traced `name`, with their selected calls.
+fn side_runs<'a>(
+    name: &str,
+    side: &[(&'a str, &'a Capture)],
+    selected: &mut [BTreeMap<u32, crate::report::Selected>],
+    resolution: Option<kernel::Resolution>,
+) -> Vec<Run<'a>> {
+    side.iter()
+        .zip(selected.iter_mut())
+        .filter_map(|(&(file, c), sel)| {
+            let &(_, id, attach) = traced(c).iter().find(|f| f.0 == name)?;
+            let selected = sel.remove(&id).unwrap_or_default();
+            let (selected, counters, kernel) = match resolution {
+                Some(res) => {
+                    let mut k = kernel::side(c, id, selected, res);
+                    let s = std::mem::take(&mut k.selected);
+                    let counters = k.counters;
+                    (s, counters, Some(k))
+                }
+                None => {
+                    let counters = counters(c, id, selected.count);
+                    (selected, counters, None)
+                }
+            };
+            Some(Run {
+                file,
+                capture: c,
+                id,
+                attach,
+                selected,
+                counters,
+                kernel,
+            })
+        })
+        .collect()
+}
+
+/// The pooled side: counters added, calls put together.
+fn pooled(
+    runs: &[Run],
+    attach: &'static str,
+    resolution: bool,
+) -> (SideStats, Vec<u64>, Option<kernel::Side>) {
+    let mut durations: Vec<u64> = runs
+        .iter()
+        .flat_map(|r| r.selected.durations.iter().copied())
+        .collect();
+    durations.sort_unstable();
+    let count = runs.iter().map(|r| r.selected.count).sum();
+    let merged = resolution.then(|| {
+        kernel::merge(
+            runs.iter()
+                .map(|r| {
+                    let k = r.kernel.as_ref().expect("on the grid");
+                    kernel::Side {
+                        hist: k.hist.clone(),
+                        selected: crate::report::Selected {
+                            count: r.selected.count,
+                            durations: r.selected.durations.clone(),
+                            values: Vec::new(),
+                        },
+                        counters: r.counters,
+                    }
+                })
+                .collect(),
+        )
+    });
+    let stats = match &merged {
+        Some(m) => kernel::stats(m),
+        None => LatencyStats::from_durations(&mut durations.clone()),
+    };
+    let corrected = runs
+        .iter()
+        .find_map(|r| corrected(r.capture, attach, stats.as_ref()));
+    (
+        SideStats {
+            attach,
+            calls: runs.iter().map(|r| r.counters.made()).sum(),
+            count,
+            dropped: runs.iter().map(|r| r.counters.dropped()).sum(),
+            matched: durations.len() as u64,
+            corrected,
+            stats,
+        },
+        durations,
+        merged,
+    )
+}
+
+/// Each run's share of its calls in each row (min and max over runs, percent), when a side has
+/// several runs.
+fn row_spread(rows: &[(u64, Option<u64>)], runs: &[Run]) -> Vec<Option<[f64; 2]>> {
+    rows.iter()
+        .map(|&(lo, hi)| {
+            let shares: Vec<f64> = runs
+                .iter()
+                .filter(|r| !r.selected.durations.is_empty())
+                .map(|r| {
+                    let d = &r.selected.durations;
+                    let below = |x: u64| d.partition_point(|&v| v < x);
+                    let n = hi.map_or(d.len(), below) - below(lo);
+                    n as f64 * 100.0 / d.len() as f64
+                })
+                .collect();
+            runs::spread(&shares)
+        })
+        .collect()
+}
+
+/// Compares the runs of two sides (pure; deterministic).
 pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageError> {
-    let (bc, ac) = (inp.before.1, inp.after.1);
+    if inp.before.is_empty() || inp.after.is_empty() {
+        return Err(UsageError(
+            "compare needs at least one capture a side".to_owned(),
+        ));
+    }
+    let all: Vec<&Capture> = inp.before.iter().chain(&inp.after).map(|r| r.1).collect();
     for name in &opts.functions {
-        if check_functions(bc, std::slice::from_ref(name)).is_err()
-            && check_functions(ac, std::slice::from_ref(name)).is_err()
+        if all
+            .iter()
+            .all(|c| check_functions(c, std::slice::from_ref(name)).is_err())
         {
             return Err(UsageError(format!(
-                "function `{name}` is in neither capture"
+                "function `{name}` is in none of the captures"
             )));
         }
     }
     let wanted = |n: &str| opts.functions.is_empty() || opts.functions.iter().any(|f| f == n);
-    let (tb, ta) = (traced(bc), traced(ac));
-    let mut sel_b = select(bc, opts);
-    let mut sel_a = select(ac, opts);
-    let mut warnings = header_warnings(bc, ac);
-    let resolution = kernel::Resolution::of(bc, ac, opts)?;
+    let names = |side: &[(&str, &Capture)]| -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for (n, _, _) in side.iter().flat_map(|r| traced(r.1)) {
+            if wanted(n) && !v.iter().any(|x| x == n) {
+                v.push(n.to_owned());
+            }
+        }
+        v
+    };
+    let (nb, na) = (names(&inp.before), names(&inp.after));
+    let mut sel_b: Vec<_> = inp.before.iter().map(|r| select(r.1, opts)).collect();
+    let mut sel_a: Vec<_> = inp.after.iter().map(|r| select(r.1, opts)).collect();
+    let mut warnings = header_warnings(&inp.before, &inp.after);
+    let resolution = kernel::Resolution::of(&all, opts)?;
     if let Some(res) = resolution {
         warnings.push(format!(
-            "a capture was recorded with --mode kernel: both are compared {} (percentiles and \
+            "a capture was recorded with --mode kernel: all are compared {} (percentiles and \
              tests on bucketed durations; min, mean and max exact); per-interval times and \
              argument values need per-call records and are not compared",
             res.describe()
@@ -204,100 +465,95 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             ));
         }
     }
+    let multi = inp.before.len() > 1 || inp.after.len() > 1;
     let mut functions = Vec::new();
-    for &(name, id_b, attach_b) in tb.iter().filter(|f| wanted(f.0)) {
-        let Some(&(_, id_a, attach_a)) = ta.iter().find(|f| f.0 == name) else {
-            continue;
+    for name in nb.iter().filter(|n| na.contains(n)) {
+        let rb = side_runs(name, &inp.before, &mut sel_b, resolution);
+        let ra = side_runs(name, &inp.after, &mut sel_a, resolution);
+        for (label, side, got) in [("before", &inp.before, &rb), ("after", &inp.after, &ra)] {
+            if got.len() < side.len() {
+                warnings.push(format!(
+                    "{name}: traced in {} of the {} {label} runs; compared over those",
+                    got.len(),
+                    side.len()
+                ));
+            }
+        }
+        let methods = |runs: &[Run]| {
+            let mut m: Vec<&'static str> = runs.iter().map(|r| r.attach).collect();
+            m.dedup();
+            m
         };
-        if attach_b != attach_a {
+        let (mb, ma) = (methods(&rb), methods(&ra));
+        if mb != ma || mb.len() > 1 {
             warnings.push(format!(
-                "{name}: traced with {attach_b} before and {attach_a} after: the probes cost \
-                 differently, so part of any difference is the probe's"
+                "{name}: traced with {} before and {} after: the probes cost differently, so \
+                 part of any difference is the probe's",
+                mb.join("+"),
+                ma.join("+")
             ));
         }
-        let mut b = sel_b.remove(&id_b).unwrap_or_default();
-        let mut a = sel_a.remove(&id_a).unwrap_or_default();
-        // With a kernel-mode capture on either side, both go onto the kernel's buckets.
-        let mut on_grid = None;
         if let Some(res) = resolution {
-            let kb = kernel::side(bc, id_b, std::mem::take(&mut b), res);
-            let ka = kernel::side(ac, id_a, std::mem::take(&mut a), res);
-            for (label, s) in [("before", &kb), ("after", &ka)] {
-                let n = s.hist.buckets.iter().sum::<u64>();
+            for (label, runs) in [("before", &rb), ("after", &ra)] {
+                let n: u64 = runs
+                    .iter()
+                    .filter_map(|r| r.kernel.as_ref())
+                    .map(|k| k.hist.buckets.iter().sum::<u64>())
+                    .max()
+                    .unwrap_or(0);
                 if n > kernel::MAX_EXPANDED {
                     warnings.push(format!(
-                        "{name}: {n} calls {label}: the tests and intervals use a proportional \
-                         sample of {} of them (same buckets; as conservative as that many calls)",
+                        "{name}: {n} calls in a {label} run: the tests and intervals use a \
+                         proportional sample of {} of them (same buckets; as conservative as \
+                         that many calls)",
                         kernel::MAX_EXPANDED
                     ));
                 }
             }
-            let (grid, rows) = kernel::rows(opts, &kb, &ka)?;
-            let side = |c: &Capture, s: &kernel::Side, attach: &'static str| {
-                let stats = kernel::stats(s);
-                SideStats {
-                    attach,
-                    calls: s.counters.calls,
-                    count: s.selected.count,
-                    dropped: s.counters.dropped(),
-                    matched: s.selected.durations.len() as u64,
-                    corrected: corrected(c, attach, stats.as_ref()),
-                    stats,
-                }
-            };
-            on_grid = Some((side(bc, &kb, attach_b), side(ac, &ka, attach_a), grid, rows));
-            b = kb.selected;
-            a = ka.selected;
+            let _ = res;
         }
-        let side = |c: &Capture, id: u32, attach: &'static str, s: &crate::report::Selected| {
-            let k = counters(c, id, s.count);
-            let stats = LatencyStats::from_durations(&mut s.durations.clone());
-            SideStats {
-                attach,
-                calls: k.made(),
-                count: s.count,
-                dropped: k.dropped(),
-                matched: s.durations.len() as u64,
-                corrected: corrected(c, attach, stats.as_ref()),
-                stats,
+        let (before, b, kb) = pooled(&rb, mb[0], resolution.is_some());
+        let (after, a, ka) = pooled(&ra, ma[0], resolution.is_some());
+        let (grid, bounds, counts) = match (&kb, &ka) {
+            (Some(kb), Some(ka)) => {
+                let (grid, rows) = kernel::rows(opts, kb, ka)?;
+                let bounds: Vec<_> = rows.iter().map(|(r, _)| (r.lo_ns, r.hi_ns)).collect();
+                let counts: Vec<_> = rows.iter().map(|(x, y)| (x.count, y.count)).collect();
+                (grid, bounds, counts)
+            }
+            _ => {
+                let grid = BucketGrid::plan(opts.bucket_ns, opts.max_ns, &[&b, &a])
+                    .map_err(|e| UsageError(e.to_string()))?;
+                let (cb, ca) = (grid.count(&b), grid.count(&a));
+                let bounds: Vec<_> = cb.iter().map(|r| (r.lo_ns, r.hi_ns)).collect();
+                let counts: Vec<_> = cb
+                    .iter()
+                    .zip(&ca)
+                    .map(|(x, y)| (x.count, y.count))
+                    .collect();
+                (grid, bounds, counts)
             }
         };
-        let (before, after, grid, rows) = match on_grid {
-            Some((before, after, grid, rows)) => {
-                let rows = rows
-                    .into_iter()
-                    .map(|(rb, ra)| RangeRow {
-                        lo_ns: rb.lo_ns,
-                        hi_ns: rb.hi_ns,
-                        before: rb.count,
-                        after: ra.count,
-                    })
-                    .collect();
-                (before, after, grid, rows)
-            }
-            None => {
-                let grid =
-                    BucketGrid::plan(opts.bucket_ns, opts.max_ns, &[&b.durations, &a.durations])
-                        .map_err(|e| UsageError(e.to_string()))?;
-                let rows = grid
-                    .count(&b.durations)
-                    .into_iter()
-                    .zip(grid.count(&a.durations))
-                    .map(|(rb, ra)| RangeRow {
-                        lo_ns: rb.lo_ns,
-                        hi_ns: rb.hi_ns,
-                        before: rb.count,
-                        after: ra.count,
-                    })
-                    .collect();
-                (
-                    side(bc, id_b, attach_b, &b),
-                    side(ac, id_a, attach_a, &a),
-                    grid,
-                    rows,
-                )
-            }
+        let (spread_b, spread_a) = if multi {
+            (row_spread(&bounds, &rb), row_spread(&bounds, &ra))
+        } else {
+            (vec![None; bounds.len()], vec![None; bounds.len()])
         };
+        let rows = bounds
+            .iter()
+            .zip(&counts)
+            .zip(spread_b.into_iter().zip(spread_a))
+            .map(
+                |((&(lo_ns, hi_ns), &(before, after)), (bs, as_))| RangeRow {
+                    lo_ns,
+                    hi_ns,
+                    before,
+                    after,
+                    before_runs_pct: bs,
+                    after_runs_pct: as_,
+                },
+            )
+            .collect();
         for (label, s) in [("before", &before), ("after", &after)] {
             if s.dropped > 0 {
                 warnings.push(format!(
@@ -307,153 +563,427 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 ));
             }
         }
-        // One stream per function, so its intervals do not depend on which other functions
-        // were compared before it.
-        let mut rng = Rng::new(bootstrap::SEED ^ name_hash(name));
+        let sb: Vec<_> = rb.iter().map(|r| r.summary(name)).collect();
+        let sa: Vec<_> = ra.iter().map(|r| r.summary(name)).collect();
         let percentiles = PERCENTILES
             .iter()
-            .filter_map(|&(p, label)| {
+            .enumerate()
+            .filter_map(|(i, &(p, label))| {
+                let per = |s: &[runs::RunSummary]| {
+                    runs::values(s, |r| r.percentiles[i].map(|v| v as f64))
+                };
+                let (vb, va) = (per(&sb), per(&sa));
                 Some(PercentileDelta {
                     label,
                     p,
-                    before_ns: crate::stats::percentile(&b.durations, p)?,
-                    after_ns: crate::stats::percentile(&a.durations, p)?,
-                    interval: bootstrap::percentile_delta(&b.durations, &a.durations, p, &mut rng),
+                    before_ns: crate::stats::percentile(&b, p)?,
+                    after_ns: crate::stats::percentile(&a, p)?,
+                    before_runs: runs::spread(&vb),
+                    after_runs: runs::spread(&va),
+                    interval: runs::interval(&vb, &va),
                 })
             })
             .collect::<Vec<_>>();
-        let mean = bootstrap::mean_delta(&b.durations, &a.durations);
-        let mw = ranktest::mann_whitney(&b.durations, &a.durations);
-        let (significant, mut verdict) =
-            verdict::verdict(&b.durations, &a.durations, &percentiles, mw);
-        if let Some(res) = resolution {
-            verdict = format!("{verdict} ({})", res.describe());
-        }
+        let mean = runs::interval(
+            &runs::values(&sb, |r| r.mean_ns),
+            &runs::values(&sa, |r| r.mean_ns),
+        );
+        let workload = workload_warnings(name, &sb, &sa);
+        let workload_differs = !workload.is_empty();
+        warnings.extend(workload);
+        let per_interval = FunctionId::from_symbol(name)
+            .filter(|f| f.is_damon() && resolution.is_none())
+            .and_then(|_| {
+                intervals::compare(
+                    &rb.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
+                    &ra.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
+                )
+            });
+        let values = if resolution.is_some() {
+            Vec::new()
+        } else {
+            crate::report::values::compare(
+                name,
+                &rb.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
+                &ra.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
+                &|r| opts.keeps(r.cpu, r.pid),
+            )
+        };
         functions.push(FunctionComparison {
-            name: name.to_owned(),
+            name: name.clone(),
+            test: runs::median_test(&sb, &sa),
+            calls_test: ranktest::mann_whitney(&b, &a),
+            log_bins: plot::log_bins(&b, &a),
+            runs: RunsPair {
+                before: sb,
+                after: sa,
+            },
             before,
             after,
             grid,
             rows,
             percentiles,
             mean,
-            mann_whitney: mw,
-            significant,
-            verdict,
-            per_interval: FunctionId::from_symbol(name)
-                .filter(|f| f.is_damon() && resolution.is_none())
-                .and_then(|_| intervals::compare((bc, id_b), (ac, id_a))),
-            values: if resolution.is_some() {
-                Vec::new()
-            } else {
-                crate::report::values::compare(name, (bc, id_b), (ac, id_a), &|r| {
-                    opts.keeps(r.cpu, r.pid)
-                })
-            },
-            log_bins: plot::log_bins(&b.durations, &a.durations),
+            p_holm: None,
+            significant: false,
+            verdict: String::new(),
+            runs_needed: None,
+            workload_differs,
+            per_interval,
+            values,
         });
     }
-    let only = |mine: &[(&str, u32, &str)], other: &[(&str, u32, &str)]| -> Vec<String> {
+    // One family: the functions with a test.
+    let tested: Vec<usize> = (0..functions.len())
+        .filter(|&i| functions[i].test.is_some())
+        .collect();
+    let adjusted = crate::stats::runs::holm(
+        &tested
+            .iter()
+            .map(|&i| functions[i].test.expect("tested").p_value)
+            .collect::<Vec<_>>(),
+    );
+    for (&i, p) in tested.iter().zip(adjusted) {
+        functions[i].p_holm = Some(p);
+    }
+    for f in &mut functions {
+        let (significant, text, needed) = verdict::verdict(f, tested.len());
+        f.significant = significant;
+        f.runs_needed = needed;
+        f.verdict = match resolution {
+            Some(res) => format!("{text} ({})", res.describe()),
+            None => text,
+        };
+    }
+    let only = |mine: &[String], other: &[String]| -> Vec<String> {
         mine.iter()
-            .filter(|f| wanted(f.0) && !other.iter().any(|o| o.0 == f.0))
-            .map(|f| f.0.to_owned())
+            .filter(|n| !other.contains(n))
+            .cloned()
             .collect()
     };
+    let (runs_before, runs_after) = (inp.before.len(), inp.after.len());
     Ok(Comparison {
-        before: side_meta(inp.before.0, bc),
-        after: side_meta(inp.after.0, ac),
-        only_before: only(&tb, &ta),
-        only_after: only(&ta, &tb),
+        before: side_meta(&inp.before),
+        after: side_meta(&inp.after),
+        only_before: only(&nb, &na),
+        only_after: only(&na, &nb),
         functions,
         warnings,
         method: Method {
+            unit: "run",
+            runs_before,
+            runs_after,
             alpha: ALPHA,
-            bootstrap_resamples: bootstrap::RESAMPLES,
-            bootstrap_seed: bootstrap::SEED,
-            percentiles: "nearest rank; 95 % percentile-bootstrap intervals of after − before \
-                          (seed: bootstrap_seed xor FNV-1a of the function name)",
-            test: "Mann–Whitney U, two-sided (exact for ≤ 50 calls a side without ties, else \
-                   normal with tie and continuity corrections); effect size Cliff's delta",
-            mean_interval: "Welch's t, 95 %",
+            verdict: if runs_before >= 2 && runs_after >= 2 {
+                format!(
+                    "Welch's t on the per-run medians ({runs_before} and {runs_after} runs), \
+                     two-sided; significant when the Holm-adjusted p-value across the {} \
+                     functions tested is below {ALPHA}",
+                    tested.len()
+                )
+            } else {
+                "none: a side has one run, so the run-to-run variation is unknown; the \
+                 difference between the runs is described, not tested"
+                    .to_owned()
+            },
+            tests: tested.len(),
+            intervals: "95 % Welch intervals over the per-run values (percentiles, means, \
+                        time per interval); none with fewer than two runs a side",
+            pooled: "range rows, percentiles, min/mean/max and value distributions pool the \
+                     runs' calls; [min–max] over runs beside them",
+            calls_test: "Mann–Whitney U and Cliff's δ over the pooled calls: describes the \
+                         calls only (calls of one run share its boot); never the verdict",
+            typical_variation: runs::TYPICAL_SOURCE,
         },
     })
 }
 
-/// FNV-1a of a function name: a stable per-function seed offset.
-fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+/// `s` cut to at most `max` characters, with an ellipsis when cut.
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    s.chars().take(max).collect::<String>() + "…"
 }
 
-fn header_warnings(b: &Capture, a: &Capture) -> Vec<String> {
+/// A rate with three significant digits or so.
+fn rate(x: f64) -> String {
+    match x.abs() {
+        v if v >= 100.0 => format!("{x:.0}"),
+        v if v >= 10.0 => format!("{x:.1}"),
+        _ => format!("{x:.2}"),
+    }
+}
+
+/// Different work on the two sides, beyond what run-to-run variation explains: calls per
+/// second, calls per DAMON aggregation interval.
+fn workload_warnings(name: &str, b: &[runs::RunSummary], a: &[runs::RunSummary]) -> Vec<String> {
+    let mut out = Vec::new();
+    type Rate = fn(&runs::RunSummary) -> Option<f64>;
+    let checks: [(&str, Rate); 2] = [
+        ("calls/s", |r| r.calls_per_s),
+        ("calls per aggregation interval", |r| r.calls_per_interval),
+    ];
+    for (what, get) in checks {
+        let (vb, va) = (runs::values(b, get), runs::values(a, get));
+        if let Some(ratio) = runs::rates_differ(&vb, &va) {
+            let list = |v: &[f64]| v.iter().map(|&x| rate(x)).collect::<Vec<_>>().join(", ");
+            out.push(format!(
+                "{name}: the sides did different work: {what} before {}, after {} ({ratio:.2}×{}): \
+                 part of any latency difference may be the workload's; run the same workload \
+                 on both kernels, with several runs a side (`cargo xtask ab`)",
+                list(&vb),
+                list(&va),
+                if vb.len() < 2 || va.len() < 2 {
+                    format!(
+                        ", beyond the {:.1}× single runs may differ by",
+                        runs::RATE_RATIO
+                    )
+                } else {
+                    ", beyond the run-to-run variation".to_owned()
+                }
+            ));
+        }
+    }
+    out
+}
+
+/// What differs between the runs beyond the functions: tool version, machine, kernel command
+/// line, DAMON's configuration and the work its schemes did, probe floors, completeness.
+fn header_warnings(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<String> {
     let mut w = Vec::new();
-    let (vb, va) = (&b.meta.tool_version, &a.meta.tool_version);
-    if vb != va {
+    let all = || b.iter().chain(a).map(|r| r.1);
+    let distinct = |side: &[(&str, &Capture)], get: &dyn Fn(&Capture) -> String| {
+        let mut v: Vec<String> = Vec::new();
+        for (_, c) in side {
+            let x = get(c);
+            if !v.contains(&x) {
+                v.push(x);
+            }
+        }
+        v
+    };
+    let (vb, va) = (
+        distinct(b, &|c| c.meta.tool_version.clone()),
+        distinct(a, &|c| c.meta.tool_version.clone()),
+    );
+    if vb != va || vb.len() > 1 {
         // Readable formats compare; the probes' cost or the accounting may have changed.
         w.push(format!(
-            "the captures were written by different damon-trace versions: before {vb}, after \
-             {va}: part of any difference may be the tool's"
+            "the captures were written by different damon-trace versions: before {}, after {}: \
+             part of any difference may be the tool's",
+            vb.join(", "),
+            va.join(", ")
         ));
     }
-    let (mb, ma) = (&b.meta.cpu_model, &a.meta.cpu_model);
-    if mb.is_empty() || ma.is_empty() {
+    if all().any(|c| c.meta.cpu_model.is_empty()) {
         w.push(
             "the CPU model of a capture is unknown (written by an older damon-trace): make sure \
-             both ran on the same machine"
+             all ran on the same machine"
                 .to_owned(),
         );
-    } else if mb != ma {
-        w.push(format!(
-            "different CPU models: before `{mb}`, after `{ma}`: the difference includes the machine"
-        ));
-    }
-    w.extend(calibration_warning(b, a));
-    for (label, c) in [("before", b), ("after", a)] {
-        if c.summary.is_none() {
+    } else {
+        let (mb, ma) = (
+            distinct(b, &|c| c.meta.cpu_model.clone()),
+            distinct(a, &|c| c.meta.cpu_model.clone()),
+        );
+        if mb != ma || mb.len() > 1 {
             w.push(format!(
-                "the {label} capture is incomplete (its recorder was killed): drops are unknown"
+                "different CPU models: before `{}`, after `{}`: the difference includes the machine",
+                mb.join("`, `"),
+                ma.join("`, `")
             ));
+        }
+    }
+    for (label, side) in [("before", b), ("after", a)] {
+        let k = distinct(side, &|c| c.meta.kernel.release.clone());
+        if k.len() > 1 {
+            w.push(format!(
+                "the {label} runs are of different kernels ({}): a side should be one kernel",
+                k.join(", ")
+            ));
+        }
+    }
+    if all().all(|c| !c.meta.kernel.cmdline.is_empty()) {
+        let (cb, ca) = (
+            distinct(b, &|c| c.meta.kernel.cmdline.clone()),
+            distinct(a, &|c| c.meta.kernel.cmdline.clone()),
+        );
+        if cb != ca || cb.len() > 1 {
+            w.push(format!(
+                "the kernels were booted with different command lines: before `{}`, after `{}`: \
+                 preemption, mitigations or isolation may differ",
+                cb.join("` | `"),
+                ca.join("` | `")
+            ));
+        }
+    }
+    w.extend(damon_warnings(b, a));
+    w.extend(calibration_warning(b, a));
+    for (label, side) in [("before", b), ("after", a)] {
+        for (file, c) in side {
+            if c.summary.is_none() {
+                w.push(format!(
+                    "the {label} capture {file} is incomplete (its recorder was killed): drops \
+                     are unknown"
+                ));
+            }
         }
     }
     w
 }
 
-/// Whether the probe floors let raw differences be read as the functions' own: one capture
-/// calibrated and the other not, or floors of one attach method further apart than their
-/// uncertainties, are said (every calibration measures anew, so floors are never identical).
-fn calibration_warning(b: &Capture, a: &Capture) -> Vec<String> {
-    let (cb, ca) = (
-        Calibration::from_meta(b.meta.calibration.as_ref()),
-        Calibration::from_meta(a.meta.calibration.as_ref()),
-    );
-    let (Some(cb), Some(ca)) = (&cb, &ca) else {
-        return match (cb.is_some(), ca.is_some()) {
-            (true, false) | (false, true) => vec![format!(
-                "only the {} capture has a probe calibration: corrected latencies are shown for \
-                 neither side",
-                if cb.is_some() { "before" } else { "after" }
-            )],
-            _ => Vec::new(),
-        };
+/// DAMON's configuration at the start of a run, without what changes by itself (state, pids,
+/// regions, scheme statistics).
+fn damon_config(c: &Capture) -> Option<serde_json::Value> {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for k in ["stats", "pid", "state", "regions", "damon_stat_kdamond_pid"] {
+                    m.remove(k);
+                }
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = c.meta.damon.clone()?;
+    strip(&mut v);
+    Some(v)
+}
+
+/// Bytes DAMON's schemes applied their action to per second of the run (end − start of
+/// `sz_applied`, all schemes), when the capture has both snapshots.
+fn scheme_bytes_per_s(c: &Capture) -> Option<f64> {
+    let total = |v: &serde_json::Value| -> u64 {
+        let mut sum = 0;
+        for k in v["kdamonds"].as_array().into_iter().flatten() {
+            for ctx in k["contexts"].as_array().into_iter().flatten() {
+                for s in ctx["schemes"].as_array().into_iter().flatten() {
+                    sum += s["stats"]["sz_applied"].as_u64().unwrap_or(0);
+                }
+            }
+        }
+        sum
     };
-    let mut out = Vec::new();
-    for fb in &cb.floors {
-        let (Some(_), Some(da)) = (fb.floor.as_ref(), ca.floor(&fb.attach, &fb.mode)) else {
-            continue;
+    let summary = c.summary.as_ref()?;
+    let (start, end) = (c.meta.damon.as_ref()?, summary.damon_end.as_ref()?);
+    let secs = summary.duration_ns as f64 / 1e9;
+    (secs > 0.0).then(|| total(end).saturating_sub(total(start)) as f64 / secs)
+}
+
+fn damon_warnings(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<String> {
+    let mut w = Vec::new();
+    let configs: Vec<(&str, Option<serde_json::Value>)> = b
+        .iter()
+        .chain(a)
+        .map(|&(f, c)| (f, damon_config(c)))
+        .collect();
+    if let Some((first, reference)) = configs.iter().find(|c| c.1.is_some()) {
+        let reference = reference.as_ref().expect("found");
+        for (file, cfg) in &configs {
+            if let Some(cfg) = cfg
+                && cfg != reference
+            {
+                let mut diffs = Vec::new();
+                crate::report::damon::diff("", reference, cfg, &mut diffs);
+                // A field only one damon-trace version records is unknown, not different.
+                diffs.retain(|d| !d.contains(": null -> ") && !d.ends_with(" -> null"));
+                if diffs.is_empty() {
+                    continue;
+                }
+                w.push(format!(
+                    "DAMON was configured differently in {file} than in {first}: {}{}",
+                    diffs
+                        .iter()
+                        .take(3)
+                        .map(|d| shorten(d, 160))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    if diffs.len() > 3 { "; …" } else { "" }
+                ));
+                break;
+            }
+        }
+    }
+    let rate = |side: &[(&str, &Capture)]| -> Vec<f64> {
+        side.iter()
+            .filter_map(|r| scheme_bytes_per_s(r.1))
+            .collect()
+    };
+    let (rb, ra) = (rate(b), rate(a));
+    if let Some(ratio) = runs::rates_differ(&rb, &ra) {
+        let mib = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{:.1}", x / 1048576.0))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
-        let db = fb;
-        let gap = da.median_ns() - db.median_ns();
-        if gap.abs() > db.uncertainty_ns.max(da.uncertainty_ns) {
+        w.push(format!(
+            "DAMON's schemes did different work: MiB applied per second before {}, after {} \
+             ({ratio:.2}×): part of any difference may be the workload's",
+            mib(&rb),
+            mib(&ra)
+        ));
+    }
+    w
+}
+
+/// Whether the probe floors let raw differences be read as the functions' own: some runs
+/// calibrated and others not, or a side's floors of one attach method further from the other
+/// side's than their uncertainties, are said (every calibration measures anew, so floors are
+/// never identical).
+fn calibration_warning(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<String> {
+    let cal = |side: &[(&str, &Capture)]| -> Vec<Option<Calibration>> {
+        side.iter()
+            .map(|r| Calibration::from_meta(r.1.meta.calibration.as_ref()))
+            .collect()
+    };
+    let (cb, ca) = (cal(b), cal(a));
+    let some = |v: &[Option<Calibration>]| v.iter().filter(|c| c.is_some()).count();
+    let (nb, na) = (some(&cb), some(&ca));
+    if nb + na == 0 {
+        return Vec::new();
+    }
+    if nb < cb.len() || na < ca.len() {
+        return vec![format!(
+            "only {} of the {} runs have a probe calibration (before {nb} of {}, after {na} of \
+             {}): corrected latencies may mix calibrated and uncorrected floors",
+            nb + na,
+            cb.len() + ca.len(),
+            cb.len(),
+            ca.len()
+        )];
+    }
+    let mut out = Vec::new();
+    let first = cb[0].as_ref().expect("all calibrated");
+    for fb in &first.floors {
+        let floors = |side: &[Option<Calibration>]| -> Vec<(f64, f64)> {
+            side.iter()
+                .flatten()
+                .filter_map(|c| c.floor(&fb.attach, &fb.mode))
+                .filter(|f| f.floor.is_some())
+                .map(|f| (f.median_ns(), f.uncertainty_ns))
+                .collect()
+        };
+        let (fb_, fa) = (floors(&cb), floors(&ca));
+        if fb_.is_empty() || fa.is_empty() {
+            continue;
+        }
+        let mean = |v: &[(f64, f64)]| v.iter().map(|x| x.0).sum::<f64>() / v.len() as f64;
+        let unc = |v: &[(f64, f64)]| v.iter().map(|x| x.1).fold(0.0, f64::max);
+        let gap = mean(&fa) - mean(&fb_);
+        if gap.abs() > unc(&fb_).max(unc(&fa)) {
             out.push(format!(
                 "the {}/{} probe floor differs: before {:.0} ± {:.0} ns, after {:.0} ± {:.0} ns: \
                  {} ns of any raw difference is the probe's; read the corrected rows",
                 fb.attach,
                 fb.mode,
-                db.median_ns(),
-                db.uncertainty_ns,
-                da.median_ns(),
-                da.uncertainty_ns,
+                mean(&fb_),
+                unc(&fb_),
+                mean(&fa),
+                unc(&fa),
                 signed(gap)
             ));
         }
@@ -462,17 +992,22 @@ fn calibration_warning(b: &Capture, a: &Capture) -> Vec<String> {
 }
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let before = read_file(&args.before)?;
-    let after = read_file(&args.after)?;
-    let (nb, na) = (
-        args.before.display().to_string(),
-        args.after.display().to_string(),
-    );
+    let (before, after) = args.sides();
+    let read = |paths: &[std::path::PathBuf]| -> anyhow::Result<Vec<(String, Capture)>> {
+        paths
+            .iter()
+            .map(|p| Ok((p.display().to_string(), read_file(p)?)))
+            .collect()
+    };
+    let (before, after) = (read(&before)?, read(&after)?);
+    fn side(v: &[(String, Capture)]) -> Vec<(&str, &Capture)> {
+        v.iter().map(|(n, c)| (n.as_str(), c)).collect()
+    }
     let opts = ReportOptions::new(&args.filter, &args.buckets);
     let cmp = build(
         &Inputs {
-            before: (&nb, &before),
-            after: (&na, &after),
+            before: side(&before),
+            after: side(&after),
         },
         &opts,
     )?;

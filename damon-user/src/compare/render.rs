@@ -1,7 +1,7 @@
 //! Renderers of a [`Comparison`]: aligned text (like a kernel patch mail) and Markdown.
 use std::fmt::Write as _;
 
-use super::{CaptureSide, Comparison, FunctionComparison, p_text, signed};
+use super::{Comparison, FunctionComparison, SideMeta, p_text, signed};
 use crate::stats::{buckets::BucketRow, ranktest};
 
 fn pct(count: u64, total: u64) -> String {
@@ -21,16 +21,62 @@ fn label(lo: u64, hi: Option<u64>) -> String {
     .label()
 }
 
-fn side_line(s: &CaptureSide) -> String {
+fn side_line(s: &SideMeta) -> String {
+    if let [c] = s.captures.as_slice() {
+        return format!(
+            "{} — kernel {}{}{}",
+            c.file,
+            c.kernel_release,
+            c.duration_ns
+                .map(|d| format!(" · {:.1} s", d as f64 / 1e9))
+                .unwrap_or_default(),
+            if c.complete { "" } else { " · incomplete" }
+        );
+    }
+    let files: Vec<&str> = s.captures.iter().map(|c| c.file.as_str()).collect();
+    let secs: Vec<f64> = s
+        .captures
+        .iter()
+        .filter_map(|c| c.duration_ns)
+        .map(|d| d as f64 / 1e9)
+        .collect();
+    let incomplete = s.captures.iter().filter(|c| !c.complete).count();
     format!(
-        "{} — kernel {}{}{}",
-        s.file,
+        "{} runs — kernel {}{}{}: {}",
+        s.runs,
         s.kernel_release,
-        s.duration_ns
-            .map(|d| format!(" · {:.1} s", d as f64 / 1e9))
-            .unwrap_or_default(),
-        if s.complete { "" } else { " · incomplete" }
+        if secs.is_empty() {
+            String::new()
+        } else {
+            format!(" · {:.1} s in all", secs.iter().sum::<f64>())
+        },
+        if incomplete > 0 {
+            format!(" · {incomplete} incomplete")
+        } else {
+            String::new()
+        },
+        files.join(" ")
     )
+}
+
+/// A pooled value with the spread of the per-run values beside it, when there are several.
+fn with_spread(v: String, spread: Option<[f64; 2]>) -> String {
+    match spread {
+        Some([lo, hi]) => format!("{v} [{lo:.0}–{hi:.0}]"),
+        None => v,
+    }
+}
+
+fn pct_spread(count: u64, total: u64, spread: Option<[f64; 2]>) -> String {
+    match spread {
+        Some([lo, hi]) => format!("{} [{lo:.1}–{hi:.1}]", pct(count, total)),
+        None => pct(count, total),
+    }
+}
+
+/// The per-run mean latencies of a side, when there are several runs.
+fn mean_spread(runs: &[super::runs::RunSummary]) -> Option<[f64; 2]> {
+    super::runs::spread(&super::runs::values(runs, |r| r.mean_ns))
 }
 
 /// Rows of the percentile table: label, before, after, delta, interval.
@@ -46,26 +92,28 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
             String::new(),
         ]);
     }
+    let multi = f.runs.before.len() > 1 && f.runs.after.len() > 1;
     for d in &f.percentiles {
         rows.push([
             d.label.into(),
-            d.before_ns.to_string(),
-            d.after_ns.to_string(),
+            with_spread(d.before_ns.to_string(), d.before_runs),
+            with_spread(d.after_ns.to_string(), d.after_runs),
             signed(d.after_ns as f64 - d.before_ns as f64),
-            d.interval.map_or_else(
-                || "(too few calls in this tail)".to_owned(),
-                |i| format!("[{}, {}]", signed(i.lo), signed(i.hi)),
-            ),
+            match d.interval {
+                Some(i) => format!("[{}, {}]", signed(i.lo), signed(i.hi)),
+                None if multi => "(too few calls in this tail)".to_owned(),
+                None => String::new(),
+            },
         ]);
     }
     if let (Some(b), Some(a)) = (sb, sa) {
         rows.push([
             "mean".into(),
-            format!("{:.1}", b.mean_ns),
-            format!("{:.1}", a.mean_ns),
+            with_spread(format!("{:.1}", b.mean_ns), mean_spread(&f.runs.before)),
+            with_spread(format!("{:.1}", a.mean_ns), mean_spread(&f.runs.after)),
             signed(a.mean_ns - b.mean_ns),
             f.mean.map_or_else(String::new, |i| {
-                format!("[{}, {}] (Welch)", signed(i.lo), signed(i.hi))
+                format!("[{}, {}]", signed(i.lo), signed(i.hi))
             }),
         ]);
         rows.push([
@@ -109,17 +157,44 @@ fn corrected_rows(f: &FunctionComparison) -> Option<(String, Vec<[String; 4]>)> 
     ))
 }
 
-fn test_line(f: &FunctionComparison) -> Option<String> {
-    f.mann_whitney.map(|m| {
-        format!(
-            "Mann–Whitney U={:.1} {} ({:?}), Cliff's δ={:+.3} ({})",
-            m.u_after,
-            p_text(m.p_value),
-            m.method,
+/// The per-run medians and the test on them, then the pooled calls' effect size.
+fn test_lines(f: &FunctionComparison) -> Vec<String> {
+    let mut out = Vec::new();
+    let medians = |runs: &[super::runs::RunSummary]| {
+        runs.iter()
+            .map(|r| r.p50_ns.map_or("-".to_owned(), |v| v.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if f.runs.before.len() > 1 || f.runs.after.len() > 1 {
+        out.push(format!(
+            "per-run medians (ns): before {}; after {}",
+            medians(&f.runs.before),
+            medians(&f.runs.after)
+        ));
+    }
+    if let Some(t) = f.test {
+        out.push(format!(
+            "Welch's t on per-run medians: {} ns [95% CI {}, {}], df {:.1}, {}{}",
+            signed(t.estimate),
+            signed(t.lo),
+            signed(t.hi),
+            t.df,
+            p_text(t.p_value),
+            f.p_holm
+                .filter(|&h| h != t.p_value)
+                .map(|h| format!(", Holm-adjusted {}", p_text(h)))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(m) = f.calls_test {
+        out.push(format!(
+            "calls pooled: Cliff's δ={:+.3} ({}) — describes the calls, not the kernels",
             m.cliffs_delta,
             ranktest::magnitude(m.cliffs_delta)
-        )
-    })
+        ));
+    }
+    out
 }
 
 fn grid_note(f: &FunctionComparison) -> Option<String> {
@@ -159,6 +234,15 @@ fn corrected_note(c: &Comparison) -> &'static str {
     }
 }
 
+/// Heading of the interval column: what the intervals are over.
+fn ci_head(f: &FunctionComparison) -> &'static str {
+    if f.runs.before.len() > 1 && f.runs.after.len() > 1 {
+        "95% CI over runs (Welch)"
+    } else {
+        "95% CI (needs 2+ runs a side)"
+    }
+}
+
 /// Text for a terminal or a mail.
 pub fn table(c: &Comparison) -> String {
     let mut out = String::new();
@@ -171,28 +255,51 @@ pub fn table(c: &Comparison) -> String {
             "\n{} ({} → {}): {} → {} records",
             f.name, b.attach, a.attach, b.matched, a.matched
         );
-        let _ = writeln!(out, "{:<22} {:>17} {:>17}", "Range (ns)", "Before", "After");
+        let w = if f.rows.iter().any(|r| r.before_runs_pct.is_some()) {
+            22
+        } else {
+            8
+        };
+        let _ = writeln!(
+            out,
+            "{:<22} {:>b$} {:>b$}",
+            "Range (ns)",
+            "Before",
+            "After",
+            b = w + 9
+        );
         for r in &f.rows {
             let _ = writeln!(
                 out,
-                "{:<22} {:>8} {:>8} {:>8} {:>8}",
+                "{:<22} {:>8} {:>w$} {:>8} {:>w$}",
                 label(r.lo_ns, r.hi_ns),
                 r.before,
-                pct(r.before, b.matched),
+                pct_spread(r.before, b.matched, r.before_runs_pct),
                 r.after,
-                pct(r.after, a.matched)
+                pct_spread(r.after, a.matched, r.after_runs_pct)
             );
         }
         if let Some(note) = grid_note(f) {
             let _ = writeln!(out, "({note})");
         }
+        let rows = stat_rows(f);
+        let w = rows
+            .iter()
+            .map(|r| r[1].chars().count().max(r[2].chars().count()))
+            .max()
+            .unwrap_or(0)
+            .max(12);
         let _ = writeln!(
             out,
-            "\n{:<6} {:>12} {:>12} {:>12}  95% CI",
-            "ns", "before", "after", "after−before"
+            "\n{:<6} {:>w$} {:>w$} {:>12}  {}",
+            "ns",
+            "before",
+            "after",
+            "after−before",
+            ci_head(f)
         );
-        for [l, vb, va, d, ci] in stat_rows(f) {
-            let line = format!("{l:<6} {vb:>12} {va:>12} {d:>12}  {ci}");
+        for [l, vb, va, d, ci] in rows {
+            let line = format!("{l:<6} {vb:>w$} {va:>w$} {d:>12}  {ci}");
             let _ = writeln!(out, "{}", line.trim_end());
         }
         if let Some((head, rows)) = corrected_rows(f) {
@@ -201,7 +308,7 @@ pub fn table(c: &Comparison) -> String {
                 let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}");
             }
         }
-        if let Some(t) = test_line(f) {
+        for t in test_lines(f) {
             let _ = writeln!(out, "{t}");
         }
         let _ = writeln!(out, "verdict: {}", f.verdict);
@@ -215,11 +322,10 @@ pub fn table(c: &Comparison) -> String {
     }
     let _ = writeln!(
         out,
-        "\nlatencies in ns, raw (they include the probe's own cost){}; intervals: {} bootstrap \
-         resamples, seed {:#x}",
+        "\nlatencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
+         largest per-run value; verdicts: {}",
         corrected_note(c),
-        c.method.bootstrap_resamples,
-        c.method.bootstrap_seed
+        c.method.verdict
     );
     footer(c, &mut out, "");
     out
@@ -248,9 +354,9 @@ pub fn markdown(c: &Comparison) -> String {
                 "| {} | {} | {} | {} | {} |",
                 label(r.lo_ns, r.hi_ns),
                 r.before,
-                pct(r.before, b.matched),
+                pct_spread(r.before, b.matched, r.before_runs_pct),
                 r.after,
-                pct(r.after, a.matched)
+                pct_spread(r.after, a.matched, r.after_runs_pct)
             );
         }
         if let Some(note) = grid_note(f) {
@@ -258,7 +364,8 @@ pub fn markdown(c: &Comparison) -> String {
         }
         let _ = writeln!(
             out,
-            "\n| ns | before | after | after − before | 95% CI |\n|---|--:|--:|--:|---|"
+            "\n| ns | before | after | after − before | {} |\n|---|--:|--:|--:|---|",
+            ci_head(f)
         );
         for [l, vb, va, d, ci] in stat_rows(f) {
             let _ = writeln!(out, "| {l} | {vb} | {va} | {d} | {ci} |");
@@ -272,8 +379,12 @@ pub fn markdown(c: &Comparison) -> String {
                 let _ = writeln!(out, "| {l} | {vb} | {va} | {d} |");
             }
         }
-        if let Some(t) = test_line(f) {
-            let _ = writeln!(out, "\n{t}");
+        let tests = test_lines(f);
+        if !tests.is_empty() {
+            let _ = writeln!(out);
+        }
+        for t in tests {
+            let _ = writeln!(out, "{t}  ");
         }
         if let Some(iv) = &f.per_interval {
             let _ = writeln!(out, "\nTime per DAMON aggregation interval:\n\n```");
@@ -285,8 +396,10 @@ pub fn markdown(c: &Comparison) -> String {
     }
     let _ = writeln!(
         out,
-        "\nLatencies in ns, raw (they include the probe's own cost){}.",
-        corrected_note(c)
+        "\nLatencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
+         largest per-run value. Verdicts: {}.",
+        corrected_note(c),
+        c.method.verdict
     );
     footer(c, &mut out, "\n> ");
     out

@@ -1,6 +1,6 @@
 //! The one-line verdict of a comparison: what may honestly be said about one function.
-use super::{ALPHA, FEW, PercentileDelta};
-use crate::stats::ranktest::{self, MannWhitney};
+use super::{ALPHA, FEW, FunctionComparison, runs::RunsNeeded};
+use crate::stats::ranktest;
 
 /// Formats ns with a sign, for deltas.
 pub fn signed(v: f64) -> String {
@@ -15,77 +15,116 @@ pub fn p_text(p: f64) -> String {
     }
 }
 
-/// The one-line verdict, and whether the difference is significant.
-pub fn verdict(
-    before: &[u64],
-    after: &[u64],
-    percentiles: &[PercentileDelta],
-    mw: Option<MannWhitney>,
-) -> (bool, String) {
-    let Some(mw) = mw else {
+/// The one-line verdict of a function, whether its difference is significant, and the runs a
+/// side would need to resolve it. `tests`: how many functions were tested (Holm's family).
+pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<RunsNeeded>) {
+    let (nb, na) = (f.runs.before.len(), f.runs.after.len());
+    let (mb, ma) = (f.before.matched, f.after.matched);
+    let p50 = f.percentiles.iter().find(|d| d.label == "p50");
+    let (Some(p50), true) = (p50, mb > 0 && ma > 0) else {
         return (
             false,
-            format!(
-                "cannot compare: {} calls before, {} after",
-                before.len(),
-                after.len()
-            ),
+            format!("cannot compare: {mb} calls timed before, {ma} after"),
+            None,
         );
     };
-    let few = if before.len() < FEW || after.len() < FEW {
-        format!(
-            " (only {} and {} calls: a weak test)",
-            before.len(),
-            after.len()
-        )
+    let few = if mb < FEW as u64 || ma < FEW as u64 {
+        format!(" (only {mb} and {ma} calls: a weak comparison)")
     } else {
         String::new()
     };
-    let median = percentiles.iter().find(|d| d.label == "p50");
-    let median_text = median.map_or_else(String::new, |d| match d.interval {
-        Some(i) => format!(
-            "median {} ns [95% CI {}, {}]",
-            signed(i.estimate),
-            signed(i.lo),
-            signed(i.hi)
-        ),
-        None => format!(
-            "median {} ns",
-            signed(d.after_ns as f64 - d.before_ns as f64)
-        ),
-    });
-    let effect = format!(
-        "Cliff's δ={:+.2} ({})",
-        mw.cliffs_delta,
-        ranktest::magnitude(mw.cliffs_delta)
-    );
-    if mw.p_value >= ALPHA {
+    let Some(t) = f.test else {
+        // One run on a side: no variation to test against. Describe, and say what it takes.
+        let d = p50.after_ns as f64 - p50.before_ns as f64;
+        let needed = super::runs::needed(&f.name, d, p50.before_ns as f64, None, ALPHA);
+        let which = match (nb, na) {
+            (1, 1) => "one run a side".to_owned(),
+            (1, _) => "one run before".to_owned(),
+            _ => "one run after".to_owned(),
+        };
+        let rel = if p50.before_ns > 0 {
+            format!(" ({:+.1} %)", d * 100.0 / p50.before_ns as f64)
+        } else {
+            String::new()
+        };
+        let delta = f.calls_test.map_or_else(String::new, |m| {
+            format!(
+                ", Cliff's δ={:+.2} ({}) over their calls",
+                m.cliffs_delta,
+                ranktest::magnitude(m.cliffs_delta)
+            )
+        });
+        let advice = match &needed {
+            Some(n) => match n.per_side {
+                Some(k) => format!(
+                    "; at {}, resolving a difference of this size takes about {k} runs a side",
+                    n.basis
+                ),
+                None => format!(
+                    "; at {}, a difference of this size would take more than {} runs a side",
+                    n.basis,
+                    super::runs::MAX_RUNS
+                ),
+            },
+            None => String::new(),
+        };
         return (
             false,
             format!(
-                "no significant difference: {median_text}, {}, {effect}{few}",
-                p_text(mw.p_value)
+                "{which}: run-to-run variation unknown, nothing is claimed about the kernels; \
+                 these runs differ by {} ns at the median{rel}{delta}{advice}{few}",
+                signed(d)
             ),
+            needed,
+        );
+    };
+    let p_holm = f.p_holm.unwrap_or(t.p_value);
+    let p = if tests > 1 {
+        format!(
+            "Welch {}, Holm-adjusted over {tests} functions {}",
+            p_text(t.p_value),
+            p_text(p_holm)
+        )
+    } else {
+        format!("Welch {}", p_text(t.p_value))
+    };
+    let runs = format!("{nb} and {na} runs");
+    if p_holm >= ALPHA {
+        let needed =
+            super::runs::needed(&f.name, t.estimate, p50.before_ns as f64, Some(&t), ALPHA);
+        let advice = match needed.as_ref().and_then(|n| n.per_side) {
+            Some(k) if k as usize > nb.min(na) => {
+                format!("; a shift of this size would take about {k} runs a side")
+            }
+            None if needed.is_some() => format!(
+                "; a shift of this size would take more than {} runs a side",
+                super::runs::MAX_RUNS
+            ),
+            _ => String::new(),
+        };
+        return (
+            false,
+            format!(
+                "no significant difference over {runs}: median {} ns [95% CI {}, {}], {p}; \
+                 run-to-run SD of the median {:.0} / {:.0} ns{advice}{few}",
+                signed(t.estimate),
+                signed(t.lo),
+                signed(t.hi),
+                t.sd_before,
+                t.sd_after
+            ),
+            needed,
         );
     }
-    let faster = mw.cliffs_delta < 0.0;
-    let word = if faster { "faster" } else { "slower" };
-    let resolved = median
-        .and_then(|d| d.interval)
-        .filter(|i| i.excludes_zero() && (i.estimate < 0.0) == faster);
-    let text = match resolved {
-        Some(i) => format!(
-            "after is {word} by {:.0} ns at the median [95% CI {:.0}, {:.0}], {}, {effect}{few}",
-            i.estimate.abs(),
-            i.lo.abs().min(i.hi.abs()),
-            i.lo.abs().max(i.hi.abs()),
-            p_text(mw.p_value)
+    let word = if t.estimate < 0.0 { "faster" } else { "slower" };
+    (
+        true,
+        format!(
+            "after is {word} by {:.0} ns at the median [95% CI {:.0}, {:.0}] over {runs}, {p}{few}",
+            t.estimate.abs(),
+            t.lo.abs().min(t.hi.abs()),
+            t.lo.abs().max(t.hi.abs()),
         ),
-        None => format!(
-            "after tends to be {word} ({effect}, {}), but the median shift is not resolved: \
-             {median_text}{few}",
-            p_text(mw.p_value)
-        ),
-    };
-    (true, text)
+        None,
+    )
 }

@@ -230,6 +230,7 @@ impl KernelIdentity {
             release: read("/proc/sys/kernel/osrelease"),
             version: read("/proc/sys/kernel/version"),
             boot_id: read("/proc/sys/kernel/random/boot_id"),
+            cmdline: read("/proc/cmdline"),
         }
     }
 }

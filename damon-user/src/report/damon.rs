@@ -151,7 +151,7 @@ pub fn context(capture: &Capture) -> Option<DamonContext> {
 }
 
 /// Appends `path: a -> b` for every leaf that differs.
-fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+pub fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();

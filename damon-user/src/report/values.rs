@@ -355,12 +355,12 @@ fn column(
         .collect()
 }
 
-/// Before/after distributions of the returned value and of every argument either capture
-/// recorded, for the function `name` (ids as in each capture).
+/// Before/after distributions of the returned value and of every argument any capture
+/// recorded, for the function `name`; each side's runs (capture, id of `name` in it) pooled.
 pub fn compare(
     name: &str,
-    (bc, id_b): (&Capture, u32),
-    (ac, id_a): (&Capture, u32),
+    before: &[(&Capture, u32)],
+    after: &[(&Capture, u32)],
     keep: &dyn Fn(&CallRecord) -> bool,
 ) -> Vec<DistComparison> {
     let Some(func) = FunctionId::from_symbol(name) else {
@@ -370,9 +370,10 @@ pub fn compare(
     if let Some(vn) = super::value_name(func) {
         wanted.push((vn.to_owned(), None));
     }
-    for (col, arg) in recorded_args(bc, func)
-        .into_iter()
-        .chain(recorded_args(ac, func))
+    for (col, arg) in before
+        .iter()
+        .chain(after)
+        .flat_map(|&(c, _)| recorded_args(c, func))
     {
         if !wanted.iter().any(|(n, _)| n == arg) {
             wanted.push((arg.to_owned(), Some(col)));
@@ -381,19 +382,16 @@ pub fn compare(
     let has = |c: &Capture, col: Option<usize>, n: &str| {
         col.is_none() || recorded_args(c, func).iter().any(|&(_, a)| a == n)
     };
+    let side = |runs: &[(&Capture, u32)], col: Option<usize>, n: &str| -> Vec<i64> {
+        runs.iter()
+            .filter(|&&(c, _)| has(c, col, n))
+            .flat_map(|&(c, id)| column(c, id, col, keep))
+            .collect()
+    };
     wanted
         .into_iter()
         .filter_map(|(n, col)| {
-            let b = if has(bc, col, &n) {
-                column(bc, id_b, col, keep)
-            } else {
-                Vec::new()
-            };
-            let a = if has(ac, col, &n) {
-                column(ac, id_a, col, keep)
-            } else {
-                Vec::new()
-            };
+            let (b, a) = (side(before, col, &n), side(after, col, &n));
             if b.is_empty() && a.is_empty() {
                 return None;
             }
@@ -544,7 +542,7 @@ mod capture_tests {
     #[test]
     fn compare_shows_value_distributions_side_by_side() {
         let c = load("migrate-hot-7.2.dtcap");
-        let cmp = compare("damon_hot_score", (&c, 0), (&c, 0), &|_| true);
+        let cmp = compare("damon_hot_score", &[(&c, 0)], &[(&c, 0)], &|_| true);
         assert_eq!(cmp.len(), 1, "{cmp:?}");
         let d = &cmp[0];
         assert_eq!(d.name, "hotness_score");
@@ -554,7 +552,7 @@ mod capture_tests {
         let mut text = String::new();
         render_comparison(&mut text, &cmp);
         assert!(text.contains("hotness_score:\n  before: n "), "{text}");
-        assert!(compare("lock_timer_base", (&c, 3), (&c, 3), &|_| true).is_empty());
+        assert!(compare("lock_timer_base", &[(&c, 3)], &[(&c, 3)], &|_| true).is_empty());
     }
 
     /// A real 7.2 capture (`xtask/tests/vm_values.rs` under `scenario migrate-hot`, fentry):

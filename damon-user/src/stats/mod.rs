@@ -1,5 +1,4 @@
 //! Pure statistics over call durations (no I/O).
-pub mod bootstrap;
 pub mod buckets;
 pub mod calibration;
 pub mod dist;
@@ -10,6 +9,7 @@ pub mod kernel_hist;
 mod proptests;
 pub mod ranktest;
 pub mod rng;
+pub mod runs;
 pub mod window;
 
 use serde::Serialize;

@@ -1,0 +1,244 @@
+//! The run as the unit of replication: per-run summaries of one function, the inference built
+//! on them, and the checks that both sides did comparable work.
+use serde::Serialize;
+
+use crate::stats::runs::{self, Interval, RunTest};
+
+/// One run (one capture) of one function.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub file: String,
+    /// Calls made while traced (entries seen + entries the kernel skipped).
+    pub calls: u64,
+    /// Calls with a duration that the filters kept.
+    pub matched: u64,
+    pub dropped: u64,
+    /// Length of the recording, when the capture is complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls_per_s: Option<f64>,
+    /// Mean calls per DAMON aggregation interval, when the capture has the boundaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls_per_interval: Option<f64>,
+    /// Nearest-rank percentiles of this run, as in `PERCENTILES` (None: too few calls).
+    #[serde(skip)]
+    pub percentiles: Vec<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_ns: Option<f64>,
+}
+
+/// How many runs a side would take to resolve a difference, and from what run-to-run
+/// variation that number comes.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunsNeeded {
+    /// Runs per side for 80 % power at the verdict's level; `None`: more than [`MAX_RUNS`].
+    pub per_side: Option<u32>,
+    /// The difference it is computed for (ns, at the median).
+    pub effect_ns: f64,
+    /// The run-to-run standard deviation of the per-run median it assumes, ns.
+    pub run_sd_ns: f64,
+    /// Where that variation comes from.
+    pub basis: String,
+}
+
+/// Beyond this many runs a side, `runs_needed` says "more than".
+pub const MAX_RUNS: u32 = 50;
+
+/// Typical run-to-run variation of a function's per-run median, as a fraction of the median
+/// (the standard deviation of the per-run medians over their mean), measured on A/A runs:
+/// separate boots of one kernel, the same binary and scenario. See [`TYPICAL_SOURCE`].
+/// The test `typical_variation_is_what_the_committed_a_a_runs_show` recomputes them from
+/// those runs (damon-user/tests/data/aa-7.2).
+pub const TYPICAL_RELATIVE_SD: [(&str, f64); 4] = [
+    ("damon_hot_score", 0.090),
+    ("damos_va_migrate_dests_add", 0.528),
+    ("damon_migrate_pages", 0.514),
+    ("lock_timer_base", 0.087),
+];
+
+/// Where [`TYPICAL_RELATIVE_SD`] comes from.
+pub const TYPICAL_SOURCE: &str = "A/A runs: 6 boots of Debian 7.2 in QEMU/TCG (`cargo xtask ab \
+    --before 7.2 --after 7.2 --runs 3`: migrate-hot, fentry, 20 s each; \
+    damon-user/tests/data/aa-7.2); a real machine varies differently: measure yours";
+
+/// The typical relative run-to-run SD of `name`'s median; for a function not measured, the
+/// largest of the measured ones (so the advice errs towards more runs).
+pub fn typical_relative_sd(name: &str) -> (f64, bool) {
+    TYPICAL_RELATIVE_SD
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, v)| (v, true))
+        .unwrap_or_else(|| {
+            (
+                TYPICAL_RELATIVE_SD
+                    .iter()
+                    .map(|&(_, v)| v)
+                    .fold(0.0, f64::max),
+                false,
+            )
+        })
+}
+
+/// Per-run values of one statistic, those runs that have it.
+pub fn values(runs: &[RunSummary], get: impl Fn(&RunSummary) -> Option<f64>) -> Vec<f64> {
+    runs.iter().filter_map(get).collect()
+}
+
+/// Smallest and largest per-run value, when more than one run has it.
+pub fn spread(v: &[f64]) -> Option<[f64; 2]> {
+    if v.len() < 2 {
+        return None;
+    }
+    Some([
+        v.iter().copied().fold(f64::INFINITY, f64::min),
+        v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    ])
+}
+
+/// Welch's interval over per-run values, as an [`Interval`] (None: fewer than 2 runs a side).
+pub fn interval(before: &[f64], after: &[f64]) -> Option<Interval> {
+    runs::welch(before, after).map(|t| Interval {
+        estimate: t.estimate,
+        lo: t.lo,
+        hi: t.hi,
+    })
+}
+
+/// The test behind a verdict: Welch's t on the per-run medians.
+pub fn median_test(before: &[RunSummary], after: &[RunSummary]) -> Option<RunTest> {
+    runs::welch(
+        &values(before, |r| r.p50_ns.map(|v| v as f64)),
+        &values(after, |r| r.p50_ns.map(|v| v as f64)),
+    )
+}
+
+/// Runs a side needs to resolve `effect_ns` at the median: from the observed run-to-run SD
+/// when both sides have several runs, else from the typical variation of this function.
+pub fn needed(
+    name: &str,
+    effect_ns: f64,
+    reference_ns: f64,
+    observed: Option<&RunTest>,
+    alpha: f64,
+) -> Option<RunsNeeded> {
+    if effect_ns == 0.0 || !effect_ns.is_finite() {
+        return None;
+    }
+    let (sd, basis) = match observed {
+        Some(t) if t.sd_before.is_finite() && t.sd_after.is_finite() => (
+            ((t.sd_before.powi(2) + t.sd_after.powi(2)) / 2.0).sqrt(),
+            "the run-to-run variation of these runs".to_owned(),
+        ),
+        _ => {
+            let (rel, measured) = typical_relative_sd(name);
+            (
+                rel * reference_ns,
+                if measured {
+                    format!(
+                        "the typical run-to-run variation of {name}'s median ({:.1} %, from A/A \
+                         boots)",
+                        rel * 100.0
+                    )
+                } else {
+                    format!(
+                        "the largest typical run-to-run variation of the built-in functions' \
+                         medians ({:.1} %, from A/A boots; {name} was not measured)",
+                        rel * 100.0
+                    )
+                },
+            )
+        }
+    };
+    if sd <= 0.0 {
+        return None;
+    }
+    Some(RunsNeeded {
+        per_side: runs::runs_needed(sd, effect_ns, alpha, MAX_RUNS),
+        effect_ns,
+        run_sd_ns: sd,
+        basis,
+    })
+}
+
+/// Whether two sides' per-run rates (calls per second, calls per interval, …) differ by more
+/// than run-to-run variation explains: a ratio of at least [`RATE_RATIO`] either way and,
+/// with several runs a side, Welch's test on the logarithms at 5 % (with one run on a side no
+/// variation is known: the ratio alone). Returns the ratio after / before of the mean rates.
+pub fn rates_differ(before: &[f64], after: &[f64]) -> Option<f64> {
+    if before.is_empty() || after.is_empty() {
+        return None;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (mb, ma) = (mean(before), mean(after));
+    if mb == 0.0 && ma == 0.0 {
+        return None;
+    }
+    let ratio = ma / mb;
+    let far = !(1.0 / RATE_RATIO..RATE_RATIO).contains(&ratio) || !ratio.is_finite();
+    let all_positive = before.iter().chain(after).all(|&v| v > 0.0);
+    if before.len() >= 2 && after.len() >= 2 && all_positive {
+        let ln = |v: &[f64]| v.iter().map(|x| x.ln()).collect::<Vec<_>>();
+        let t = runs::welch(&ln(before), &ln(after))?;
+        (t.p_value < 0.05 && far).then_some(ratio)
+    } else {
+        far.then_some(ratio)
+    }
+}
+
+/// Rates this far apart (either way) can be called different work. Below it, A/A boots of one
+/// kernel differ by themselves: DAMON's scheme work varied 1.3–1.9 MiB/s over the six runs of
+/// damon-user/tests/data/aa-7.2.
+pub const RATE_RATIO: f64 = 1.5;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_called_different_only_beyond_run_to_run_variation() {
+        // The 62-vs-245 case of one run each: flagged.
+        assert!(rates_differ(&[62.0 / 25.0], &[245.0 / 25.0]).is_some_and(|r| r > 3.9));
+        assert_eq!(rates_differ(&[100.0], &[120.0]), None);
+        assert!(rates_differ(&[100.0], &[60.0]).is_some());
+        // Several runs whose spread covers the difference: not flagged.
+        assert_eq!(
+            rates_differ(&[60.0, 250.0, 120.0], &[245.0, 70.0, 150.0]),
+            None
+        );
+        // Several runs, consistently 2× apart: flagged.
+        assert!(rates_differ(&[100.0, 104.0, 98.0], &[200.0, 195.0, 210.0]).is_some());
+        // Consistent but small (5 %): not flagged.
+        assert_eq!(
+            rates_differ(&[100.0, 100.5, 99.5], &[105.0, 105.2, 104.8]),
+            None
+        );
+        // A side that never called it.
+        assert!(rates_differ(&[0.0], &[5.0]).is_some());
+        assert_eq!(rates_differ(&[0.0], &[0.0]), None);
+    }
+
+    #[test]
+    fn advice_uses_observed_or_typical_variation_and_says_which() {
+        let n = needed("lock_timer_base", -2000.0, 20_000.0, None, 0.05).expect("advice");
+        assert!((n.run_sd_ns - 0.087 * 20_000.0).abs() < 1e-9, "{n:?}");
+        assert!(
+            n.basis.contains("typical") && n.basis.contains("A/A"),
+            "{}",
+            n.basis
+        );
+        assert!(n.basis.contains("8.7 %"), "{}", n.basis);
+        // sd 1740 ns for a 2000 ns shift (d = 1.15): about 13 runs a side.
+        assert!(n.per_side.is_some_and(|k| (10..=16).contains(&k)), "{n:?}");
+        let tiny = needed("lock_timer_base", -50.0, 20_000.0, None, 0.05).expect("advice");
+        assert_eq!(tiny.per_side, None, "more than {MAX_RUNS} runs");
+        let other = needed("vfs_read", 10.0, 1000.0, None, 0.05).expect("advice");
+        assert!(other.basis.contains("not measured"), "{}", other.basis);
+        assert!(needed("x", 0.0, 1.0, None, 0.05).is_none());
+        let t = runs::welch(&[10.0, 12.0, 11.0], &[20.0, 22.0, 21.0]).expect("t");
+        let obs = needed("x", 10.0, 10.0, Some(&t), 0.05).expect("advice");
+        assert!((obs.run_sd_ns - 1.0).abs() < 1e-9 && obs.basis.contains("these runs"));
+    }
+}
