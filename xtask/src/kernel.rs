@@ -52,6 +52,20 @@ impl Kernel {
         }
     }
 
+    /// The name `--kernel` takes (`7.2`), or a path's file name: for directory names.
+    pub fn short_name(&self) -> String {
+        match self {
+            Self::Debian73 => "7.3".into(),
+            Self::Debian72 => "7.2".into(),
+            Self::Debian612 => "6.12".into(),
+            Self::Debian61 => "6.1".into(),
+            Self::Path(p) => p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+        }
+    }
+
     /// The suite whose userland (e.g. bpftrace) goes with this kernel: a backports suite
     /// carries the kernel, its base release the rest.
     pub fn userland_suite(&self) -> Option<&'static str> {
@@ -579,6 +593,13 @@ mod tests {
         assert_eq!("6.1".parse::<Kernel>().unwrap(), Kernel::Debian61);
         let err = "5.10".parse::<Kernel>().unwrap_err().to_string();
         assert!(err.contains("6.1 (Debian bookworm)"), "{err}");
+        for name in ["7.3", "7.2", "6.12", "6.1"] {
+            assert_eq!(name.parse::<Kernel>().unwrap().short_name(), name);
+        }
+        assert_eq!(
+            Kernel::Path("/k/bzImage-x".into()).short_name(),
+            "bzImage-x"
+        );
         assert_eq!(Kernel::Debian72.suite(), Some("sid"));
         assert_eq!(Kernel::Debian73.suite(), Some("trixie-backports"));
         assert_eq!(Kernel::Debian73.userland_suite(), Some("trixie"));

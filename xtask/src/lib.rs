@@ -2,6 +2,7 @@
 //! that runs commands on real Debian kernels, and the test pipeline (`cargo xtask test`).
 //!
 //! The VM API ([`vm::run`]) is what the `vm_` tests in `xtask/tests/vm.rs` use.
+pub mod ab;
 pub mod apt;
 pub mod bench;
 pub mod bootstrap;

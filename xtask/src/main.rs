@@ -4,6 +4,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use xtask::{
+    ab::{self, AbOptions, Attach, Mode},
     bench::{self, BenchOptions},
     bootstrap, build,
     demo::{self, Demo},
@@ -123,6 +124,51 @@ enum Cmd {
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
     },
+    /// A/B data for comparing two kernels, the run (one fresh boot) as the unit of
+    /// replication: boots BEFORE and AFTER interleaved (before, after, before, …; --runs boots
+    /// each), records the same functions with the same probe under `damon-trace scenario
+    /// migrate-hot` in each, keeps the captures as OUT/before-N.dtcap and OUT/after-N.dtcap
+    /// with OUT/runs.json, then runs `damon-trace compare --before F… --after F…` on this host
+    /// into OUT/compare.{txt,json,md} and prints compare.txt.
+    Ab {
+        /// The reference kernel: 7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian
+        /// trixie), 6.1 (Debian bookworm) or a path to a bzImage.
+        #[arg(long)]
+        before: Kernel,
+        /// The kernel judged against it (the same as --before for an A/A run).
+        #[arg(long)]
+        after: Kernel,
+        /// Boots per kernel.
+        #[arg(long, default_value_t = ab::DEFAULT_RUNS, value_parser = clap::value_parser!(u32).range(1..=100))]
+        runs: u32,
+        /// Extra arguments for `damon-trace scenario migrate-hot` (e.g. "--dest-node same").
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
+        scenario_args: String,
+        /// Seconds each run records (20 or 20s).
+        #[arg(long, default_value_t = ab::DEFAULT_SECONDS, value_parser = parse_seconds)]
+        duration: u64,
+        /// The functions to record, comma-separated. Default: the four built-ins.
+        #[arg(long, value_delimiter = ',')]
+        functions: Vec<String>,
+        /// The probe, the same on both kernels (auto would pick kprobe on the preemptible 7.x
+        /// kernels and fentry on 6.x, whose costs differ).
+        #[arg(long, value_enum, default_value_t = Attach::Fentry)]
+        attach: Attach,
+        /// Recording mode. Default: record's.
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
+        /// Receives the captures, runs.json and compare.* (its old captures are removed first).
+        /// Default: target/ab/<before>-vs-<after>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Use this static damon-trace (in the guests and for the compare) instead of building
+        /// one.
+        #[arg(long = "bin")]
+        binary: Option<PathBuf>,
+        /// Boot nothing: compare the captures already in OUT again.
+        #[arg(long)]
+        compare_only: bool,
+    },
     /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
     /// guest boot (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
     /// alternating for --rounds), userspace decode/aggregate/write throughput on this host,
@@ -189,6 +235,19 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     Ok((k.to_owned(), v.to_owned()))
 }
 
+/// `20` or `20s`, at least 1.
+fn parse_seconds(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .strip_suffix('s')
+        .unwrap_or(s)
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds (20 or 20s)"))?;
+    if n == 0 {
+        return Err("the duration must be at least 1 s".into());
+    }
+    Ok(n)
+}
+
 fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
     let (h, g) = s
         .rsplit_once(':')
@@ -197,6 +256,14 @@ fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
         return Err(format!("guest path `{g}` must be absolute"));
     }
     Ok((PathBuf::from(h), g.to_owned()))
+}
+
+/// The `--bin` given, else a fresh `build-static`.
+fn binary_or_build(binary: Option<PathBuf>) -> Result<PathBuf> {
+    match binary {
+        Some(b) => Ok(b),
+        None => build::build_static(&bootstrap::ensure()?),
+    }
 }
 
 fn main() -> ExitCode {
@@ -236,10 +303,7 @@ fn real_main() -> Result<ExitCode> {
             term,
             cmd,
         } => {
-            let binary = match binary {
-                Some(b) => b,
-                None => build::build_static(&bootstrap::ensure()?)?,
-            };
+            let binary = binary_or_build(binary)?;
             let mut opts = VmOptions::new(kernel, cmd.join(" "));
             if let Some(out) = out {
                 opts.out_dir = out;
@@ -271,10 +335,7 @@ fn real_main() -> Result<ExitCode> {
                 live_args,
                 terminal: term.interactive(),
             };
-            let binary = match binary {
-                Some(b) => b,
-                None => build::build_static(&bootstrap::ensure()?)?,
-            };
+            let binary = binary_or_build(binary)?;
             let status = demo::run(&demo, binary)?;
             let code = u8::try_from(status).context("exit status out of range")?;
             return Ok(ExitCode::from(code));
@@ -285,13 +346,40 @@ fn real_main() -> Result<ExitCode> {
             }
         }
         Cmd::Seed { seed, out, binary } => {
-            let binary = match binary {
-                Some(b) => b,
-                None => build::build_static(&bootstrap::ensure()?)?,
-            };
+            let binary = binary_or_build(binary)?;
             let mut opts = SeedOptions::new(out.unwrap_or_else(|| seed.default_out_dir()));
             opts.binary = Some(binary);
             if !seed::main(seed, &opts)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Ab {
+            before,
+            after,
+            runs,
+            scenario_args,
+            duration,
+            functions,
+            attach,
+            mode,
+            out,
+            binary,
+            compare_only,
+        } => {
+            let binary = binary_or_build(binary)?;
+            let mut opts = AbOptions::new(before, after);
+            if let Some(out) = out {
+                opts.out_dir = out;
+            }
+            opts.runs = runs;
+            opts.scenario_args = scenario_args;
+            opts.seconds = duration;
+            opts.functions = functions;
+            opts.attach = attach;
+            opts.mode = mode;
+            opts.binary = Some(binary);
+            opts.compare_only = compare_only;
+            if !ab::main(&opts)? {
                 return Ok(ExitCode::FAILURE);
             }
         }
@@ -305,10 +393,7 @@ fn real_main() -> Result<ExitCode> {
             skip_overhead,
             binary,
         } => {
-            let binary = match binary {
-                Some(b) => b,
-                None => build::build_static(&bootstrap::ensure()?)?,
-            };
+            let binary = binary_or_build(binary)?;
             let opts = BenchOptions {
                 kernel,
                 calls,

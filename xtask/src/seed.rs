@@ -131,19 +131,38 @@ fn helpers() -> String {
     )
 }
 
-/// Starts the scenario in the background (`$scenario`), waits for DAMON, and records.
-fn record(scenario_args: &str, capture: &str, functions: &str) -> String {
+/// Shell that starts `damon-trace scenario migrate-hot --duration SCENARIO_SECONDS
+/// SCENARIO_ARGS` in the background (pid in `$scenario`, output in /out/scenario.{out,err}),
+/// waits until its kdamond is on, then runs `damon-trace record -o /out/CAPTURE RECORD_ARGS`.
+/// Follow it with [`STOP`]. The seeds and `cargo xtask ab` record this way.
+pub fn record_under_scenario(
+    scenario_seconds: u64,
+    scenario_args: &str,
+    capture: &str,
+    record_args: &str,
+) -> String {
     format!(
-        "damon-trace scenario migrate-hot --duration 90s {scenario_args} > /out/scenario.out 2> /out/scenario.err &
+        "damon-trace scenario migrate-hot --duration {scenario_seconds}s {scenario_args} > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
 # Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
 i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
 sleep 1
-damon-trace record -o /out/{capture} --duration {RECORD_SECONDS}s --functions {functions} --attach fentry"
+damon-trace record -o /out/{capture} {record_args}"
     )
 }
 
-const STOP: &str = "kill -INT $scenario 2>/dev/null || true\nwait $scenario || true";
+/// A seed's recording: RECORD_SECONDS of FUNCTIONS with fentry under migrate-hot.
+fn record(scenario_args: &str, capture: &str, functions: &str) -> String {
+    record_under_scenario(
+        90,
+        scenario_args,
+        capture,
+        &format!("--duration {RECORD_SECONDS}s --functions {functions} --attach fentry"),
+    )
+}
+
+/// Stops the scenario [`record_under_scenario`] started (it restores DAMON's sysfs state).
+pub const STOP: &str = "kill -INT $scenario 2>/dev/null || true\nwait $scenario || true";
 
 /// `report` of CAPTURE on the seed grid into /out/report.{txt,json,md}.
 fn report(capture: &str, function: &str) -> String {
@@ -164,12 +183,20 @@ fn guest(kernel: Kernel, cmd: String, dir: PathBuf, opts: &SeedOptions) -> Resul
     run_guest(&o)
 }
 
-fn run_guest(o: &VmOptions) -> Result<vm::VmOutcome> {
+/// Runs a guest whose command started a scenario with [`record_under_scenario`]; a non-zero
+/// status is an error carrying the guest's kernel release, the scenario's stderr and the end
+/// of the console.
+pub fn run_guest(o: &VmOptions) -> Result<vm::VmOutcome> {
     let outcome = vm::run(o)?;
     if outcome.status != 0 {
         let err = fs::read_to_string(o.out_dir.join("scenario.err")).unwrap_or_default();
+        // The console holds the recorder's own errors; its end is enough when it was not
+        // echoed (`ab` keeps stdout for its result).
+        let lines: Vec<&str> = outcome.console.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
         bail!(
-            "the guest command failed with status {} on {}\n--- scenario.err ---\n{err}",
+            "the guest command failed with status {} on {}\n--- scenario.err ---\n{err}\n\
+             --- console (end) ---\n{tail}",
             outcome.status,
             outcome.kernel_release
         );
