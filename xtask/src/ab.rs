@@ -124,6 +124,9 @@ pub struct AbOptions {
     pub binary: Option<PathBuf>,
     /// Boot nothing: compare the captures already in `out_dir` again.
     pub compare_only: bool,
+    /// More shell for the last boot, run after its recording while the scenario still runs
+    /// (its capture is /out/run.dtcap); the seeds and tests add their checks this way.
+    pub extra_last: String,
 }
 
 impl AbOptions {
@@ -143,6 +146,7 @@ impl AbOptions {
             out_dir,
             binary: None,
             compare_only: false,
+            extra_last: String::new(),
         }
     }
 
@@ -222,10 +226,11 @@ fn record_args(opts: &AbOptions) -> String {
     args
 }
 
-/// The guest's command: the scenario in the background, the recording, the scenario stopped.
-fn guest_cmd(opts: &AbOptions) -> String {
+/// The guest's command: the scenario in the background, the recording, `extra`, the scenario
+/// stopped.
+fn guest_cmd(opts: &AbOptions, extra: &str) -> String {
     format!(
-        "set -e\n{}\n{}",
+        "set -e\n{}\n{extra}\n{}",
         seed::record_under_scenario(
             opts.seconds + SCENARIO_SLACK_SECONDS,
             &opts.scenario_args,
@@ -308,7 +313,6 @@ fn runs_json(opts: &AbOptions, runs: &[AbRun]) -> Value {
 fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
     let out = &opts.out_dir;
     clear(out)?;
-    let cmd = guest_cmd(opts);
     let order = schedule(opts.runs);
     let total = order.len();
     let mut runs = Vec::with_capacity(total);
@@ -323,7 +327,12 @@ fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
                 kernel.short_name()
             ),
         );
-        let mut o = VmOptions::new(kernel.clone(), cmd.clone());
+        let extra = if boot as usize == total {
+            opts.extra_last.as_str()
+        } else {
+            ""
+        };
+        let mut o = VmOptions::new(kernel.clone(), guest_cmd(opts, extra));
         o.out_dir = out.join(format!("guest-{label}"));
         o.timeout = Duration::from_secs(opts.seconds + 360);
         o.binary = Some(binary.to_path_buf());
@@ -332,7 +341,7 @@ fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
             format!("ab: run {label} (boot {boot}/{total}, kernel {kernel}) failed")
         })?;
         let file = out.join(capture_name(side, index));
-        fs::rename(o.out_dir.join(CAPTURE), &file).with_context(|| {
+        fs::copy(o.out_dir.join(CAPTURE), &file).with_context(|| {
             format!(
                 "ab: run {label} on {} left no /out/{CAPTURE}",
                 outcome.kernel_release
@@ -361,14 +370,14 @@ fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
     Ok(runs)
 }
 
-/// `damon-trace compare --before B… --after A… [--format F]` in `dir` (file names relative
-/// to it, so the outputs name no host paths).
-fn run_compare(
+/// `damon-trace compare --before B… --after A… ARGS…` in `dir` (file names relative to it,
+/// so the outputs name no host paths).
+pub fn run_compare(
     binary: &Path,
     dir: &Path,
     before: &[PathBuf],
     after: &[PathBuf],
-    format: &str,
+    args: &[&str],
 ) -> Result<String> {
     let name = |p: &PathBuf| p.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     let mut cmd = Command::new(binary);
@@ -378,7 +387,7 @@ fn run_compare(
         .args(before.iter().map(name))
         .arg("--after")
         .args(after.iter().map(name))
-        .args(["--format", format]);
+        .args(args);
     util::output(&mut cmd).map_err(|e| {
         let msg = format!("{e:#}");
         if msg.contains("unexpected argument '--before'") || msg.contains("<BEFORE> <AFTER>") {
@@ -401,9 +410,9 @@ fn compare(binary: &Path, dir: &Path, before: &[PathBuf], after: &[PathBuf]) -> 
     for f in ["compare.txt", "compare.json", "compare.md"] {
         let _ = fs::remove_file(dir.join(f));
     }
-    let text = run_compare(binary, dir, before, after, "table")?;
-    let json_text = run_compare(binary, dir, before, after, "json")?;
-    let markdown = run_compare(binary, dir, before, after, "markdown")?;
+    let text = run_compare(binary, dir, before, after, &[])?;
+    let json_text = run_compare(binary, dir, before, after, &["--format", "json"])?;
+    let markdown = run_compare(binary, dir, before, after, &["--format", "markdown"])?;
     let json = serde_json::from_str(&json_text).context("compare --format json: not JSON")?;
     for (f, t) in [
         ("compare.txt", &text),
@@ -526,7 +535,7 @@ mod tests {
              --mode kernel"
         );
         o.scenario_args = "--dest-node same".into();
-        let cmd = guest_cmd(&o);
+        let cmd = guest_cmd(&o, "");
         assert!(
             cmd.contains("scenario migrate-hot --duration 95s --dest-node same"),
             "{cmd}"

@@ -110,7 +110,7 @@ enum Cmd {
     },
     /// A seed measurement on the Debian kernels, as kernel patches post them: hot-score
     /// (damon_hot_score per-call latency on 7.2), lock-timer-ab (lock_timer_base on 6.12
-    /// against 7.2) or same-node (time per aggregation interval in the migration functions
+    /// against 7.2, --runs boots each, interleaved, compared over runs) or same-node (time per aggregation interval in the migration functions
     /// when the destination is the memory's own node). Boots the guest(s), records 20 s under
     /// the migrate-hot scenario, prints the report and checks its invariants.
     Seed {
@@ -123,6 +123,9 @@ enum Cmd {
         /// Use this static damon-trace instead of building one.
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
+        /// lock-timer-ab: boots per kernel, interleaved (the run is the unit of replication).
+        #[arg(long, default_value_t = seed::LOCK_TIMER_AB_RUNS, value_parser = clap::value_parser!(u32).range(1..=50))]
+        runs: u32,
     },
     /// A/B data for comparing two kernels, the run (one fresh boot) as the unit of
     /// replication: boots BEFORE and AFTER interleaved (before, after, before, …; --runs boots
@@ -345,10 +348,16 @@ fn real_main() -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
-        Cmd::Seed { seed, out, binary } => {
+        Cmd::Seed {
+            seed,
+            out,
+            binary,
+            runs,
+        } => {
             let binary = binary_or_build(binary)?;
             let mut opts = SeedOptions::new(out.unwrap_or_else(|| seed.default_out_dir()));
             opts.binary = Some(binary);
+            opts.runs = runs;
             if !seed::main(seed, &opts)? {
                 return Ok(ExitCode::FAILURE);
             }

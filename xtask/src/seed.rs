@@ -80,6 +80,8 @@ pub struct SeedOptions {
     /// hot-score and lock-timer-ab while the scenario still runs). The A/B test in
     /// `xtask/tests/vm.rs` adds its other checks this way instead of booting twice more.
     pub extra: String,
+    /// lock-timer-ab: boots per kernel (interleaved, as `cargo xtask ab`).
+    pub runs: u32,
 }
 
 impl SeedOptions {
@@ -88,8 +90,91 @@ impl SeedOptions {
             out_dir: out_dir.into(),
             binary: None,
             extra: String::new(),
+            runs: LOCK_TIMER_AB_RUNS,
         }
     }
+}
+
+/// lock-timer-ab's boots per kernel unless `--runs` says otherwise.
+pub const LOCK_TIMER_AB_RUNS: u32 = 5;
+
+/// lock-timer-ab: `cargo xtask ab --before 6.12 --after 7.2` recording lock_timer_base and
+/// damon_hot_score, then the multi-run compare on the host, on the seed grid (20 ns rows from
+/// the lowest minimum to the highest p90 of every run) and on the default grid, with a plot.
+fn lock_timer_ab(opts: &SeedOptions) -> Result<crate::ab::AbOutcome> {
+    use crate::ab::{AbOptions, run_compare};
+    let out = &opts.out_dir;
+    let mut ab = AbOptions::new(Kernel::Debian612, Kernel::Debian72);
+    ab.runs = opts.runs;
+    ab.seconds = RECORD_SECONDS;
+    ab.functions = vec!["lock_timer_base".into(), "damon_hot_score".into()];
+    ab.out_dir = out.join("runs");
+    ab.binary = opts.binary.clone();
+    ab.extra_last = opts.extra.clone();
+    let outcome = crate::ab::run(&ab)?;
+    let binary = crate::vm::guest_binary(&VmOptions {
+        binary: opts.binary.clone(),
+        ..VmOptions::new(Kernel::Debian72, "")
+    })?;
+    let binary = fs::canonicalize(&binary)?;
+    let dir = &outcome.out_dir;
+    // The grid: from each run's min and p90 of lock_timer_base.
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    for f in outcome.before.iter().chain(&outcome.after) {
+        let json = util::output(
+            std::process::Command::new(&binary)
+                .arg("report")
+                .arg(f)
+                .args(["--format", "json", "--functions", "lock_timer_base"]),
+        )?;
+        let report: Value = serde_json::from_str(&json).context("report --format json")?;
+        let f = function(&report, "lock_timer_base")?;
+        lo = lo.min(num(f, "min_ns")?);
+        hi = hi.max(num(f, "p90_ns")?);
+    }
+    let (_, hi) = grid_bounds(lo, hi);
+    let max = hi.to_string();
+    let grid = ["--bucket-ns", "20", "--max-ns", max.as_str()];
+    fs::write(
+        out.join("grid.txt"),
+        format!("range table: {}\n", grid.join(" ")),
+    )?;
+    let timer = ["--functions", "lock_timer_base"];
+    let cmp = |extra: &[&str]| -> Result<String> {
+        let args: Vec<&str> = timer.iter().chain(extra).copied().collect();
+        run_compare(&binary, dir, &outcome.before, &outcome.after, &args)
+    };
+    let plot = out.join("compare.svg");
+    let _ = fs::remove_file(&plot);
+    let plot_arg = plot.to_string_lossy().into_owned();
+    for (name, extra) in [
+        (
+            "compare.txt",
+            [&grid[..], &["--plot", plot_arg.as_str()]].concat(),
+        ),
+        ("compare.json", [&grid[..], &["--format", "json"]].concat()),
+        (
+            "compare.md",
+            [&grid[..], &["--format", "markdown"]].concat(),
+        ),
+        ("compare-wide.txt", Vec::new()),
+        ("compare-wide.json", vec!["--format", "json"]),
+        ("compare-wide.md", vec!["--format", "markdown"]),
+    ] {
+        fs::write(out.join(name), cmp(&extra)?).with_context(|| format!("writing {name}"))?;
+    }
+    Ok(outcome)
+}
+
+/// The seed grid's edges: the lowest minimum rounded down to a row, the highest p90 rounded up,
+/// at most [`ROWS`] rows (the `grid` shell helper's rule).
+fn grid_bounds(lo: u64, hi: u64) -> (u64, u64) {
+    let lo = lo - lo % BUCKET_NS;
+    let mut hi = hi + (BUCKET_NS - hi % BUCKET_NS) % BUCKET_NS;
+    if hi <= lo {
+        hi = lo + BUCKET_NS;
+    }
+    (lo, hi.min(lo + ROWS * BUCKET_NS))
 }
 
 /// What a seed produced.
@@ -286,54 +371,19 @@ pub fn run(seed: Seed, opts: &SeedOptions) -> Result<SeedOutcome> {
             )
         }
         Seed::LockTimerAb => {
-            let functions = "lock_timer_base,damon_hot_score";
-            let before = format!(
-                "set -e\n{}\ndamon-trace report /out/before.dtcap\n{STOP}",
-                record("", "before.dtcap", functions)
-            );
-            let bdir = out.join("guest-6.12");
-            let b = guest(Kernel::Debian612, before, bdir.clone(), opts)?;
-            let in_before = "/in/before.dtcap";
-            let after = format!(
-                "set -e\n{h}{}\ndamon-trace report /out/after.dtcap
-G=$(grid lock_timer_base {in_before} /out/after.dtcap)
-echo \"range table: $G\" > /out/grid.txt
-cmp() {{ damon-trace compare {in_before} /out/after.dtcap --functions lock_timer_base $G \"$@\"; }}
-cmp > /out/lock-timer.txt
-cmp --format json > /out/lock-timer.json
-cmp --format markdown > /out/lock-timer.md
-wide() {{ damon-trace compare {in_before} /out/after.dtcap --functions lock_timer_base \"$@\"; }}
-wide > /out/lock-timer-wide.txt
-wide --format json > /out/lock-timer-wide.json
-wide --format markdown > /out/lock-timer-wide.md
-{extra}\n{STOP}",
-                record("", "after.dtcap", functions)
-            );
-            let adir = out.join("guest-7.2");
-            let mut o = VmOptions::new(Kernel::Debian72, after);
-            o.out_dir = adir.clone();
-            o.timeout = Duration::from_secs(420);
-            o.binary = opts.binary.clone();
-            o.files
-                .push((bdir.join("before.dtcap"), in_before.to_owned()));
-            let a = run_guest(&o)?;
-            copy(&bdir, out, &[("before.dtcap", "before-6.12.dtcap")])?;
-            copy(
-                &adir,
-                out,
-                &[
-                    ("after.dtcap", "after-7.2.dtcap"),
-                    ("lock-timer.txt", "compare.txt"),
-                    ("lock-timer.json", "compare.json"),
-                    ("lock-timer.md", "compare.md"),
-                    ("lock-timer-wide.txt", "compare-wide.txt"),
-                    ("lock-timer-wide.json", "compare-wide.json"),
-                    ("lock-timer-wide.md", "compare-wide.md"),
-                ],
-            )?;
+            let ab = lock_timer_ab(opts)?;
+            let releases = ab.runs.iter().map(|r| r.kernel_release.clone()).collect();
+            let guests = ab
+                .runs
+                .iter()
+                .map(|r| {
+                    ab.out_dir
+                        .join(format!("guest-{}-{}", r.side.name(), r.index))
+                })
+                .collect();
             (
-                vec![bdir, adir],
-                vec![b.kernel_release, a.kernel_release],
+                guests,
+                releases,
                 "compare.txt",
                 "compare.json",
                 "compare.md",
@@ -429,8 +479,12 @@ fn markdown_rows(md: &str, header: &str) -> Result<Vec<Vec<String>>> {
         .collect())
 }
 
+/// `12.50%`, or `12.50% [10.1–14.2]` with the per-run spread: the pooled percentage.
 fn percent(cell: &str) -> Result<f64> {
-    cell.trim_end_matches('%')
+    cell.split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('%')
         .parse()
         .with_context(|| format!("`{cell}` is not a percentage"))
 }
@@ -570,6 +624,29 @@ pub fn check_lock_timer_ab(cmp: &Value, text: &str, md: &str) -> Result<Vec<Stri
     let f = function(cmp, "lock_timer_base")?;
     let functions = cmp["functions"].as_array().context("functions")?;
     ensure!(functions.len() == 1, "not only lock_timer_base: {cmp}");
+    let (rb, ra) = (num(&cmp["before"], "runs")?, num(&cmp["after"], "runs")?);
+    ensure!(
+        rb == ra && rb >= 1,
+        "runs per side: {rb} before, {ra} after"
+    );
+    let verdict = f["verdict"].as_str().context("verdict")?;
+    if rb == 1 {
+        ensure!(
+            verdict.starts_with("one run a side") && f["significant"] == false,
+            "one run a side must not be judged: {verdict}"
+        );
+    } else {
+        let test = &f["test"];
+        ensure!(test.is_object(), "{rb} runs a side but no test: {f}");
+        ensure!(
+            f["significant"].as_bool() == Some(f["p_holm"].as_f64().unwrap_or(1.0) < 0.05),
+            "significance must follow the Holm-adjusted p: {verdict}"
+        );
+        ensure!(
+            verdict.contains(&format!("over {rb} and {ra} runs")),
+            "the verdict does not say its runs: {verdict}"
+        );
+    }
     let (nb, na) = (num(&f["before"], "matched")?, num(&f["after"], "matched")?);
     ensure!(nb > 0 && na > 0, "lock_timer_base: {nb} before, {na} after");
     ensure!(
@@ -886,7 +963,11 @@ pub fn main(seed: Seed, opts: &SeedOptions) -> Result<bool> {
         format!(
             "{} on {}: captures and outputs (text, JSON, Markdown) in {}",
             seed.name(),
-            o.releases.join(" and "),
+            {
+                let mut r = o.releases.clone();
+                r.dedup();
+                r.join(" and ")
+            },
             o.out_dir.display()
         ),
     );

@@ -395,22 +395,19 @@ fn metric(
 }
 
 /// The workflow of a patch author: record lock_timer_base and damon_hot_score under the same
-/// scenario on the older kernel (6.12) and the newer one (7.2), then compare them inside the
-/// 7.2 guest. Also: a recorder killed with SIGKILL leaves a readable capture.
+/// scenario on the older kernel (6.12) and the newer one (7.2), one run each, then compare them
+/// (on the host, as `cargo xtask seed lock-timer-ab --runs 1`): one run a side is described,
+/// never judged. Also: a recorder killed with SIGKILL leaves a readable capture.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_ab_6_12_vs_7_2_compare_renders_tables_intervals_and_verdict() {
     let out = tempfile::tempdir().expect("temp dir");
-    // The guests of `cargo xtask seed lock-timer-ab`: 20 s of lock_timer_base and
-    // damon_hot_score under migrate-hot on 6.12, the capture carried into a 7.2 guest, the
-    // same recorded there and compared. The rest of this test's checks run in that 7.2 guest.
+    // The guests of `cargo xtask seed lock-timer-ab --runs 1`: 20 s of lock_timer_base and
+    // damon_hot_score under migrate-hot on 6.12, then on 7.2, compared on the host. The rest of
+    // this test's checks run in the 7.2 guest.
     let mut opts = SeedOptions::new(out.path().join("seed"));
-    opts.extra =
-        "damon-trace compare /in/before.dtcap /out/after.dtcap --format json > /out/compare.json
-damon-trace compare /in/before.dtcap /out/after.dtcap --plot /out/compare.svg > /out/compare.txt
-damon-trace compare /in/before.dtcap /out/after.dtcap --format markdown > /out/compare.md
-damon-trace report /out/after.dtcap > /out/after.txt
-cat /out/compare.txt
+    opts.runs = 1;
+    opts.extra = "damon-trace report /out/run.dtcap > /out/after.txt
 # SIGKILL mid-recording: the chunks flushed so far must read back.
 damon-trace record -o /out/killed.dtcap --duration 120s --functions lock_timer_base &
 rec=$!
@@ -419,7 +416,7 @@ sleep 4
 kill -KILL $rec
 wait $rec || true
 damon-trace report /out/killed.dtcap --format json > /out/killed.json"
-            .to_owned();
+        .to_owned();
     let seed = seed::run(Seed::LockTimerAb, &opts).expect("the 6.12 and 7.2 guests run");
     // The seed measurement itself: both kernels named, one grid of 20 ns rows adding up to
     // each side's records and to 100 % per side.
@@ -427,11 +424,11 @@ damon-trace report /out/killed.dtcap --format json > /out/killed.json"
         Ok(notes) => println!("{}\n{}", seed.text, notes.join("\n")),
         Err(e) => panic!("{e:#}\n{}", seed.text),
     }
-    let before_capture = seed.guests[0].join("before.dtcap");
+    let before_capture = seed.guests[0].join("run.dtcap");
     assert!(before_capture.exists(), "no 6.12 capture");
     let dir = &seed.guests[1];
 
-    let cmp = json(dir, "compare.json");
+    let cmp = json(&seed.out_dir, "compare.json");
     assert!(
         cmp["before"]["kernel_release"]
             .as_str()
@@ -493,7 +490,7 @@ damon-trace report /out/killed.dtcap --format json > /out/killed.json"
         (1, 1)
     );
     assert_eq!(cmp["method"]["unit"], "run");
-    let text = fs::read_to_string(dir.join("compare.txt")).expect("compare.txt");
+    let text = fs::read_to_string(seed.out_dir.join("compare.txt")).expect("compare.txt");
     for needle in [
         "Range (ns)",
         "Before",
@@ -506,12 +503,12 @@ damon-trace report /out/killed.dtcap --format json > /out/killed.json"
     ] {
         assert!(text.contains(needle), "`{needle}` missing:\n{text}");
     }
-    let md = fs::read_to_string(dir.join("compare.md")).expect("compare.md");
+    let md = fs::read_to_string(seed.out_dir.join("compare.md")).expect("compare.md");
     assert!(
         md.contains("| Range (ns) | Before | % | After | % |"),
         "{md}"
     );
-    let svg = fs::read_to_string(dir.join("compare.svg")).expect("compare.svg");
+    let svg = fs::read_to_string(seed.out_dir.join("compare.svg")).expect("compare.svg");
     assert!(svg.starts_with("<svg") && svg.contains("lock_timer_base"));
     let report = fs::read_to_string(dir.join("after.txt")).expect("after.txt");
     assert!(report.contains("capture format v2"), "{report}");
@@ -529,14 +526,9 @@ damon-trace report /out/killed.dtcap --format json > /out/killed.json"
         let keep = std::path::Path::new(&keep);
         fs::create_dir_all(keep).expect("keep dir");
         fs::copy(&before_capture, keep.join("before-6.12.dtcap")).expect("keep before");
-        for f in [
-            "after.dtcap",
-            "compare.txt",
-            "compare.md",
-            "compare.svg",
-            "compare.json",
-        ] {
-            fs::copy(dir.join(f), keep.join(f)).expect("keep");
+        fs::copy(dir.join("run.dtcap"), keep.join("after-7.2.dtcap")).expect("keep after");
+        for f in ["compare.txt", "compare.md", "compare.svg", "compare.json"] {
+            fs::copy(seed.out_dir.join(f), keep.join(f)).expect("keep");
         }
     }
 }
