@@ -1,9 +1,11 @@
-//! `damon-trace compare BEFORE AFTER`: pure math over two captures, "before" the reference.
+//! `damon-trace compare`: pure math over the captures of two sides, one capture per run,
+//! "before" the reference.
 //!
-//! For each function traced in both: a side-by-side range table on one grid, percentile
-//! deltas with bootstrap intervals, Welch's interval for the mean, the Mann–Whitney test with
-//! Cliff's delta, and a one-line verdict that says "no significant difference" when that is
-//! what the data say.
+//! The run is the unit of replication. For each function traced on both sides: a side-by-side
+//! range table on one grid and percentiles of the pooled calls with each run's spread; Welch
+//! intervals over per-run values; a verdict from Welch's t on the per-run medians, Holm-adjusted
+//! across functions — or, with one run on a side, a description and the runs it would take;
+//! and warnings when the sides did different work or ran differently configured.
 pub mod intervals;
 mod kernel;
 pub mod plot;
@@ -493,7 +495,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 ma.join("+")
             ));
         }
-        if let Some(res) = resolution {
+        if resolution.is_some() {
             for (label, runs) in [("before", &rb), ("after", &ra)] {
                 let n: u64 = runs
                     .iter()
@@ -510,7 +512,6 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                     ));
                 }
             }
-            let _ = res;
         }
         let (before, b, kb) = pooled(&rb, mb[0], resolution.is_some());
         let (after, a, ka) = pooled(&ra, ma[0], resolution.is_some());
