@@ -27,7 +27,7 @@ pub struct Side {
 
 impl Side {
     /// The runs' intervals pooled: every interval of every run counts once.
-    fn pooled(runs: &[PerInterval]) -> Option<Side> {
+    fn pooled(runs: &[&PerInterval]) -> Option<Side> {
         let intervals: u64 = runs.iter().map(|p| p.intervals).sum();
         if intervals == 0 {
             return None;
@@ -77,16 +77,10 @@ pub fn of_run(c: &Capture, id: u32) -> Option<PerInterval> {
     per_interval(&calls, &bounds).filter(|p| p.intervals > 0)
 }
 
-/// Per-interval comparison of one function over each side's runs (capture, id), when at
-/// least one run has intervals.
-pub fn compare(
-    before: &[(&Capture, u32)],
-    after: &[(&Capture, u32)],
-) -> Option<IntervalComparison> {
-    let runs = |side: &[(&Capture, u32)]| -> Vec<PerInterval> {
-        side.iter().filter_map(|&(c, id)| of_run(c, id)).collect()
-    };
-    let (b, a) = (Side::pooled(&runs(before)), Side::pooled(&runs(after)));
+/// Per-interval comparison of one function over each side's runs (those with intervals, as
+/// [`of_run`] gives them), when at least one run has intervals.
+pub fn compare(before: &[&PerInterval], after: &[&PerInterval]) -> Option<IntervalComparison> {
+    let (b, a) = (Side::pooled(before), Side::pooled(after));
     if b.is_none() && a.is_none() {
         return None;
     }
@@ -203,11 +197,20 @@ mod tests {
         c
     }
 
+    /// The runs' per-interval numbers of function 0, as `build` hands them over.
+    fn cmp(before: &[&Capture], after: &[&Capture]) -> Option<IntervalComparison> {
+        let runs = |side: &[&Capture]| -> Vec<PerInterval> {
+            side.iter().filter_map(|c| of_run(c, 0)).collect()
+        };
+        let (b, a) = (runs(before), runs(after));
+        compare(&b.iter().collect::<Vec<_>>(), &a.iter().collect::<Vec<_>>())
+    }
+
     #[test]
     fn before_after_per_interval() {
         let b = with(&[100, 120, 110, 130]);
         let a = with(&[10, 12, 11, 13]);
-        let c = compare(&[(&b, 0)], &[(&a, 0)]).expect("both have intervals");
+        let c = cmp(&[&b], &[&a]).expect("both have intervals");
         assert_eq!(c.before.as_ref().map(|s| s.mean_total_ns), Some(115.0));
         assert_eq!(c.after.as_ref().map(|s| s.max_total_ns), Some(13));
         // One run a side: the intervals of one run are not independent, no interval.
@@ -217,7 +220,7 @@ mod tests {
         // Two runs a side: pooled, and Welch over the runs' means (115, 215 vs 11.5, 21.5).
         let b2 = with(&[200, 220, 210, 230]);
         let a2 = with(&[20, 22, 21, 23]);
-        let c = compare(&[(&b, 0), (&b2, 0)], &[(&a, 0), (&a2, 0)]).expect("intervals");
+        let c = cmp(&[&b, &b2], &[&a, &a2]).expect("intervals");
         let side = c.before.as_ref().expect("before");
         assert_eq!((side.intervals, side.mean_total_ns), (8, 165.0));
         assert_eq!(side.run_mean_total_ns, vec![115.0, 215.0]);
@@ -227,9 +230,9 @@ mod tests {
         assert!(lines(&c).join("\n").contains("(Welch, per-run means)"));
         // An older capture without boundaries on one side: shown as "-".
         let old = bare_capture();
-        let c = compare(&[(&old, 0)], &[(&a, 0)]).expect("after has intervals");
+        let c = cmp(&[&old], &[&a]).expect("after has intervals");
         assert!(c.before.is_none() && c.mean_total_delta.is_none());
-        assert!(compare(&[(&old, 0)], &[(&old, 0)]).is_none());
+        assert!(cmp(&[&old], &[&old]).is_none());
     }
 
     #[test]

@@ -157,44 +157,35 @@ pub fn side(c: &Capture, id: u32, records: Selected, res: Resolution) -> Side {
     }
 }
 
-/// The runs of one side pooled: histograms added (exact count, sum, min and max kept), calls
-/// put together and sorted.
-pub fn merge(runs: Vec<Side>) -> Side {
-    let mut out = Side {
-        hist: KernelHist::default(),
-        selected: Selected::default(),
-        counters: FunctionCounters::default(),
-    };
-    for (i, r) in runs.into_iter().enumerate() {
-        let h = &mut out.hist;
+/// The histograms of a side's runs added up (exact count, sum, min and max kept).
+pub fn merge(hists: &[&KernelHist]) -> KernelHist {
+    let mut out = KernelHist::default();
+    for (i, h) in hists.iter().enumerate() {
         if i == 0 {
-            *h = r.hist;
-        } else {
-            for (a, b) in h.buckets.iter_mut().zip(&r.hist.buckets) {
-                *a += b;
-            }
-            if r.hist.count > 0 {
-                h.min_ns = if h.count > 0 {
-                    h.min_ns.min(r.hist.min_ns)
-                } else {
-                    r.hist.min_ns
-                };
-                h.max_ns = h.max_ns.max(r.hist.max_ns);
-            }
-            h.count += r.hist.count;
-            h.sum_ns += r.hist.sum_ns;
+            out = (*h).clone();
+            continue;
         }
-        out.selected.count += r.selected.count;
-        out.selected.durations.extend(r.selected.durations);
+        for (a, b) in out.buckets.iter_mut().zip(&h.buckets) {
+            *a += b;
+        }
+        if h.count > 0 {
+            out.min_ns = if out.count > 0 {
+                out.min_ns.min(h.min_ns)
+            } else {
+                h.min_ns
+            };
+            out.max_ns = out.max_ns.max(h.max_ns);
+        }
+        out.count += h.count;
+        out.sum_ns += h.sum_ns;
     }
-    out.selected.durations.sort_unstable();
     out
 }
 
-/// Latency stats of a side: percentiles at bucket resolution, min/mean/max exact.
-pub fn stats(s: &Side) -> Option<LatencyStats> {
-    let mut st = LatencyStats::from_durations(&mut s.selected.durations.clone())?;
-    let h = &s.hist;
+/// Latency stats of calls on the grid (`sorted`, their bucket values) and their histogram:
+/// percentiles at bucket resolution, min/mean/max exact.
+pub fn stats(sorted: &mut [u64], h: &KernelHist) -> Option<LatencyStats> {
+    let mut st = LatencyStats::from_durations(sorted)?;
     if h.count > 0 {
         st.min_ns = h.min_ns;
         st.max_ns = h.max_ns;
@@ -206,13 +197,13 @@ pub fn stats(s: &Side) -> Option<LatencyStats> {
 /// The range table of both sides on one grid aligned to the buckets.
 pub fn rows(
     opts: &ReportOptions,
-    b: &Side,
-    a: &Side,
+    b: &KernelHist,
+    a: &KernelHist,
 ) -> Result<(BucketGrid, Vec<(BucketRow, BucketRow)>), UsageError> {
-    let grid = kernel_hist::plan_grid(opts.bucket_ns, opts.max_ns, &[&b.hist, &a.hist])
+    let grid = kernel_hist::plan_grid(opts.bucket_ns, opts.max_ns, &[b, a])
         .map_err(|e| UsageError(e.to_string()))?;
-    let rb = kernel_hist::count_rows(&grid, &b.hist);
-    let ra = kernel_hist::count_rows(&grid, &a.hist);
+    let rb = kernel_hist::count_rows(&grid, b);
+    let ra = kernel_hist::count_rows(&grid, a);
     // Both sides have the same width, so the same rows, except a leading "below" row that
     // only one side may need.
     let (mut rb, mut ra) = (rb, ra);
@@ -358,7 +349,8 @@ mod tests {
             Some(109),
             "the median's bucket survives the sampling"
         );
-        assert_eq!(stats(&s).expect("stats").min_ns, 100);
+        let mut d = s.selected.durations.clone();
+        assert_eq!(stats(&mut d, &s.hist).expect("stats").min_ns, 100);
     }
 
     #[test]

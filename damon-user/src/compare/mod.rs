@@ -35,7 +35,7 @@ use damon_common::FunctionId;
 use serde::Serialize;
 
 use crate::{
-    capture::{Capture, FunctionCounters, format::read_file},
+    capture::{Capture, FunctionCounters, KernelHist, format::read_file},
     cli::{CompareArgs, CompareFormat},
     record::UsageError,
     report::{ReportOptions, check_functions, counters, select},
@@ -43,9 +43,9 @@ use crate::{
         LatencyStats,
         buckets::BucketGrid,
         calibration::{Calibration, Corrected},
+        intervals::PerInterval,
         ranktest::{self, MannWhitney},
-        runs::Interval,
-        runs::RunTest,
+        runs::{Interval, RunTest},
     },
 };
 
@@ -230,21 +230,23 @@ fn side_meta(runs: &[(&str, &Capture)]) -> SideMeta {
             complete: c.summary.is_some(),
         })
         .collect();
-    let distinct = |get: &dyn Fn(&CaptureSide) -> &str| {
-        let mut v: Vec<&str> = Vec::new();
-        for c in &captures {
-            if !v.contains(&get(c)) {
-                v.push(get(c));
-            }
-        }
-        v.join(", ")
-    };
     SideMeta {
         runs: captures.len(),
-        kernel_release: distinct(&|c| &c.kernel_release),
-        cpu_model: distinct(&|c| &c.cpu_model),
+        kernel_release: distinct(captures.iter().map(|c| c.kernel_release.as_str())).join(", "),
+        cpu_model: distinct(captures.iter().map(|c| c.cpu_model.as_str())).join(", "),
         captures,
     }
+}
+
+/// The different values, in order of first appearance.
+fn distinct<T: PartialEq>(values: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::new();
+    for x in values {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
 }
 
 /// Names of the functions a capture traced (attached one way or another), with id and method.
@@ -265,12 +267,21 @@ struct Run<'a> {
     attach: &'static str,
     selected: crate::report::Selected,
     counters: FunctionCounters,
-    /// On the kernel's grid (a kernel-mode capture on either side).
-    kernel: Option<kernel::Side>,
+    /// The run's histogram on the kernel's grid (a kernel-mode capture on either side).
+    kernel: Option<KernelHist>,
+    /// Cost per DAMON aggregation interval (DAMON functions, per-call records, boundaries).
+    per_interval: Option<PerInterval>,
 }
 
 impl Run<'_> {
-    fn summary(&self, name: &str) -> runs::RunSummary {
+    /// The per-interval numbers of the runs that have them.
+    fn intervals<'r>(runs: &'r [Run]) -> Vec<&'r PerInterval> {
+        runs.iter()
+            .filter_map(|r| r.per_interval.as_ref())
+            .collect()
+    }
+
+    fn summary(&self) -> runs::RunSummary {
         let d = &self.selected.durations;
         let seconds = self
             .capture
@@ -279,7 +290,7 @@ impl Run<'_> {
             .map(|s| s.duration_ns as f64 / 1e9)
             .filter(|&s| s > 0.0);
         let mean_ns = match &self.kernel {
-            Some(k) if k.hist.count > 0 => Some(k.hist.sum_ns as f64 / k.hist.count as f64),
+            Some(h) if h.count > 0 => Some(h.sum_ns as f64 / h.count as f64),
             _ if !d.is_empty() => Some(d.iter().map(|&v| v as f64).sum::<f64>() / d.len() as f64),
             _ => None,
         };
@@ -291,10 +302,7 @@ impl Run<'_> {
             dropped: self.counters.dropped(),
             seconds,
             calls_per_s: seconds.map(|s| calls as f64 / s),
-            calls_per_interval: FunctionId::from_symbol(name)
-                .filter(|f| f.is_damon() && self.kernel.is_none())
-                .and_then(|_| intervals::of_run(self.capture, self.id))
-                .map(|p| p.mean_calls),
+            calls_per_interval: self.per_interval.as_ref().map(|p| p.mean_calls),
             percentiles: PERCENTILES
                 .iter()
                 .map(|&(p, _)| {
@@ -323,16 +331,17 @@ fn side_runs<'a>(
             let selected = sel.remove(&id).unwrap_or_default();
             let (selected, counters, kernel) = match resolution {
                 Some(res) => {
-                    let mut k = kernel::side(c, id, selected, res);
-                    let s = std::mem::take(&mut k.selected);
-                    let counters = k.counters;
-                    (s, counters, Some(k))
+                    let k = kernel::side(c, id, selected, res);
+                    (k.selected, k.counters, Some(k.hist))
                 }
                 None => {
                     let counters = counters(c, id, selected.count);
                     (selected, counters, None)
                 }
             };
+            let per_interval = FunctionId::from_symbol(name)
+                .filter(|f| f.is_damon() && kernel.is_none())
+                .and_then(|_| intervals::of_run(c, id));
             Some(Run {
                 file,
                 capture: c,
@@ -341,44 +350,24 @@ fn side_runs<'a>(
                 selected,
                 counters,
                 kernel,
+                per_interval,
             })
         })
         .collect()
 }
 
-/// The pooled side: counters added, calls put together.
-fn pooled(
-    runs: &[Run],
-    attach: &'static str,
-    resolution: bool,
-) -> (SideStats, Vec<u64>, Option<kernel::Side>) {
+/// The pooled side: counters added, calls put together (sorted), histograms added on the
+/// grid.
+fn pooled(runs: &[Run], attach: &'static str) -> (SideStats, Vec<u64>, Option<KernelHist>) {
     let mut durations: Vec<u64> = runs
         .iter()
         .flat_map(|r| r.selected.durations.iter().copied())
         .collect();
-    durations.sort_unstable();
-    let count = runs.iter().map(|r| r.selected.count).sum();
-    let merged = resolution.then(|| {
-        kernel::merge(
-            runs.iter()
-                .map(|r| {
-                    let k = r.kernel.as_ref().expect("on the grid");
-                    kernel::Side {
-                        hist: k.hist.clone(),
-                        selected: crate::report::Selected {
-                            count: r.selected.count,
-                            durations: r.selected.durations.clone(),
-                            values: Vec::new(),
-                        },
-                        counters: r.counters,
-                    }
-                })
-                .collect(),
-        )
-    });
+    let hists: Option<Vec<&KernelHist>> = runs.iter().map(|r| r.kernel.as_ref()).collect();
+    let merged = hists.map(|h| kernel::merge(&h));
     let stats = match &merged {
-        Some(m) => kernel::stats(m),
-        None => LatencyStats::from_durations(&mut durations.clone()),
+        Some(h) => kernel::stats(&mut durations, h),
+        None => LatencyStats::from_durations(&mut durations),
     };
     let corrected = runs
         .iter()
@@ -387,7 +376,7 @@ fn pooled(
         SideStats {
             attach,
             calls: runs.iter().map(|r| r.counters.made()).sum(),
-            count,
+            count: runs.iter().map(|r| r.selected.count).sum(),
             dropped: runs.iter().map(|r| r.counters.dropped()).sum(),
             matched: durations.len() as u64,
             corrected,
@@ -500,7 +489,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 let n: u64 = runs
                     .iter()
                     .filter_map(|r| r.kernel.as_ref())
-                    .map(|k| k.hist.buckets.iter().sum::<u64>())
+                    .map(|h| h.buckets.iter().sum::<u64>())
                     .max()
                     .unwrap_or(0);
                 if n > kernel::MAX_EXPANDED {
@@ -513,8 +502,8 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 }
             }
         }
-        let (before, b, kb) = pooled(&rb, mb[0], resolution.is_some());
-        let (after, a, ka) = pooled(&ra, ma[0], resolution.is_some());
+        let (before, b, kb) = pooled(&rb, mb[0]);
+        let (after, a, ka) = pooled(&ra, ma[0]);
         let (grid, bounds, counts) = match (&kb, &ka) {
             (Some(kb), Some(ka)) => {
                 let (grid, rows) = kernel::rows(opts, kb, ka)?;
@@ -564,8 +553,8 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
                 ));
             }
         }
-        let sb: Vec<_> = rb.iter().map(|r| r.summary(name)).collect();
-        let sa: Vec<_> = ra.iter().map(|r| r.summary(name)).collect();
+        let sb: Vec<_> = rb.iter().map(Run::summary).collect();
+        let sa: Vec<_> = ra.iter().map(Run::summary).collect();
         let percentiles = PERCENTILES
             .iter()
             .enumerate()
@@ -592,14 +581,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         let workload = workload_warnings(name, &sb, &sa);
         let workload_differs = !workload.is_empty();
         warnings.extend(workload);
-        let per_interval = FunctionId::from_symbol(name)
-            .filter(|f| f.is_damon() && resolution.is_none())
-            .and_then(|_| {
-                intervals::compare(
-                    &rb.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
-                    &ra.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
-                )
-            });
+        let per_interval = intervals::compare(&Run::intervals(&rb), &Run::intervals(&ra));
         let values = if resolution.is_some() {
             Vec::new()
         } else {
@@ -755,14 +737,7 @@ fn header_warnings(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<String
     let mut w = Vec::new();
     let all = || b.iter().chain(a).map(|r| r.1);
     let distinct = |side: &[(&str, &Capture)], get: &dyn Fn(&Capture) -> String| {
-        let mut v: Vec<String> = Vec::new();
-        for (_, c) in side {
-            let x = get(c);
-            if !v.contains(&x) {
-                v.push(x);
-            }
-        }
-        v
+        distinct(side.iter().map(|r| get(r.1)))
     };
     let (vb, va) = (
         distinct(b, &|c| c.meta.tool_version.clone()),
