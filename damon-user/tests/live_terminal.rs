@@ -140,6 +140,30 @@ fn render(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The screen was drawn full-screen and given back: the alternate screen is entered exactly
+/// once, left after it, every function's panel is drawn between the two, and nothing of the
+/// panels is drawn after leaving (the user's shell screen is not written over).
+fn assert_full_screen_and_given_back(raw: &str, functions: &[&str]) {
+    let enter = raw.find(ENTER_ALT);
+    let leave = raw.rfind(LEAVE_ALT);
+    let (Some(enter), Some(leave)) = (enter, leave) else {
+        panic!("alternate screen entered at {enter:?}, left at {leave:?}:\n{raw:?}");
+    };
+    assert!(enter < leave, "left ({leave}) before entered ({enter})");
+    assert_eq!(raw.matches(ENTER_ALT).count(), 1, "entered more than once");
+    let inside = &raw[enter..leave];
+    for f in functions {
+        assert!(inside.contains(f), "{f} not drawn on the alternate screen");
+    }
+    let after = &raw[leave + LEAVE_ALT.len()..];
+    for f in functions {
+        assert!(
+            !after.contains(f),
+            "{f} drawn after leaving the alternate screen: {after:?}"
+        );
+    }
+}
+
 impl OnPty {
     fn raw(&self) -> String {
         String::from_utf8_lossy(&self.screen.lock().expect("screen")).into_owned()
@@ -193,12 +217,7 @@ fn replay_on_a_terminal_shows_every_function_and_q_quits_cleanly() {
     run.master.write_all(b"q").expect("type q");
     let (code, err) = run.wait_exit(Duration::from_secs(10));
     assert_eq!(code, 0, "stderr: {err}");
-    let screen = run.raw();
-    let (enter, leave) = (screen.find(ENTER_ALT), screen.rfind(LEAVE_ALT));
-    assert!(
-        matches!((enter, leave), (Some(e), Some(l)) if e < l),
-        "the alternate screen is entered, then left"
-    );
+    assert_full_screen_and_given_back(&run.raw(), &FUNCTIONS);
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -211,7 +230,7 @@ fn sigterm_gives_the_terminal_back_and_exits_0() {
     assert_eq!(rc, 0);
     let (code, err) = run.wait_exit(Duration::from_secs(10));
     assert_eq!(code, 0, "stderr: {err}");
-    assert!(run.raw().rfind(LEAVE_ALT) > run.raw().find(ENTER_ALT));
+    assert_full_screen_and_given_back(&run.raw(), &["lock_timer_base"]);
 }
 
 #[test]

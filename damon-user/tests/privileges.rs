@@ -1,7 +1,8 @@
 //! Privileges and what captures reveal.
 //!
 //! Unprivileged runs use `setpriv` (util-linux), which needs root to change users and
-//! capability sets; CI runs as root. Under another user these tests say so and do nothing.
+//! capability sets; CI runs as root. Under another user these tests say so and do nothing on a
+//! developer's machine, and fail when `CI` is set.
 //! Tracing itself cannot be tried on this host (its kernel forbids it), so what is checked is
 //! everything before the kernel: the missing capabilities are named, exactly.
 mod common;
@@ -17,6 +18,23 @@ const CAP_BPF: u32 = 39;
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether these checks can run: as root, yes. Under another user they are skipped with a
+/// message on a developer's machine, but fail under CI (`CI` set, as `.ci/run` runs), where
+/// a skip would be a guarantee silently left unchecked.
+fn can_drop_privileges(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but this test runs as uid {}: setpriv needs root to {what}; run the tests as root",
+        // SAFETY: getuid has no preconditions.
+        unsafe { libc::getuid() }
+    );
+    eprintln!("skipped: setpriv needs root to {what} (not under CI)");
+    false
 }
 
 /// As uid/gid 65534 (nobody) with every capability gone from every set.
@@ -133,8 +151,7 @@ fn check_commands(opts: &[&str], missing: &[&str], present: &[&str]) {
 
 #[test]
 fn nobody_is_told_both_capabilities() {
-    if !is_root() {
-        eprintln!("skipped: setpriv needs root to drop to nobody");
+    if !can_drop_privileges("drop to nobody") {
         return;
     }
     let caps = cap_eff(NOBODY);
@@ -144,8 +161,7 @@ fn nobody_is_told_both_capabilities() {
 
 #[test]
 fn root_without_cap_bpf_is_told_cap_bpf_only() {
-    if !is_root() {
-        eprintln!("skipped: setpriv needs root to drop capabilities");
+    if !can_drop_privileges("drop capabilities") {
         return;
     }
     let caps = cap_eff(ROOT_WITHOUT_BPF);
@@ -164,8 +180,7 @@ fn root_without_cap_bpf_is_told_cap_bpf_only() {
 /// error (2), not the privilege error.
 #[test]
 fn input_errors_come_before_privileges() {
-    if !is_root() {
-        eprintln!("skipped: setpriv needs root to drop to nobody");
+    if !can_drop_privileges("drop to nobody") {
         return;
     }
     let dir = public_dir();

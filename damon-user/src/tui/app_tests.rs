@@ -5,7 +5,7 @@ use damon_common::CallRecord;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::*;
-use crate::tui::test_support::{app_for, fixture, replayed};
+use crate::tui::test_support::{MIGRATE_HOT, app_for, fixture, replayed};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -28,7 +28,7 @@ fn key(app: &mut App, code: KeyCode) -> Effect {
 
 #[test]
 fn selection_moves_and_wraps_with_tab_arrows_and_jk() {
-    let mut app = app_for(&fixture());
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
     for code in [
         KeyCode::Tab,
         KeyCode::Down,
@@ -53,7 +53,7 @@ fn selection_moves_and_wraps_with_tab_arrows_and_jk() {
 
 #[test]
 fn enter_focuses_and_esc_goes_back() {
-    let mut app = app_for(&fixture());
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
     key(&mut app, KeyCode::Down);
     key(&mut app, KeyCode::Enter);
     assert!(app.focused);
@@ -86,7 +86,7 @@ fn test_config() -> AppConfig {
 
 #[test]
 fn l_toggles_linear_and_log2_and_z_toggles_zoom() {
-    let mut app = app_for(&fixture());
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
     assert_eq!((app.scale, app.zoom), (Scale::Linear, false));
     key(&mut app, KeyCode::Char('l'));
     assert_eq!(app.scale, Scale::Log2);
@@ -101,7 +101,7 @@ fn l_toggles_linear_and_log2_and_z_toggles_zoom() {
 
 #[test]
 fn plus_and_minus_step_the_bucket_width_and_return_to_plain_linear() {
-    let mut app = app_for(&fixture());
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
     key(&mut app, KeyCode::Char('+'));
     assert_eq!(app.bucket_ns, 50);
     key(&mut app, KeyCode::Char('='));
@@ -158,7 +158,7 @@ fn f_freezes_the_display_while_collection_goes_on() {
 
 #[test]
 fn r_resets_statistics_and_counts_drops_from_then_on() {
-    let mut app = replayed(fixture(), 5 * SECOND);
+    let mut app = replayed(fixture(), MIGRATE_HOT, 5 * SECOND);
     let mut counters = BTreeMap::new();
     counters.insert(
         0,
@@ -200,7 +200,7 @@ fn r_resets_statistics_and_counts_drops_from_then_on() {
 
 #[test]
 fn s_asks_for_a_save_and_shows_the_outcome() {
-    let mut app = app_for(&fixture());
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
     assert_eq!(key(&mut app, KeyCode::Char('s')), Effect::Save);
     app.update(Event::Saved(Ok("./damon-trace-x.dtcap (3 records)".into())));
     assert_eq!(
@@ -215,7 +215,7 @@ fn s_asks_for_a_save_and_shows_the_outcome() {
 
 #[test]
 fn help_overlay_opens_closes_and_swallows_other_keys() {
-    let mut app = app_for(&fixture());
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
     key(&mut app, KeyCode::Char('?'));
     assert!(app.help);
     assert_eq!(key(&mut app, KeyCode::Tab), Effect::None);
@@ -235,7 +235,7 @@ fn help_overlay_opens_closes_and_swallows_other_keys() {
 
 #[test]
 fn q_ctrl_c_and_signals_quit() {
-    let mut app = app_for(&fixture());
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
     assert_eq!(
         key(&mut app, KeyCode::Char('q')),
         Effect::Quit(StopReason::Quit)
@@ -303,7 +303,7 @@ fn records_of_functions_not_on_screen_are_counted() {
 
 #[test]
 fn the_end_of_a_replay_is_shown() {
-    let app = replayed(fixture(), u64::MAX);
+    let app = replayed(fixture(), MIGRATE_HOT, u64::MAX);
     assert!(app.ended);
     let calls: u64 = app.panels().iter().map(Panel::calls).sum();
     assert_eq!(calls, 3612);

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::{
     capture::format::read_file,
-    tui::test_support::{app_for, fixture, text},
+    tui::test_support::{MIGRATE_HOT, app_for, fixture, text},
 };
 
 fn key(c: char) -> Event {
@@ -44,7 +44,7 @@ struct Outcome {
 
 async fn drive(speed: f64, script: Vec<(u64, Event)>) -> Outcome {
     let capture = fixture();
-    let mut app = app_for(&capture);
+    let mut app = app_for(&capture, MIGRATE_HOT);
     let mut collector = Collector::Replay(ReplaySource::new(ReplaySchedule::new(capture), speed));
     let mut spool = Spool::Memory(Vec::new());
     let dir = tempfile::tempdir().expect("tempdir");

@@ -41,16 +41,18 @@ pub fn kernel_fixture() -> Capture {
     read_file(Path::new(path)).expect("kernel-mode fixture capture")
 }
 
-pub fn app_for(capture: &Capture) -> App {
+/// The fixtures' file names, shown in the replay header as `live --replay FILE` shows them.
+pub const MIGRATE_HOT: &str = "migrate-hot-7.2.dtcap";
+pub const OVERLOAD: &str = "overload-7.2.dtcap";
+pub const KERNEL_MODE: &str = "kernel-mode-7.2.dtcap";
+pub const INTERVALS: &str = "intervals-7.2.dtcap";
+
+/// An app replaying `capture`, read from the file named `file` (the header shows that name).
+pub fn app_for(capture: &Capture, file: &str) -> App {
     App::new(AppConfig {
         kernel_release: capture.meta.kernel.release.clone(),
         origin: Origin::Replay {
-            file: if capture.is_kernel_mode() {
-                "kernel-mode-7.2.dtcap"
-            } else {
-                "migrate-hot-7.2.dtcap"
-            }
-            .to_owned(),
+            file: file.to_owned(),
             speed: 1.0,
         },
         recording: None,
@@ -64,9 +66,9 @@ pub fn app_for(capture: &Capture) -> App {
     })
 }
 
-/// An app that has replayed `capture` up to `t_ns` on the capture's clock.
-pub fn replayed(capture: Capture, t_ns: u64) -> App {
-    let mut app = app_for(&capture);
+/// An app that has replayed `capture` (read from `file`) up to `t_ns` on the capture's clock.
+pub fn replayed(capture: Capture, file: &str, t_ns: u64) -> App {
+    let mut app = app_for(&capture, file);
     let mut schedule = ReplaySchedule::new(capture);
     if let Some(e) = schedule.opening() {
         app.update(e);

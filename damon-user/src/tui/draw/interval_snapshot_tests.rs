@@ -6,7 +6,7 @@ use ratatui::crossterm::event::KeyCode;
 
 use crate::{
     capture::format::read_file,
-    tui::test_support::{press, render, replayed},
+    tui::test_support::{INTERVALS, press, render, replayed},
 };
 
 fn capture() -> crate::capture::Capture {
@@ -19,7 +19,7 @@ fn capture() -> crate::capture::Capture {
 
 #[test]
 fn damon_panels_show_time_per_interval_160x48() {
-    let app = replayed(capture(), u64::MAX);
+    let app = replayed(capture(), INTERVALS, u64::MAX);
     let hot = &app.panels()[0];
     assert_eq!(
         hot.intervals.intervals, 129,
@@ -35,7 +35,7 @@ fn damon_panels_show_time_per_interval_160x48() {
 
 #[test]
 fn focused_migrate_pages_shows_interval_sparkline_80x24() {
-    let mut app = replayed(capture(), u64::MAX);
+    let mut app = replayed(capture(), INTERVALS, u64::MAX);
     press(&mut app, KeyCode::Tab);
     press(&mut app, KeyCode::Tab);
     press(&mut app, KeyCode::Enter);
@@ -46,7 +46,7 @@ fn focused_migrate_pages_shows_interval_sparkline_80x24() {
 
 #[test]
 fn serial_console_main_view_keeps_the_interval_line_80x24() {
-    let app = replayed(capture(), u64::MAX);
+    let app = replayed(capture(), INTERVALS, u64::MAX);
     let screen = render(&app, 80, 24);
     assert_eq!(screen.matches("per interval (").count(), 3, "{screen}");
     insta::assert_snapshot!("intervals_main_80x24", screen);

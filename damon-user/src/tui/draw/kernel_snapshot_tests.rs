@@ -3,13 +3,13 @@
 //! histogram snapshots, the status line saying KERNEL MODE.
 use ratatui::crossterm::event::KeyCode;
 
-use crate::tui::test_support::{kernel_fixture, press, render, replayed};
+use crate::tui::test_support::{KERNEL_MODE, kernel_fixture, press, render, replayed};
 
 const SECOND: u64 = 1_000_000_000;
 
 #[test]
 fn kernel_mode_main_80x24() {
-    let app = replayed(kernel_fixture(), 6 * SECOND);
+    let app = replayed(kernel_fixture(), KERNEL_MODE, 6 * SECOND);
     let screen = render(&app, 80, 24);
     assert!(screen.contains("KERNEL 10ns"), "{screen}");
     insta::assert_snapshot!("kernel_main_80x24", screen);
@@ -17,7 +17,7 @@ fn kernel_mode_main_80x24() {
 
 #[test]
 fn kernel_mode_focused_lock_timer_base_160x48() {
-    let mut app = replayed(kernel_fixture(), u64::MAX);
+    let mut app = replayed(kernel_fixture(), KERNEL_MODE, u64::MAX);
     press(&mut app, KeyCode::BackTab);
     press(&mut app, KeyCode::Enter);
     insta::assert_snapshot!(
@@ -33,7 +33,7 @@ fn kernel_mode_focused_lock_timer_base_160x48() {
 fn kernel_mode_panels_count_what_the_kernel_counted() {
     let capture = kernel_fixture();
     let summary = capture.summary.clone().expect("finished capture");
-    let app = replayed(capture, u64::MAX);
+    let app = replayed(capture, KERNEL_MODE, u64::MAX);
     for p in app.panels() {
         let id = p.status.id;
         let h = &summary.kernel_hist[&id];

@@ -8,7 +8,7 @@ use crate::{
     capture::{AttachState, FunctionCounters},
     tui::{
         app::{Event, Origin},
-        test_support::{fixture, overload_fixture, press, render, replayed},
+        test_support::{MIGRATE_HOT, OVERLOAD, fixture, overload_fixture, press, render, replayed},
     },
 };
 
@@ -16,14 +16,14 @@ const SECOND: u64 = 1_000_000_000;
 
 #[test]
 fn main_view_80x24() {
-    let app = replayed(fixture(), 12 * SECOND);
+    let app = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
     let screen = render(&app, 80, 24);
     insta::assert_snapshot!("main_80x24", screen);
 }
 
 #[test]
 fn main_view_log2_160x48() {
-    let mut app = replayed(fixture(), 12 * SECOND);
+    let mut app = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
     press(&mut app, KeyCode::Char('l'));
     press(&mut app, KeyCode::Tab);
     insta::assert_snapshot!("main_log2_160x48", render(&app, 160, 48));
@@ -31,7 +31,7 @@ fn main_view_log2_160x48() {
 
 #[test]
 fn focused_hot_score_zoomed_80x24() {
-    let mut app = replayed(fixture(), u64::MAX);
+    let mut app = replayed(fixture(), MIGRATE_HOT, u64::MAX);
     press(&mut app, KeyCode::Enter);
     press(&mut app, KeyCode::Char('z'));
     insta::assert_snapshot!("focused_zoom_80x24", render(&app, 80, 24));
@@ -39,7 +39,7 @@ fn focused_hot_score_zoomed_80x24() {
 
 #[test]
 fn focused_hot_score_window_160x48() {
-    let mut app = replayed(fixture(), 15 * SECOND);
+    let mut app = replayed(fixture(), MIGRATE_HOT, 15 * SECOND);
     press(&mut app, KeyCode::Enter);
     press(&mut app, KeyCode::Char('w'));
     insta::assert_snapshot!("focused_window_160x48", render(&app, 160, 48));
@@ -47,7 +47,7 @@ fn focused_hot_score_window_160x48() {
 
 #[test]
 fn focused_lock_timer_base_wide_buckets_80x24() {
-    let mut app = replayed(fixture(), u64::MAX);
+    let mut app = replayed(fixture(), MIGRATE_HOT, u64::MAX);
     press(&mut app, KeyCode::BackTab);
     press(&mut app, KeyCode::Enter);
     for _ in 0..6 {
@@ -70,7 +70,7 @@ fn missing_functions_recording_and_drops_80x24() {
     }
     capture.records.retain(|r| r.func != 1 && r.func != 2);
     capture.summary = None;
-    let mut app = replayed(capture, 8 * SECOND);
+    let mut app = replayed(capture, MIGRATE_HOT, 8 * SECOND);
     app.origin = Origin::Live;
     app.recording = Some("/out/live.dtcap".into());
     let mut counters = BTreeMap::new();
@@ -93,7 +93,7 @@ fn missing_functions_recording_and_drops_80x24() {
 
 #[test]
 fn help_lists_every_key_80x24() {
-    let mut app = replayed(fixture(), 3 * SECOND);
+    let mut app = replayed(fixture(), MIGRATE_HOT, 3 * SECOND);
     press(&mut app, KeyCode::Char('?'));
     let screen = render(&app, 80, 24);
     for (keys, what, _) in crate::tui::keys::BINDINGS {
@@ -105,7 +105,7 @@ fn help_lists_every_key_80x24() {
 /// Narrower than a serial console: nothing panics, the selected panel stays visible.
 #[test]
 fn tiny_terminals_do_not_break() {
-    let mut app = replayed(fixture(), 5 * SECOND);
+    let mut app = replayed(fixture(), MIGRATE_HOT, 5 * SECOND);
     press(&mut app, KeyCode::Up);
     for (w, h) in [(1, 1), (20, 5), (40, 10), (80, 6)] {
         let screen = render(&app, w, h);
@@ -125,7 +125,7 @@ fn tiny_terminals_do_not_break() {
 #[test]
 fn overload_drops_highlighted_80x24() {
     use ratatui::{Terminal, backend::TestBackend, style::Color};
-    let app = replayed(overload_fixture(), u64::MAX);
+    let app = replayed(overload_fixture(), OVERLOAD, u64::MAX);
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
     terminal
         .draw(|f| super::draw(f, &app))
@@ -165,7 +165,7 @@ fn corrected_latencies_toggle_80x24() {
     // A 700 ns floor (660..=740: p5..p95 664..736, ±36): above the fastest damon_hot_score calls.
     let floor = FloorDistribution::from_durations(&(660..=740).collect::<Vec<u64>>());
     let cal = Calibration::for_tests(81, vec![Floor::for_tests(floor)]);
-    let mut app = replayed(capture, 12 * SECOND);
+    let mut app = replayed(capture, MIGRATE_HOT, 12 * SECOND);
     let raw = render(&app, 80, 24);
     press(&mut app, KeyCode::Char('c'));
     assert!(!app.corrected, "no calibration: stays raw");
@@ -197,7 +197,7 @@ fn corrected_latencies_toggle_80x24() {
 /// skipped (the 5 entries found stale).
 #[test]
 fn skipped_probe_runs_show_in_the_panel_80x24() {
-    let mut app = replayed(fixture(), 8 * SECOND);
+    let mut app = replayed(fixture(), MIGRATE_HOT, 8 * SECOND);
     app.origin = Origin::Live;
     let mut counters = BTreeMap::new();
     counters.insert(
