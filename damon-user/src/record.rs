@@ -328,7 +328,7 @@ pub fn drop_warning(
     if c.stamp_full > 0 {
         why.push(format!(
             "the entry-stamp map ({} open calls) was full for {}",
-            damon_common::MAX_IN_FLIGHT,
+            crate::probe::attach::stamp_map_entries(),
             c.stamp_full
         ));
     }

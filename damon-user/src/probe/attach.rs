@@ -184,6 +184,23 @@ pub fn describe_error(err: &ProgramError) -> String {
     format!("{io}{hint}")
 }
 
+/// Test knob: the environment variable that sets the stamp map's size (see
+/// [`stamp_map_entries`]).
+pub const STAMP_MAP_ENTRIES_ENV: &str = "DAMON_TRACE_MAX_IN_FLIGHT";
+
+/// Entries of the stamp map (one per task and traced function that has called it):
+/// [`damon_common::MAX_IN_FLIGHT`], or `$DAMON_TRACE_MAX_IN_FLIGHT` when that is a positive
+/// number. A test knob, not a user option: a map small enough to fill lets a guest test drive
+/// the `stamp_full` drop path with a handful of tasks (`xtask/tests/vm_drops.rs`). The size
+/// is not stored in the capture: the drop warning names the size of the process that prints it.
+pub fn stamp_map_entries() -> u32 {
+    std::env::var(STAMP_MAP_ENTRIES_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(damon_common::MAX_IN_FLIGHT)
+}
+
 /// Kernel-internal ENOTSUPP, which leaks to userspace from some BPF paths.
 const ENOTSUPP: i32 = 524;
 
@@ -219,6 +236,7 @@ impl Tracer {
         for (global, v) in &globals64 {
             loader.override_global(global, v, true);
         }
+        loader.map_max_entries(MAP_STAMPS, stamp_map_entries());
         if opts.trace_mode & damon_common::MODE_KERNEL == 0 {
             // Stream mode never touches the histograms: one entry each instead of ~70 KiB per
             // CPU.
