@@ -812,7 +812,7 @@ mod tests {
     /// standard error of the rate is 0.22 points; the band is ±4.5 of them).
     #[test]
     fn prediction_bound_covers_95_percent_of_new_functions() {
-        let mut rng = crate::stats::rng::Rng::new(0x5eed_ca1);
+        let mut rng = crate::stats::rng::Rng::new(0x05ee_dca1);
         let trials = 10_000;
         let mut inside = 0;
         for _ in 0..trials {
@@ -843,7 +843,7 @@ mod tests {
     /// too narrow).
     #[test]
     fn floor_uncertainty_covers_a_held_out_function() {
-        let mut rng = crate::stats::rng::Rng::new(0xf100_4);
+        let mut rng = crate::stats::rng::Rng::new(0x000f_1004);
         // Few calls per function keep the test quick in a debug build; the medians' own
         // noise only widens what the held-out function varies by, so this is the harder case.
         // (sd of the per-function offset, scale of the per-call noise), ns.
