@@ -76,8 +76,8 @@ fn check_floor(floor: &serde_json::Value) -> String {
     // stated ± is a 95 % prediction bound for one new function; this file checks six floors
     // per run (four on 7.2, two on 6.12), so at the stated ± a correct floor would fail about
     // one run in four. Twice the ± is the Bonferroni bound for six checks (t(1 − 0.05/12, 3)
-    // ≈ 6.5 ≈ 2 × t(0.975, 3)); a floor from the wrong method or mode is off by 500 ns or more
-    // and still fails.
+    // ≈ 6.5 ≈ 2 × t(0.975, 3)); `floor_uncertainty_covers_a_held_out_function` (host) simulates
+    // that coverage. A floor from the wrong attach method must still fail (checked in `run`).
     assert!(
         corrected.abs() <= HELD_OUT_BOUNDS * bound,
         "{label}: held-out {HELD_OUT} corrected median {corrected:+.1} ns is outside \
@@ -138,6 +138,35 @@ fn run(kernel: Kernel, modes: &[&str]) {
     assert_eq!(got, want, "one floor per attach method and trace mode");
     for fl in floors {
         eprintln!("{} {}", outcome.kernel_release, check_floor(fl));
+    }
+    // The negative control: the same held-out function corrected with the other attach
+    // method's floor (same mode) must fail the very check it passed — a bound so wide that
+    // the wrong floor passes too (an inflated spread, a between term gone wrong) proves
+    // nothing. Stream and kernel floors of one method differ by a few ns only, so the wrong
+    // *mode* is not a control the check can tell apart (README: Calibration).
+    for fl in floors {
+        let other = floors
+            .iter()
+            .find(|g| g["mode"] == fl["mode"] && g["attach"] != fl["attach"])
+            .expect("both attach methods in each mode");
+        let h = &fl["held_out"];
+        let wrong = f(h, "median_ns") - f(&other["floor"], "median_ns");
+        let bound = f(fl, "uncertainty_ns");
+        let label = format!("{}/{}", fl["attach"], fl["mode"]).replace('"', "");
+        assert!(
+            wrong.abs() > HELD_OUT_BOUNDS * bound,
+            "{label}: corrected with the {} floor, the held-out median is {wrong:+.1} ns, \
+             inside {HELD_OUT_BOUNDS} × ± {bound:.1} ns: the check cannot tell the wrong floor \
+             from the right one (floor medians {} and {} ns)",
+            other["attach"],
+            f(&fl["floor"], "median_ns"),
+            f(&other["floor"], "median_ns")
+        );
+        eprintln!(
+            "{} {label}: with the {} floor the held-out median is {wrong:+.1} ns, outside \
+             {HELD_OUT_BOUNDS} × ± {bound:.1} (the check rejects it)",
+            outcome.kernel_release, other["attach"]
+        );
     }
     let text = read("cal.txt");
     assert!(
