@@ -16,6 +16,9 @@ use xtask::{
 
 /// Bytes `dd` copies one at a time: that many reads and writes by the dd process.
 const BYTES: u64 = 3000;
+/// Calls of vfs_read or vfs_write by processes other than dd that kernel mode may count on
+/// top of dd's [`BYTES`]; see the check.
+const OTHER_CALLS: u64 = 500;
 /// The two functions every run traces, in --func order (ids 4 and 5).
 const FUNCS: [&str; 2] = ["vfs_read", "vfs_write"];
 
@@ -161,7 +164,10 @@ fn vm_6_12_func_counts_the_calls_of_a_workload_fentry_and_kprobe() {
 
 /// `--mode both`: the kernel's histogram of each function equals, exactly, the records of the
 /// same calls bucketed with the same `hist_bucket` (count, sum, min, max and every bucket);
-/// `--mode kernel`: no records, and the histograms account for every call.
+/// `--mode kernel`: no records, the histograms account for every call (`calls == count +
+/// dropped + in_flight`, buckets add up to the count), and the count is that of the workload:
+/// dd's 3000 calls (which dd's own output confirms) plus at most [`OTHER_CALLS`] of other
+/// processes, so a kernel that counts a call twice fails.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() {
@@ -184,9 +190,8 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
         assert!(!d.is_empty(), "{f}: no records");
         assert_eq!(u(k, "width_ns"), 50, "{f}: {k}");
         assert_eq!(u(c, "ring_full"), 0, "{f}: {c}");
-        // Every timed call went to both: histogram count == records == emitted.
+        // Every timed call went to both: the histogram's count is the number of records.
         assert_eq!(u(k, "count"), d.len() as u64, "{f}: count");
-        assert_eq!(u(k, "count"), u(c, "emitted"), "{f}: {c}");
         assert_eq!(u(k, "sum_ns"), d.iter().sum::<u64>(), "{f}: sum");
         assert_eq!(u(k, "min_ns"), *d.iter().min().expect("min"), "{f}: min");
         assert_eq!(u(k, "max_ns"), *d.iter().max().expect("max"), "{f}: max");
@@ -220,6 +225,14 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
     }
 
     // Kernel mode: no per-call records; every call is in the histogram, dropped or in flight.
+    // dd says it copied BYTES one-byte records (BYTES reads and BYTES writes of its own).
+    let dd = std::fs::read_to_string(dir.join("kernel.dd")).expect("dd's report");
+    for line in [
+        format!("{BYTES}+0 records in"),
+        format!("{BYTES}+0 records out"),
+    ] {
+        assert!(dd.contains(&line), "dd did not report `{line}`:\n{dd}");
+    }
     let export = json(&dir, "kernel.export.json");
     assert_eq!(export["meta"]["mode"], "kernel");
     assert_eq!(export["records"].as_array().expect("records").len(), 0);
@@ -232,7 +245,18 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
         let c = counters(&export, id);
         let k = &export["summary"]["kernel_hist"][id.to_string()];
         let count = u(k, "count");
-        assert_eq!(count, u(c, "emitted"), "{f}: {k} {c}");
+        // Against the workload, not against another counter of the same map: the histogram
+        // holds dd's BYTES calls, plus the calls other processes made while it was attached
+        // (the recorder writing its snapshots, the shell polling for the capture file, dd
+        // starting and printing its summary). Measured in the 7.2 guest: 43 (vfs_read) and 55
+        // (vfs_write) in kernel mode, 43 and 64 in both mode; the bound is ten times that.
+        // A kernel that counted each call twice (a bucket or the count added twice, or the
+        // histogram updated twice per call) is at 2 · BYTES or more, far above the bound.
+        assert!(
+            (BYTES..=BYTES + OTHER_CALLS).contains(&count),
+            "{f}: {count} calls in the histogram; dd made {BYTES} and others at most \
+             {OTHER_CALLS}: {k}"
+        );
         assert_eq!(u(c, "ring_full"), 0, "{f}: no ring in kernel mode: {c}");
         let dropped = u(c, "stamp_full") + u(c, "too_deep");
         assert_eq!(
@@ -247,13 +271,13 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
             .map(|b| b.as_u64().expect("count"))
             .sum();
         assert_eq!(buckets, count, "{f}: buckets add up to the count");
-        assert!(count >= BYTES, "{f}: {count} < {BYTES}");
         assert!(
             u(k, "min_ns") > 0 && u(k, "min_ns") <= u(k, "max_ns"),
             "{k}"
         );
         eprintln!(
-            "kernel {f}: {count} calls in the histogram, {} calls",
+            "kernel {f}: {count} calls in the histogram ({} besides dd's), {} calls",
+            count - BYTES,
             u(c, "calls")
         );
     }

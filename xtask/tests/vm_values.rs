@@ -2,10 +2,15 @@
 //! `damon_hot_score` returns and the region `nr_accesses`/`age` read through its argument (at
 //! offsets found in the guest kernel's BTF), the pages `damon_migrate_pages` moved and its
 //! `target_nid` argument, the node of each folio `damos_va_migrate_dests_add` sees against its
-//! destination, the same with fentry and with kprobes.
-use std::{fs, time::Duration};
+//! destination, the same with fentry and with kprobes. Every recorded `nr_accesses`/`age`
+//! pair is checked against the score the kernel returned for it: the test recomputes
+//! `damon_hot_score` from them, so a field read at a wrong offset (zeros, or a neighbouring
+//! field) shows as scores that do not match.
+use std::{fs, path::Path, time::Duration};
 
 mod common;
+#[path = "dtcap/mod.rs"]
+mod dtcap;
 use common::{function, json, u};
 use xtask::kernel::Kernel;
 
@@ -140,6 +145,113 @@ fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> 
     (hot_calls, migrate_calls)
 }
 
+/// `damon_hot_score(ctx, region, scheme)` of mm/damon/ops-common.c (6.7 and later, as in the
+/// 6.12 and 7.2 guests), in the kernel's integer arithmetic: the region's access frequency as
+/// a share of the most accesses an aggregation interval can count (`aggr / sample`, capped at
+/// 100 as the stable fix of 2026 does; below the cap the same), its age in seconds as a log2
+/// subscore (negated when the region was not accessed), weighted by the scheme's quota weights
+/// and scaled to `0..=DAMOS_MAX_SCORE` (99).
+fn hot_score(
+    nr_accesses: u32,
+    age: u32,
+    sample_us: u64,
+    aggr_us: u64,
+    w_freq: u64,
+    w_age: u64,
+) -> i64 {
+    const DAMON_MAX_SUBSCORE: u64 = 100;
+    const DAMON_MAX_AGE_IN_LOG: i64 = 32;
+    const DAMOS_MAX_SCORE: i64 = 99;
+    let max_nr_accesses = (aggr_us / sample_us).min(u64::from(u32::MAX));
+    let freq_subscore =
+        (u64::from(nr_accesses) * DAMON_MAX_SUBSCORE / max_nr_accesses).min(DAMON_MAX_SUBSCORE);
+    let mut age_in_sec = u64::from(age) * aggr_us / 1_000_000;
+    let mut age_in_log = 0i64;
+    while age_in_log < DAMON_MAX_AGE_IN_LOG && age_in_sec != 0 {
+        age_in_log += 1;
+        age_in_sec >>= 1;
+    }
+    if freq_subscore == 0 {
+        age_in_log = -age_in_log;
+    }
+    age_in_log += DAMON_MAX_AGE_IN_LOG;
+    let age_subscore = age_in_log as u64 * DAMON_MAX_SUBSCORE / DAMON_MAX_AGE_IN_LOG as u64 / 2;
+    let hotness = w_freq * freq_subscore + w_age * age_subscore;
+    // Divided by the weights' sum unless both are 0.
+    let hotness = hotness.checked_div(w_freq + w_age).unwrap_or(hotness);
+    hotness as i64 * DAMOS_MAX_SCORE / DAMON_MAX_SUBSCORE as i64
+}
+
+/// Every `damon_hot_score` record of the capture: the score recomputed from its recorded
+/// `nr_accesses` (arg0) and `age` (arg1) with the intervals and weights of the scheme (from the
+/// capture's DAMON snapshot, read here from the file, not through damon-trace) equals the
+/// score the kernel returned. Not vacuous: some records have accesses, some an age of a
+/// second or more, and the scores differ.
+fn check_scores(capture: &Path) {
+    check_scores_of(&dtcap::read(capture), &capture.display().to_string());
+}
+
+fn check_scores_of(c: &dtcap::Capture, label: &str) {
+    let ctx = &c.meta["damon"]["kdamonds"][0]["contexts"][0];
+    let scheme = &ctx["schemes"][0];
+    let (sample_us, aggr_us) = (u(ctx, "sample_us"), u(ctx, "aggr_us"));
+    let (w_freq, w_age) = (
+        u(scheme, "weight_nr_accesses_permil"),
+        u(scheme, "weight_age_permil"),
+    );
+    let records = c.of("damon_hot_score");
+    assert!(!records.is_empty(), "{label}: no damon_hot_score records");
+    let wrong: Vec<_> = records
+        .iter()
+        .filter(|r| {
+            r.value
+                != hot_score(
+                    r.arg0 as u32,
+                    r.arg1 as u32,
+                    sample_us,
+                    aggr_us,
+                    w_freq,
+                    w_age,
+                )
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{label}: {} of {} scores differ from damon_hot_score(nr_accesses = arg0, age = arg1; sample \
+         {sample_us} us, aggr {aggr_us} us, weights {w_freq}/{w_age}), e.g. {:?} (recomputed {})",
+        wrong.len(),
+        records.len(),
+        wrong[0],
+        hot_score(
+            wrong[0].arg0 as u32,
+            wrong[0].arg1 as u32,
+            sample_us,
+            aggr_us,
+            w_freq,
+            w_age
+        )
+    );
+    let accessed = records.iter().filter(|r| r.arg0 > 0).count();
+    let aged = records
+        .iter()
+        .filter(|r| r.arg1 as u64 * aggr_us >= 1_000_000)
+        .count();
+    let mut scores: Vec<i64> = records.iter().map(|r| r.value).collect();
+    scores.sort_unstable();
+    scores.dedup();
+    assert!(
+        accessed > 0 && aged > 0 && scores.len() > 1,
+        "{label}: too uniform to check the fields: {accessed} records with accesses, {aged} aged \
+         1 s or more, scores {scores:?}"
+    );
+    eprintln!(
+        "{label}: {} scores recomputed exactly ({accessed} with accesses, {aged} aged >= 1 s, {} \
+         distinct scores)",
+        records.len(),
+        scores.len()
+    );
+}
+
 fn run(kernel: Kernel, with_migrate: bool) {
     let out = common::run_guest(kernel, CMD, Duration::from_secs(400));
     let dir = &out.path().join("out");
@@ -156,6 +268,7 @@ fn run(kernel: Kernel, with_migrate: bool) {
         eprintln!("--- {mode}\n{table}");
         let hot = function(&report, "damon_hot_score");
         assert_eq!(hot["attach"], mode, "{hot}");
+        check_scores(&dir.join(format!("{mode}.dtcap")));
         let (h, m) = check_report(&report, &table, with_migrate);
         assert!(h > 0, "{mode}: no damon_hot_score calls");
         if with_migrate {
@@ -174,4 +287,36 @@ fn vm_7_2_values_of_hot_score_and_migrate_pages_with_fentry_and_kprobe() {
 #[ignore = "boots a QEMU guest"]
 fn vm_6_12_values_of_hot_score_with_fentry_and_kprobe() {
     run(Kernel::Debian612, false);
+}
+
+/// The recomputation on the host, against the committed 7.2 capture (`values-7.2.dtcap`, made by
+/// this test): every score matches; and it fails when a field reads zeros, or reads the field
+/// after `age` (`last_nr_accesses`, what an offset 4 bytes too far gives), as the guest tests
+/// would for a wrong BTF offset.
+#[test]
+fn hot_score_recomputation_matches_the_fixture_and_catches_wrong_fields() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../damon-user/tests/data/values-7.2.dtcap");
+    let c = dtcap::read(&path);
+    check_scores_of(&c, "values-7.2.dtcap");
+    let hot = c.id("damon_hot_score");
+    for (what, edit) in [
+        (
+            "nr_accesses read as 0",
+            (|r: &mut dtcap::Record| r.arg0 = 0) as fn(&mut dtcap::Record),
+        ),
+        ("age read as 0", |r: &mut dtcap::Record| r.arg1 = 0),
+        ("age read as nr_accesses", |r: &mut dtcap::Record| {
+            r.arg1 = r.arg0
+        }),
+    ] {
+        let mut wrong = dtcap::read(&path);
+        wrong
+            .records
+            .iter_mut()
+            .filter(|r| r.func == hot)
+            .for_each(edit);
+        let caught = std::panic::catch_unwind(|| check_scores_of(&wrong, what)).is_err();
+        assert!(caught, "{what}: not caught");
+    }
 }

@@ -1,0 +1,306 @@
+//! Captures read by the VM tests themselves, not by `damon-trace`: the file layout of
+//! docs/capture-format.md (version 2: zstd chunks behind a CRC'd header, record columns of
+//! LEB128 varints), so that what a test checks in a capture does not come through the reader
+//! or the exporter under test. Also: the same capture with its metadata's `mode` changed
+//! (a `--mode both` capture reported as the kernel-mode capture of the same calls), and the
+//! kernel-address rule of `damon-user/tests/privileges.rs` applied to a capture.
+#![allow(dead_code)] // each test file uses a subset
+use std::path::Path;
+
+/// One call record, all columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub func: u32,
+    pub cpu: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub entry_ns: u64,
+    pub duration_ns: u64,
+    pub value: i64,
+    pub arg0: i64,
+    pub arg1: i64,
+}
+
+/// A version-2 capture, undone: its chunks in file order, the metadata and summary JSON, the
+/// call records (interval markers, kind 4, are left out).
+pub struct Capture {
+    pub chunks: Vec<(u32, Vec<u8>)>,
+    pub meta: serde_json::Value,
+    pub summary: Option<serde_json::Value>,
+    pub records: Vec<Record>,
+}
+
+impl Capture {
+    /// The id of a traced function, from the metadata.
+    pub fn id(&self, name: &str) -> u32 {
+        self.meta["functions"]
+            .as_array()
+            .expect("meta.functions")
+            .iter()
+            .find(|f| f["name"] == name)
+            .and_then(|f| f["id"].as_u64())
+            .unwrap_or_else(|| panic!("{name} not in meta.functions: {}", self.meta)) as u32
+    }
+
+    /// The records of one function, in file order.
+    pub fn of(&self, name: &str) -> Vec<Record> {
+        let id = self.id(name);
+        self.records
+            .iter()
+            .filter(|r| r.func == id)
+            .copied()
+            .collect()
+    }
+}
+
+const HEADER: usize = 16;
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"))
+}
+
+/// The chunks of a version-2 capture, each checked against its CRC and decompressed.
+pub fn chunks(bytes: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    assert_eq!(&bytes[..8], b"DMNTRCAP", "not a capture");
+    assert_eq!(u32_at(bytes, 8), 2, "capture format version");
+    let mut out = Vec::new();
+    let mut pos = HEADER;
+    while pos < bytes.len() {
+        let (kind, raw_len, stored_len) = (
+            u32_at(bytes, pos),
+            u32_at(bytes, pos + 4),
+            u32_at(bytes, pos + 8) as usize,
+        );
+        let start = pos + 16;
+        let stored = &bytes[start..start + stored_len];
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&bytes[pos..pos + 12]);
+        crc.update(stored);
+        assert_eq!(
+            crc.finalize(),
+            u32_at(bytes, pos + 12),
+            "chunk at {pos}: CRC"
+        );
+        let mut raw = vec![0u8; raw_len as usize];
+        let n = ruzstd::decoding::FrameDecoder::new()
+            .decode_all(stored, &mut raw)
+            .unwrap_or_else(|e| panic!("chunk at {pos}: zstd: {e}"));
+        assert_eq!(n, raw.len(), "chunk at {pos}: length");
+        out.push((kind, raw));
+        pos = start + stored_len;
+    }
+    out
+}
+
+struct Varints<'a>(&'a [u8]);
+
+impl Varints<'_> {
+    fn next(&mut self) -> u64 {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&b, rest) = self.0.split_first().expect("varint past the chunk's end");
+            self.0 = rest;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return v;
+            }
+        }
+        panic!("varint longer than 64 bits");
+    }
+
+    fn signed(&mut self) -> i64 {
+        let v = self.next();
+        ((v >> 1) as i64) ^ -((v & 1) as i64)
+    }
+
+    fn column(&mut self, n: usize) -> Vec<u64> {
+        (0..n).map(|_| self.next()).collect()
+    }
+}
+
+/// The records of one record chunk (kind 2, or kind 5 with the two argument columns).
+fn records(raw: &[u8], with_args: bool) -> Vec<Record> {
+    let mut c = Varints(raw);
+    let n = c.next() as usize;
+    let (func, cpu, pid, tid) = (c.column(n), c.column(n), c.column(n), c.column(n));
+    let mut entry = Vec::with_capacity(n);
+    let mut prev = 0u64;
+    for _ in 0..n {
+        prev = prev.wrapping_add(c.signed() as u64);
+        entry.push(prev);
+    }
+    let duration = c.column(n);
+    let value: Vec<i64> = (0..n).map(|_| c.signed()).collect();
+    let (arg0, arg1): (Vec<i64>, Vec<i64>) = if with_args {
+        (
+            (0..n).map(|_| c.signed()).collect(),
+            (0..n).map(|_| c.signed()).collect(),
+        )
+    } else {
+        (vec![0; n], vec![0; n])
+    };
+    assert!(c.0.is_empty(), "{} bytes after the columns", c.0.len());
+    (0..n)
+        .map(|i| Record {
+            func: func[i] as u32,
+            cpu: cpu[i] as u32,
+            pid: pid[i] as u32,
+            tid: tid[i] as u32,
+            entry_ns: entry[i],
+            duration_ns: duration[i],
+            value: value[i],
+            arg0: arg0[i],
+            arg1: arg1[i],
+        })
+        .collect()
+}
+
+/// Reads a version-2 capture file.
+pub fn read(path: &Path) -> Capture {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let chunks = chunks(&bytes);
+    assert_eq!(chunks.first().map(|c| c.0), Some(1), "metadata first");
+    let meta = serde_json::from_slice(&chunks[0].1).expect("metadata JSON");
+    let mut summary = None;
+    let mut recs = Vec::new();
+    for (kind, raw) in &chunks {
+        match kind {
+            2 => recs.extend(records(raw, false)),
+            5 => recs.extend(records(raw, true)),
+            3 => summary = Some(serde_json::from_slice(raw).expect("summary JSON")),
+            _ => {}
+        }
+    }
+    Capture {
+        chunks,
+        meta,
+        summary,
+        records: recs,
+    }
+}
+
+/// One chunk framed as the format frames it (zstd, CRC over header and payload).
+fn encode_chunk(kind: u32, raw: &[u8]) -> Vec<u8> {
+    let stored =
+        ruzstd::encoding::compress_to_vec(raw, ruzstd::encoding::CompressionLevel::Fastest);
+    let mut out = Vec::new();
+    out.extend_from_slice(&kind.to_le_bytes());
+    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&out);
+    crc.update(&stored);
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(&stored);
+    out
+}
+
+/// Writes `from` to `to` with the metadata's `mode` set to `mode`, every other chunk as it was.
+pub fn write_with_mode(from: &Path, to: &Path, mode: &str) {
+    let bytes = std::fs::read(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    let mut out = bytes[..HEADER].to_vec();
+    for (i, (kind, raw)) in chunks(&bytes).into_iter().enumerate() {
+        if i == 0 {
+            let mut meta: serde_json::Value = serde_json::from_slice(&raw).expect("meta");
+            meta["mode"] = mode.into();
+            out.extend(encode_chunk(
+                kind,
+                &serde_json::to_vec(&meta).expect("json"),
+            ));
+        } else {
+            out.extend(encode_chunk(kind, &raw));
+        }
+    }
+    std::fs::write(to, out).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+}
+
+/// The smallest kernel address on x86-64 with 5-level paging (LA57), which the TCG guests
+/// run: their `lock_timer_base` returns pointers like 0xff2f_…, below the 4-level kernel half
+/// (0xffff_8000_…) that privileges.rs starts at.
+const KERNEL_SPACE: u64 = 0xff00_0000_0000_0000;
+/// Above this are small negative numbers (errno values as u64), not addresses.
+const NEGATIVE_SMALL: u64 = 0xffff_ffff_ffff_0000;
+
+/// The rule of `damon-user/tests/privileges.rs` (`captures_hold_no_kernel_addresses`, which
+/// scans the committed fixtures), widened to 5-level paging: a value in the kernel's part of
+/// the address space that is not a small negative number.
+pub fn kernel_address(v: u64) -> bool {
+    (KERNEL_SPACE..NEGATIVE_SMALL).contains(&v)
+}
+
+/// Kernel-address-looking values anywhere in a JSON value (the rule of privileges.rs, widened
+/// to 5-level paging): numbers in the kernel's part of the address space, and strings holding
+/// 16 hex digits that start with ff.
+pub fn addresses(v: &serde_json::Value, path: &str, found: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Number(n) if n.as_u64().is_some_and(kernel_address) => {
+            found.push(format!("{path} = {n}"));
+        }
+        serde_json::Value::String(s) => {
+            let lower = s.to_ascii_lowercase();
+            if lower
+                .split(|c: char| !c.is_ascii_hexdigit())
+                .any(|w| w.len() == 16 && w.starts_with("ff"))
+            {
+                found.push(format!("{path} = {s:?}"));
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                addresses(x, &format!("{path}[{i}]"), found);
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                addresses(x, &format!("{path}.{k}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Everything in a capture that looks like a kernel address: in its metadata and summary
+/// (JSON), and in every record's value and arguments; and the value of every record of a
+/// function whose return value is a pointer or void (lock_timer_base,
+/// damos_va_migrate_dests_add), which must be 0.
+pub fn kernel_addresses(c: &Capture) -> Vec<String> {
+    let mut found = Vec::new();
+    addresses(&c.meta, "meta", &mut found);
+    if let Some(s) = &c.summary {
+        addresses(s, "summary", &mut found);
+    }
+    let zero: Vec<u32> = c.meta["functions"]
+        .as_array()
+        .expect("meta.functions")
+        .iter()
+        .filter(|f| {
+            matches!(
+                f["name"].as_str(),
+                Some("lock_timer_base" | "damos_va_migrate_dests_add")
+            )
+        })
+        .filter_map(|f| f["id"].as_u64().map(|id| id as u32))
+        .collect();
+    for r in &c.records {
+        for (what, v) in [("value", r.value), ("arg0", r.arg0), ("arg1", r.arg1)] {
+            if kernel_address(v as u64) {
+                found.push(format!("record {what} = {v:#x}: {r:?}"));
+            }
+        }
+        if zero.contains(&r.func) && r.value != 0 {
+            found.push(format!(
+                "record of a pointer/void function keeps a value: {r:?}"
+            ));
+        }
+    }
+    found
+}
+
+/// Nearest-rank percentile of sorted data: the smallest value with at least `milli_pct`
+/// thousandths of a percent of the data at or below it (50 000 = p50, 99 900 = p99.9).
+pub fn nearest_rank(sorted: &[u64], milli_pct: u64) -> u64 {
+    let n = sorted.len() as u64;
+    assert!(n > 0, "percentile of nothing");
+    let rank = (milli_pct * n).div_ceil(100_000).clamp(1, n);
+    sorted[rank as usize - 1]
+}
