@@ -8,6 +8,7 @@ use anyhow::Result;
 
 use crate::{
     kernel::Kernel,
+    script::WAIT_KDAMOND_ON,
     util::status,
     vm::{self, Interactive, VmOptions},
 };
@@ -103,8 +104,7 @@ pub fn report_command(seconds: u64, record_args: &str) -> String {
     format!(
         "damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.log 2>&1 &
 scenario=$!
-sleep 3
-damon-trace record -o /out/{REPORT_CAPTURE} --duration {seconds}s {record_args} || exit $?
+{WAIT_KDAMOND_ON}damon-trace record -o /out/{REPORT_CAPTURE} --duration {seconds}s {record_args} || exit $?
 kill -INT $scenario 2>/dev/null; wait $scenario
 echo
 damon-trace report /out/{REPORT_CAPTURE}",

@@ -12,6 +12,7 @@ pub mod elf;
 pub mod host;
 pub mod initramfs;
 pub mod kernel;
+pub mod script;
 pub mod seed;
 pub mod soak;
 pub mod testing;

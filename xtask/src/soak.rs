@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::{
     kernel::Kernel,
+    script::WAIT_KDAMOND_ON,
     util::{self, status},
     vm::{self, VmOptions},
 };
@@ -40,8 +41,7 @@ pub fn guest_script(seconds: u64, every_s: u64) -> String {
         "set -e
 damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 3
-damon-trace record -o /out/soak.dtcap --duration {seconds}s 2> /out/record.err &
+{WAIT_KDAMOND_ON}damon-trace record -o /out/soak.dtcap --duration {seconds}s 2> /out/record.err &
 rec=$!
 # The capture file appears once the probes are attached: sampling starts there.
 while [ ! -s /out/soak.dtcap ]; do sleep 0.2; done

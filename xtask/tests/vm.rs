@@ -5,7 +5,10 @@
 use std::{fs, time::Duration};
 
 mod common;
-use common::{FOUR, assert_traced, auto_attach, function, json, u};
+use common::{
+    CAPTURE_HELPERS, FOUR, WAIT_KDAMOND_ON, assert_sigkill_loss_records, assert_traced,
+    auto_attach, function, json, killed_at, u,
+};
 use xtask::{
     kernel::Kernel,
     seed::{self, Seed, SeedOptions},
@@ -111,12 +114,12 @@ exit 4";
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_traces_all_four_with_fentry_and_kprobe_and_leaves_nothing() {
     let out = tempfile::tempdir().expect("temp dir");
-    let cmd = "set -e
-damon-trace doctor --json > /out/doctor.json
+    let cmd = format!(
+        "set -e
+{CAPTURE_HELPERS}damon-trace doctor --json > /out/doctor.json
 damon-trace scenario migrate-hot --duration 180s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 3
-damon-trace record -o /out/fentry.dtcap --duration 15s --attach fentry
+{WAIT_KDAMOND_ON}damon-trace record -o /out/fentry.dtcap --duration 15s --attach fentry
 damon-trace report /out/fentry.dtcap --format json > /out/fentry.json
 damon-trace record -o /out/kprobe.dtcap --duration 15s --attach kprobe
 damon-trace report /out/kprobe.dtcap --format json > /out/kprobe.json
@@ -124,9 +127,8 @@ damon-trace report /out/kprobe.dtcap
 # Ctrl-C ends a recording early and still leaves a complete capture.
 damon-trace record -o /out/int.dtcap --duration 120s --functions lock_timer_base &
 rec=$!
-# The capture file appears once the probes are attached.
-while [ ! -s /out/int.dtcap ]; do sleep 0.5; done
-sleep 3
+# Until records reach the capture.
+grown /out/int.dtcap
 kill -INT $rec
 wait $rec
 damon-trace report /out/int.dtcap --format json > /out/int.json
@@ -136,7 +138,8 @@ wait $scenario || true
 # functions with ftrace hooks (fentry trampolines).
 damon-trace doctor --json > /out/doctor-after.json || true
 cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
-cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt";
+cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
+    );
     let mut opts = VmOptions::new(Kernel::Debian72, cmd);
     opts.out_dir = out.path().join("out");
     opts.timeout = Duration::from_secs(420);
@@ -221,15 +224,16 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt";
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_reports_missing_functions_and_traces_the_others() {
     let out = tempfile::tempdir().expect("temp dir");
-    let cmd = "set -e
+    let cmd = format!(
+        "set -e
 damon-trace scenario migrate-hot --duration 60s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 3
-damon-trace record -o /out/c.dtcap --duration 15s
+{WAIT_KDAMOND_ON}damon-trace record -o /out/c.dtcap --duration 15s
 damon-trace report /out/c.dtcap --format json > /out/report.json
 damon-trace report /out/c.dtcap
 kill -INT $scenario 2>/dev/null || true
-wait $scenario || true";
+wait $scenario || true"
+    );
     let mut opts = VmOptions::new(Kernel::Debian612, cmd);
     opts.out_dir = out.path().join("out");
     opts.timeout = Duration::from_secs(300);
@@ -397,7 +401,9 @@ fn metric(
 /// The workflow of a patch author: record lock_timer_base and damon_hot_score under the same
 /// scenario on the older kernel (6.12) and the newer one (7.2), one run each, then compare them
 /// (on the host, as `cargo xtask seed lock-timer-ab --runs 1`): one run a side is described,
-/// never judged. Also: a recorder killed with SIGKILL leaves a readable capture.
+/// never judged. Also: a recorder killed with SIGKILL (at a moment unrelated to its flushes)
+/// leaves a capture whose last record is at most [`common::SIGKILL_LOSS_BOUND_S`] older than
+/// the kill, on the guest's clock.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_ab_6_12_vs_7_2_compare_renders_tables_intervals_and_verdict() {
@@ -407,16 +413,18 @@ fn vm_ab_6_12_vs_7_2_compare_renders_tables_intervals_and_verdict() {
     // this test's checks run in the 7.2 guest.
     let mut opts = SeedOptions::new(out.path().join("seed"));
     opts.runs = 1;
-    opts.extra = "damon-trace report /out/run.dtcap > /out/after.txt
-# SIGKILL mid-recording: the chunks flushed so far must read back.
+    opts.extra = format!(
+        "damon-trace report /out/run.dtcap > /out/after.txt
+# SIGKILL mid-recording, at a moment unrelated to the flushes: what was flushed reads back.
+{CAPTURE_HELPERS}
 damon-trace record -o /out/killed.dtcap --duration 120s --functions lock_timer_base &
 rec=$!
-while [ ! -s /out/killed.dtcap ]; do sleep 0.5; done
-sleep 4
-kill -KILL $rec
+grown /out/killed.dtcap
+kill_recorder $rec killed
 wait $rec || true
-damon-trace report /out/killed.dtcap --format json > /out/killed.json"
-        .to_owned();
+damon-trace report /out/killed.dtcap --format json > /out/killed.json
+damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
+    );
     let seed = seed::run(Seed::LockTimerAb, &opts).expect("the 6.12 and 7.2 guests run");
     // The seed measurement itself: both kernels named, one grid of 20 ns rows adding up to
     // each side's records and to 100 % per side.
@@ -517,12 +525,15 @@ damon-trace report /out/killed.dtcap --format json > /out/killed.json"
     assert!(report.contains("capture format v2"), "{report}");
     println!("--- compare (6.12 → 7.2) ---\n{text}\n--- 7.2 report ---\n{report}");
 
+    // The SIGKILLed recorder: an incomplete capture that reads back to at most
+    // SIGKILL_LOSS_BOUND_S before the kill (records flushed every second).
     let killed = json(dir, "killed.json");
     assert_eq!(killed["meta"]["complete"], false, "{killed}");
-    let timer = function(&killed, "lock_timer_base");
-    assert!(
-        u(timer, "count") > 0,
-        "nothing survived the SIGKILL: {timer}"
+    assert_sigkill_loss_records(
+        "SIGKILLed recorder (7.2, under the scenario)",
+        &json(dir, "killed-export.json"),
+        &["lock_timer_base"],
+        killed_at(dir, "killed"),
     );
     // Keep the real captures and outputs for the README when asked.
     if let Some(keep) = std::env::var_os("DAMON_TRACE_KEEP_AB") {
@@ -544,24 +555,32 @@ damon-trace report /out/killed.dtcap --format json > /out/killed.json"
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_serve_is_scraped_with_wget() {
     let out = tempfile::tempdir().expect("temp dir");
-    let cmd = "set -e
+    let cmd = format!(
+        "set -e
 damon-trace scenario migrate-hot --duration 90s > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 3
-damon-trace serve --listen 127.0.0.1:9464 --duration 120s > /out/serve.out 2> /out/serve.err &
+{WAIT_KDAMOND_ON}damon-trace serve --listen 127.0.0.1:9464 --duration 120s > /out/serve.out 2> /out/serve.err &
 srv=$!
 i=0
 until wget -q -O /out/m1.txt http://127.0.0.1:9464/metrics; do
     i=$((i+1)); [ $i -gt 240 ] && exit 9; sleep 0.5
 done
-sleep 6
-wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
+# Scrape again until lock_timer_base's count has changed (up to 60 s; the host then checks
+# that it grew).
+timer() {{ grep '^damon_trace_call_duration_seconds_count{{function=\"lock_timer_base\"}}' $1; }}
+i=0
+while :; do
+    wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
+    [ \"$(timer /out/m2.txt)\" != \"$(timer /out/m1.txt)\" ] && break
+    i=$((i+1)); [ $i -gt 120 ] && break; sleep 0.5
+done
 if wget -q -O /out/nope.txt http://127.0.0.1:9464/nope; then echo 'nope=0' > /out/nope.rc; else echo 'nope=1' > /out/nope.rc; fi
 kill -INT $srv
 wait $srv
 cat /out/serve.err
 kill -INT $scenario 2>/dev/null || true
-wait $scenario || true";
+wait $scenario || true"
+    );
     let mut opts = VmOptions::new(Kernel::Debian72, cmd);
     opts.out_dir = out.path().join("out");
     opts.timeout = Duration::from_secs(300);

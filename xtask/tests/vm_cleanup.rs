@@ -4,10 +4,13 @@
 use std::{fs, path::Path, time::Duration};
 
 mod common;
-use common::{FOUR, assert_traced, auto_attach, function, json, u};
+use common::{
+    CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_sigkill_loss_records,
+    assert_traced, auto_attach, function, json, killed_at, u,
+};
 use xtask::{
     kernel::Kernel,
-    vm::{self, Interactive, Screen, VmOptions},
+    vm::{self, Interactive, KeyStep, Screen, VmOptions},
 };
 
 /// Guest shell helpers. `snap NAME` saves the kernel's full BPF object listing (doctor's
@@ -26,11 +29,6 @@ snap() {
     done
     cat /sys/kernel/debug/kprobes/list > /out/$1.kprobes
     cat /sys/kernel/tracing/enabled_functions > /out/$1.ftrace
-}
-# A capture file appears once the probes are attached.
-wait_file() {
-    i=0
-    until [ -s "$1" ]; do i=$((i+1)); [ $i -gt 600 ] && return 1; sleep 0.2; done
 }
 "#;
 
@@ -76,16 +74,19 @@ fn status(dir: &Path, name: &str) -> i32 {
 }
 
 /// One boot: `record` ending normally, failing at runtime after attaching (its capture's
-/// filesystem fills up), SIGKILLed (fentry and kprobe), and `serve` SIGKILLed each leave the
-/// kernel's BPF objects, kprobes and ftrace hooks as they were; `doctor` names a running
-/// recorder's objects and its pid; SIGINT and SIGTERM end `record` with a complete capture and
-/// SIGKILL leaves one readable up to its last chunk.
+/// filesystem fills up), SIGKILLed (fentry and kprobe), ended by SIGINT, SIGTERM and SIGHUP,
+/// and `serve` SIGKILLed each leave the kernel's BPF objects, kprobes and ftrace hooks as they
+/// were; `doctor` names a running recorder's objects and its pid; SIGINT, SIGTERM and SIGHUP
+/// end `record` with status 0 and a complete capture whose `end_reason` names the signal
+/// (`interrupted`, `terminated`, `terminated`); SIGKILL, sent at a moment unrelated to the
+/// recorder's flushes, leaves a capture whose last record is at most
+/// [`common::SIGKILL_LOSS_BOUND_S`] older than the kill (on the guest's clock).
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_and_serve_leave_no_bpf_object_and_end_well_on_signals() {
     let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
-        "{HELPERS}
+        "{HELPERS}{CAPTURE_HELPERS}
 snap before
 damon-trace record -o /out/normal.dtcap --duration 5s 2> /out/normal.err
 echo $? > /out/normal.rc
@@ -101,15 +102,15 @@ for attach in fentry kprobe; do
     damon-trace record -o /out/killed-$attach.dtcap --duration 120s --attach $attach \\
         --functions lock_timer_base 2> /out/killed-$attach.err &
     rec=$!
-    wait_file /out/killed-$attach.dtcap
-    sleep 3
+    grown /out/killed-$attach.dtcap
     damon-trace doctor --json --functions lock_timer_base > /out/during-$attach.json
     echo $rec > /out/during-$attach.pid
-    kill -KILL $rec
+    kill_recorder $rec killed-$attach
     wait $rec
     echo $? > /out/killed-$attach.rc
     damon-trace report /out/killed-$attach.dtcap --format json > /out/killed-$attach.json
     echo $? > /out/killed-$attach-report.rc
+    damon-trace export /out/killed-$attach.dtcap --format json -o /out/killed-$attach-export.json
     snap after-killed-$attach
 done
 
@@ -124,18 +125,17 @@ wait $srv
 echo $? > /out/serve.rc
 snap after-serve
 
-for sig in INT TERM; do
+for sig in INT TERM HUP; do
     damon-trace record -o /out/$sig.dtcap --duration 120s --functions lock_timer_base \\
         2> /out/$sig.err &
     rec=$!
-    wait_file /out/$sig.dtcap
-    sleep 3
+    grown /out/$sig.dtcap
     kill -$sig $rec
     wait $rec
     echo $? > /out/$sig.rc
     damon-trace report /out/$sig.dtcap --format json > /out/$sig.json
+    snap after-$sig
 done
-snap after-signals
 
 # doctor predicts probes that attach but never fire.
 echo 0 > /proc/sys/kernel/ftrace_enabled
@@ -232,9 +232,11 @@ exit 0"
         let killed = json(dir, &format!("killed-{attach}.json"));
         assert_eq!(killed["meta"]["complete"], false, "{killed}");
         let timer = function(&killed, "lock_timer_base");
-        assert!(
-            u(timer, "count") > 0,
-            "nothing survived the SIGKILL: {timer}"
+        assert_sigkill_loss_records(
+            &format!("SIGKILLed {attach} recorder"),
+            &json(dir, &format!("killed-{attach}-export.json")),
+            &["lock_timer_base"],
+            killed_at(dir, &format!("killed-{attach}")),
         );
         println!(
             "SIGKILLed {attach} recorder: {} records read back, warnings {}",
@@ -258,8 +260,13 @@ exit 0"
     assert_eq!(status(dir, "serve.rc"), 137);
     assert_as_before(dir, &before, "after-serve");
 
-    // SIGINT and SIGTERM: status 0, a complete capture that says why it ended.
-    for (sig, reason) in [("INT", "interrupted"), ("TERM", "terminated")] {
+    // SIGINT, SIGTERM and SIGHUP: status 0, a complete capture that says why it ended, and
+    // nothing left in the kernel.
+    for (sig, reason) in [
+        ("INT", "interrupted"),
+        ("TERM", "terminated"),
+        ("HUP", "terminated"),
+    ] {
         assert_eq!(
             status(dir, &format!("{sig}.rc")),
             0,
@@ -274,8 +281,8 @@ exit 0"
             function(&report, "lock_timer_base"),
             auto_attach(&Kernel::Debian72),
         );
+        assert_as_before(dir, &before, &format!("after-{sig}"));
     }
-    assert_as_before(dir, &before, "after-signals");
 
     for (file, name, what) in [
         ("ftrace-off.json", "ftrace", "ftrace_enabled is 0"),
@@ -293,32 +300,25 @@ exit 0"
     }
 }
 
-/// `scenario migrate-hot` over a DAMON state someone left (a stopped, configured kdamond and
-/// DAMON_STAT on): SIGKILL (its guardian restores), SIGTERM and SIGINT (it restores itself)
-/// each leave every DAMON setting as before and no workload; a scenario killed together with
-/// its guardian leaves a configuration that `doctor` reports.
+/// `scenario migrate-hot` over a DAMON state someone left (a stopped kdamond configured with a
+/// context, a target region and a scheme, see [`DAMON_HELPERS`], and DAMON_STAT on): SIGKILL
+/// (its guardian restores), SIGTERM, SIGINT and SIGHUP (it restores itself, exit 128 + the
+/// signal) each leave every file under DAMON's sysfs and DAMON_STAT as before and no workload;
+/// a scenario killed together with its guardian leaves a configuration that `doctor` reports.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_7_2_scenario_restores_damon_after_sigkill_sigterm_and_sigint() {
+fn vm_7_2_scenario_restores_damon_after_sigkill_sigterm_sigint_and_sighup() {
     let out = tempfile::tempdir().expect("temp dir");
-    let cmd = r#"
+    let cmd = format!(
+        "{DAMON_HELPERS}{}",
+        r#"
 kd=/sys/kernel/mm/damon/admin/kdamonds
 stat=/sys/module/damon_stat/parameters/enabled
 # A stopped kdamond configured by someone else, and DAMON_STAT on if the kernel has it.
 [ -e $stat ] && echo N > $stat
-echo 1 > $kd/nr_kdamonds
-echo 1 > $kd/0/contexts/nr_contexts
-echo paddr > $kd/0/contexts/0/operations
-echo 7000 > $kd/0/contexts/0/monitoring_attrs/intervals/sample_us
+damon_leave_stopped_kdamond
 [ -e $stat ] && echo Y > $stat
 [ -e $stat ] && echo present > /out/damon_stat.txt
-# Every DAMON setting and state (not the scheme counters), and DAMON_STAT.
-dump() {
-    find $kd -type f | grep -v -e /stats/ -e /tried_regions/ | sort | while read f; do
-        printf '%s=%s\n' "${f#$kd/}" "$(cat $f 2> /dev/null)"
-    done
-    [ -e $stat ] && echo "damon_stat=$(cat $stat)"
-}
 # Our processes still alive (workloads, scenarios, guardians): those whose program is
 # damon-trace (the shell running this script has the same words in its command line).
 ours() {
@@ -329,26 +329,25 @@ ours() {
         esac
     done
 }
-dump > /out/before.txt
+damon_dump /out/before.txt
 start() {
     damon-trace scenario migrate-hot --duration 300s --workload-mib 64 --hot-mib 16 \
         > /out/$1.out 2> /out/$1.err &
     pid=$!
+    # Until the kdamond is on and the scenario says so (its run loop comes next).
     i=0
-    until [ "$(cat $kd/0/state 2> /dev/null)" = on ] &&
-        [ "$(cat $kd/0/contexts/0/schemes/0/action 2> /dev/null)" = migrate_hot ]; do
+    until grep -q 'kdamond on' /out/$1.err; do
         i=$((i+1)); [ $i -gt 900 ] && break; sleep 0.2
     done
-    sleep 2
 }
-for sig in KILL TERM INT; do
+for sig in KILL TERM INT HUP; do
     start $sig
     kill -$sig $pid
     wait $pid
     echo $? > /out/$sig.rc
     i=0
     while :; do
-        dump > /out/$sig.after.txt
+        damon_dump /out/$sig.after.txt
         ours > /out/$sig.procs
         cmp -s /out/before.txt /out/$sig.after.txt && [ ! -s /out/$sig.procs ] && break
         i=$((i+1)); [ $i -ge 40 ] && break
@@ -363,12 +362,16 @@ done)
 echo "$guardian" > /out/guardian.pid
 kill -KILL $guardian $pid
 wait $pid
-sleep 2
+# Until both (and the workload) are gone: doctor would still see a running scenario.
+i=0
+while [ -n "$(ours)" ]; do i=$((i+1)); [ $i -gt 100 ] && break; sleep 0.1; done
+ours > /out/stale.procs
 damon-trace doctor --json --functions lock_timer_base > /out/stale-doctor.json
 echo off > $kd/0/state 2> /dev/null
 echo 0 > $kd/nr_kdamonds
 damon-trace doctor --json --functions lock_timer_base > /out/clean-doctor.json
-exit 0"#;
+exit 0"#
+    );
     let mut opts = VmOptions::new(Kernel::Debian72, cmd);
     opts.out_dir = out.path().join("out");
     opts.timeout = Duration::from_secs(600);
@@ -376,16 +379,18 @@ exit 0"#;
     assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
     let dir = &opts.out_dir;
     let before = read(dir, "before.txt");
-    assert!(
-        before.contains("0/contexts/0/operations=paddr")
-            && before.contains("0/contexts/0/monitoring_attrs/intervals/sample_us=7000")
-            && before.contains("0/state=off"),
-        "{before}"
-    );
+    for line in [
+        "kdamonds/0/contexts/0/operations:paddr",
+        "kdamonds/0/contexts/0/monitoring_attrs/intervals/sample_us:7000",
+        "kdamonds/0/contexts/0/schemes/0/quotas/ms:17",
+        "kdamonds/0/state:off",
+    ] {
+        assert!(before.lines().any(|l| l == line), "{line} not in\n{before}");
+    }
     if dir.join("damon_stat.txt").exists() {
         assert!(before.contains("damon_stat=Y"), "{before}");
     }
-    for (sig, rc) in [("KILL", 137), ("TERM", 143), ("INT", 130)] {
+    for (sig, rc) in [("KILL", 137), ("TERM", 143), ("INT", 130), ("HUP", 129)] {
         let err = read(dir, &format!("{sig}.err"));
         assert_eq!(status(dir, &format!("{sig}.rc")), rc, "{sig}: {err}");
         assert!(
@@ -393,7 +398,7 @@ exit 0"#;
             "{sig}: the scenario had not started DAMON: {err}"
         );
         let after = read(dir, &format!("{sig}.after.txt"));
-        assert_eq!(after, before, "SIG{sig}: DAMON not restored\n{err}");
+        assert_same_damon(&format!("SIG{sig}, stderr:\n{err}\n"), &before, &after);
         let procs = read(dir, &format!("{sig}.procs"));
         assert!(procs.is_empty(), "SIG{sig}: left running:\n{procs}");
         println!("--- scenario SIG{sig}: status {rc}, stderr ---\n{err}");
@@ -407,6 +412,8 @@ exit 0"#;
         !read(dir, "guardian.pid").trim().is_empty(),
         "no damon-guardian process while the scenario ran"
     );
+    let stale = read(dir, "stale.procs");
+    assert!(stale.is_empty(), "still running after SIGKILL:\n{stale}");
     let check = |file: &str| {
         let d = json(dir, file);
         d["checks"]
@@ -443,42 +450,98 @@ fn marker_at(raw: &[u8], marker: &str) -> usize {
         .unwrap_or_else(|| panic!("{marker} not on the console"))
 }
 
-/// `live --record` on the serial console: SIGINT and SIGTERM end it with status 0, a complete
-/// capture and the terminal restored (alternate screen left, cursor shown, `stty` settings as
-/// before); SIGKILL leaves a capture readable up to its last chunk.
+/// True when the live screen's `lock_timer_base` panel header counts calls (a number other
+/// than 0 left of `calls`).
+fn timer_calls_shown(screen: &str) -> bool {
+    screen.lines().any(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words
+            .iter()
+            .position(|w| *w == "lock_timer_base")
+            .is_some_and(|at| {
+                words[at..]
+                    .iter()
+                    .position(|w| *w == "calls")
+                    .is_some_and(|c| {
+                        c > 0
+                            && words[at + c - 1]
+                                .bytes()
+                                .any(|b| (b'1'..=b'9').contains(&b))
+                    })
+            })
+    })
+}
+
+/// `live --record` on the serial console, quit with `q` and ended by SIGINT, SIGTERM, SIGHUP
+/// and SIGKILL. Each ending leaves the kernel's BPF objects (programs, maps, links), kprobes
+/// and ftrace hooks as they were before the first run. `q`, SIGINT, SIGTERM and SIGHUP end it
+/// with status 0, a complete capture whose `end_reason` says why (`quit`, `interrupted`,
+/// `terminated`, `terminated`), and the terminal restored (alternate screen left, cursor
+/// shown, `stty` settings as before); SIGKILL, sent at a moment unrelated to the flushes,
+/// leaves a capture whose last record is at most [`common::SIGKILL_LOSS_BOUND_S`] older than
+/// the kill.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_7_2_live_record_ends_well_on_sigint_sigterm_and_sigkill() {
+fn vm_7_2_live_record_ends_well_on_q_sigint_sigterm_sighup_and_sigkill() {
     let out = tempfile::tempdir().expect("temp dir");
-    let cmd = r#"
+    let cmd = format!(
+        "{HELPERS}{CAPTURE_HELPERS}{}",
+        r#"
 stty -g > /out/stty-before.txt
-for sig in INT TERM KILL; do
+snap live-before
+# q: typed by the key script once the panel counts calls.
+printf '@@start-q@@\n'
+damon-trace live --record /out/live-q.dtcap --functions lock_timer_base < /dev/tty \
+    2> /out/live-q.err
+echo $? > /out/live-q.rc
+stty -g > /out/stty-after-q.txt
+printf '@@after-q@@\n'
+damon-trace report /out/live-q.dtcap --format json > /out/live-q.json
+snap after-q
+for sig in INT TERM HUP KILL; do
     printf '@@start-%s@@\n' $sig
     damon-trace live --record /out/live-$sig.dtcap --functions lock_timer_base \
         < /dev/tty 2> /out/live-$sig.err &
     pid=$!
-    i=0
-    until [ -s /out/live-$sig.dtcap ]; do i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.2; done
-    sleep 4
-    kill -$sig $pid
+    grown /out/live-$sig.dtcap
+    if [ $sig = KILL ]; then kill_recorder $pid live-KILL; else kill -$sig $pid; fi
     wait $pid
     echo $? > /out/live-$sig.rc
     stty -g > /out/stty-after-$sig.txt
     [ $sig = KILL ] && { stty sane; printf '\033[?1049l\033[?25h'; }
     printf '@@after-%s@@\n' $sig
     damon-trace report /out/live-$sig.dtcap --format json > /out/live-$sig.json
+    snap after-$sig
 done
-exit 0"#;
+damon-trace export /out/live-KILL.dtcap --format json -o /out/live-KILL-export.json
+exit 0"#
+    );
     let mut opts = VmOptions::new(Kernel::Debian72, cmd);
     opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(420);
-    opts.interactive = Some(Interactive::script(24, 80, Vec::new()));
+    opts.timeout = Duration::from_secs(600);
+    opts.interactive = Some(Interactive::script(
+        24,
+        80,
+        vec![KeyStep::when(
+            "lock_timer_base with calls > 0",
+            Duration::from_secs(240),
+            timer_calls_shown,
+            "q",
+        )],
+    ));
     let outcome = vm::run(&opts).expect("the guest runs");
     let log = outcome.terminal.as_ref().expect("terminal log");
     assert_eq!(outcome.status, 0, "last screen:\n{}", log.screen());
     let dir = &opts.out_dir;
+    let before = objects(dir, "live-before");
+    println!("kernel BPF objects before live: {before}");
     let stty_before = read(dir, "stty-before.txt");
-    for (sig, reason) in [("INT", "interrupted"), ("TERM", "terminated")] {
+    for (sig, reason) in [
+        ("q", "quit"),
+        ("INT", "interrupted"),
+        ("TERM", "terminated"),
+        ("HUP", "terminated"),
+    ] {
         let err = read(dir, &format!("live-{sig}.err"));
         assert_eq!(status(dir, &format!("live-{sig}.rc")), 0, "{sig}: {err}");
         let (start, end) = (
@@ -494,7 +557,7 @@ exit 0"#;
         screen.feed(&log.raw[..end]);
         assert!(
             !screen.alternate_screen() && !screen.cursor_hidden(),
-            "SIG{sig} left the terminal in full-screen mode:\n{}",
+            "{sig} left the terminal in full-screen mode:\n{}",
             screen.text()
         );
         assert!(
@@ -504,7 +567,7 @@ exit 0"#;
         assert_eq!(
             read(dir, &format!("stty-after-{sig}.txt")),
             stty_before,
-            "SIG{sig}: terminal settings (raw mode) not restored"
+            "{sig}: terminal settings (raw mode) not restored"
         );
         let report = json(dir, &format!("live-{sig}.json"));
         assert_eq!(report["meta"]["complete"], true, "{sig}: {report}");
@@ -513,13 +576,16 @@ exit 0"#;
             function(&report, "lock_timer_base"),
             auto_attach(&Kernel::Debian72),
         );
+        assert_as_before(dir, &before, &format!("after-{sig}"));
     }
     assert_eq!(status(dir, "live-KILL.rc"), 137);
     let killed = json(dir, "live-KILL.json");
     assert_eq!(killed["meta"]["complete"], false, "{killed}");
-    let timer = function(&killed, "lock_timer_base");
-    assert!(
-        u(timer, "count") > 0,
-        "nothing survived the SIGKILL: {timer}"
+    assert_sigkill_loss_records(
+        "SIGKILLed live --record",
+        &json(dir, "live-KILL-export.json"),
+        &["lock_timer_base"],
+        killed_at(dir, "live-KILL"),
     );
+    assert_as_before(dir, &before, "after-KILL");
 }

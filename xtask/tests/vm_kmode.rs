@@ -4,13 +4,14 @@
 //!   the kernel's histogram exactly (count, sum, min, max too);
 //! - `record --mode kernel` under the migrate-hot scenario gives a report with all four
 //!   functions, their calls, percentiles and error bound, and the accounting identity; a
-//!   recorder killed with SIGKILL leaves a capture readable to its last snapshot;
+//!   recorder killed with SIGKILL leaves a capture readable to its last snapshot, at most
+//!   `SIGKILL_LOSS_BOUND_S` before the kill;
 //! - a kernel-mode and a stream-mode capture of the same driven workload, back to back, count
 //!   the same calls, and `compare` puts them on one bucket grid and says so.
 use std::{collections::BTreeMap, fs, time::Duration};
 
 mod common;
-use common::{FOUR, assert_traced, auto_attach, function, json, u};
+use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     kernel::Kernel,
     vm::{self, VmOptions},
@@ -129,14 +130,16 @@ fn vm_7_2_record_mode_kernel_reports_every_function_with_its_bound() {
 damon-trace report /out/k.dtcap --format json > /out/k.json
 damon-trace report /out/k.dtcap > /out/k.txt
 damon-trace export /out/k.dtcap --format json -o /out/k-export.json
-# A kernel-mode recorder killed with SIGKILL: its capture reads to its last snapshot.
+# A kernel-mode recorder killed with SIGKILL, at a moment unrelated to its snapshots: its
+# capture reads to its last snapshot.
+{CAPTURE_HELPERS}
 damon-trace record --mode kernel -o /out/killed.dtcap --duration 120s 2> /out/killed.err &
 rec=$!
-while [ ! -s /out/killed.dtcap ]; do sleep 0.5; done
-sleep 4
-kill -KILL $rec
+grown /out/killed.dtcap
+kill_recorder $rec killed
 wait $rec || true
 damon-trace report /out/killed.dtcap --format json > /out/killed.json
+damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json
 status=0; damon-trace report /out/k.dtcap --cpu 0 > /out/cpu.txt 2> /out/cpu.err || status=$?
 echo $status > /out/cpu.status
 # serve --mode kernel: scrapes from the kernel's running histograms.
@@ -197,7 +200,8 @@ wait $srv
         "{lt:?}"
     );
 
-    // Killed after ~5 s: incomplete, but counts to its last snapshot.
+    // Killed KILL_AFTER_S after its first snapshot: incomplete, counts to its last snapshot,
+    // and that snapshot is at most SIGKILL_LOSS_BOUND_S older than the kill (one a second).
     let killed = json(&dir, "killed.json");
     assert_eq!(killed["meta"]["complete"], false);
     let warning = killed["warnings"][0].as_str().expect("warning");
@@ -205,6 +209,11 @@ wait $srv
     assert!(
         u(function(&killed, "lock_timer_base"), "calls") > 0,
         "{killed}"
+    );
+    common::assert_sigkill_loss_snapshots(
+        "SIGKILLed kernel-mode recorder",
+        &json(&dir, "killed-export.json"),
+        common::killed_at(&dir, "killed"),
     );
 
     // serve --mode kernel: histograms from the kernel, growing between scrapes, consistent.

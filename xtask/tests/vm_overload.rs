@@ -16,12 +16,14 @@ use xtask::{
 /// free-running reader still gets about one call in eight; pausing the recorder 90 % of the
 /// time (SIGSTOP/SIGCONT, as a reader on a saturated machine) makes the ring, not the reader,
 /// the bottleneck.
-const SCRIPT: &str = "set -e
+const SCRIPT: &str = concat!(
+    "set -e
 damon-trace scenario migrate-hot --duration 300s --regions 8000 --sample-interval 1ms \
   --aggr-interval 20ms > /out/scenario.out 2> /out/scenario.err &
 scenario=$!
-sleep 5
-damon-trace record -o /out/ov.dtcap --duration 10s --ring-size 4096 --attach fentry 2> /out/record.err &
+",
+    xtask::wait_kdamond_on!(),
+    "damon-trace record -o /out/ov.dtcap --duration 10s --ring-size 4096 --attach fentry 2> /out/record.err &
 rec=$!
 # The capture file appears once the probes are attached.
 while [ ! -s /out/ov.dtcap ]; do sleep 0.2; done
@@ -39,7 +41,8 @@ damon-trace export /out/ov.dtcap --format json -o /out/export.json
 damon-trace export /out/ov.dtcap --format csv-buckets -o /out/buckets.csv
 damon-trace export /out/ov.dtcap --format openmetrics -o /out/metrics.txt
 kill -INT $scenario 2>/dev/null || true
-wait $scenario || true";
+wait $scenario || true"
+);
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]

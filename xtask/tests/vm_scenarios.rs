@@ -1,11 +1,11 @@
 //! The scenario presets on the 7.2 guest (two NUMA nodes): `scenario list`, each preset
-//! traced by `record` (the functions it claims get calls), DAMON's sysfs state unchanged after
-//! each one (also when interrupted), and migrate-hot with the destination on the workload's
-//! own node against the other node.
+//! traced by `record` (the functions it claims get calls), every file of DAMON's sysfs
+//! unchanged after each one (also when interrupted), and migrate-hot with the destination on
+//! the workload's own node against the other node.
 use std::{collections::BTreeMap, fs, time::Duration};
 
 mod common;
-use common::{FOUR, function, json, u};
+use common::{DAMON_HELPERS, FOUR, assert_same_damon, function, json, u};
 use xtask::{
     kernel::Kernel,
     vm::{self, VmOptions},
@@ -19,18 +19,14 @@ const PRESETS: [&str; 5] = [
     "lru-deprio",
 ];
 
-/// `state NAME`: DAMON's sysfs state as one line, `nr_kdamonds=.. states=.. damon_stat=..`.
-const GUEST_HELPERS: &str = r#"K=/sys/kernel/mm/damon/admin/kdamonds
-state() {
-  s="nr_kdamonds=$(cat $K/nr_kdamonds) states="
-  for d in $K/[0-9]*; do [ -e "$d/state" ] && s="$s$(cat $d/state),"; done
-  st=/sys/module/damon_stat/parameters/enabled
-  if [ -e $st ]; then s="$s damon_stat=$(cat $st)"; else s="$s damon_stat=-"; fi
-  echo "$s" > /out/$1.state
-}
+/// `state NAME`: every file of DAMON's sysfs with its value, and DAMON_STAT, into
+/// /out/NAME.state (`damon_dump` of [`DAMON_HELPERS`], which the script must come after).
+const GUEST_HELPERS: &str = r#"
+state() { damon_dump /out/$1.state; }
 # run NAME ARGS...: `record` (of $FUNCS if set) around `scenario ARGS`, then the report.
 run() {
   name=$1; shift
+  echo "$name at $(cut -d' ' -f1 /proc/uptime) s"
   state $name.before
   damon-trace record -o /out/$name.dtcap --duration 120s ${FUNCS:+--functions $FUNCS} \
     > /out/$name.rec.out 2>&1 &
@@ -80,14 +76,21 @@ fn node_pages(list: &str, node: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Every preset on 7.2 over a stopped kdamond someone left configured (a context, a target
+/// region and a scheme with a non-default value in each group of settings): exit 0, a call of
+/// each function it claims, and afterwards every file under /sys/kernel/mm/damon/admin (but
+/// the scheme counters) and DAMON_STAT read as before — after `scenario list`, each preset,
+/// a refused `--dest-node 7`, both `--dest-node` runs and a SIGTERM while the kdamond is on.
+/// Also: `--dest-node other` moves the workload's pages to node 1 and `same` does not.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_scenario_presets_exercise_what_they_claim_and_restore_state() {
     let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
-        "{GUEST_HELPERS}
+        "{DAMON_HELPERS}{GUEST_HELPERS}
 # A stopped kdamond someone left configured: every preset must put it back.
-echo 1 > $K/nr_kdamonds
+damon_leave_stopped_kdamond
+state initial
 damon-trace scenario list > /out/list.txt
 damon-trace scenario list --json > /out/list.json
 state list.after
@@ -104,8 +107,8 @@ state term.before
 damon-trace scenario pageout --duration 120s --workload-mib 64 --hot-mib 16 \
   > /out/term.out 2> /out/term.err &
 sc=$!
+# Once it says the kdamond is on (its stop signals are caught from the start).
 while ! grep -q 'kdamond on' /out/term.err; do sleep 0.2; done
-sleep 1
 kill -TERM $sc
 wait $sc; echo $? > /out/term.status
 state term.after
@@ -114,7 +117,7 @@ exit 0",
     );
     let mut opts = VmOptions::new(Kernel::Debian72, cmd);
     opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(400);
+    opts.timeout = Duration::from_secs(600);
     let outcome = vm::run(&opts).expect("the guest runs");
     assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
     let dir = &opts.out_dir;
@@ -136,11 +139,17 @@ exit 0",
             "{name} not runnable in:\n{list_text}"
         );
     }
-    // Probing for the list left the state as it was.
-    assert_eq!(
-        read(dir, "list.after.state"),
-        read(dir, "migrate-hot.before.state")
-    );
+    // The configuration left in place, and probing for the list left it as it was.
+    let left = read(dir, "initial.state");
+    for line in [
+        "kdamonds/0/contexts/0/operations:paddr",
+        "kdamonds/0/contexts/0/schemes/0/action:pageout",
+        "kdamonds/0/contexts/0/schemes/0/quotas/ms:17",
+        "kdamonds/0/state:off",
+    ] {
+        assert!(left.lines().any(|l| l == line), "{line} not in\n{left}");
+    }
+    assert_same_damon("scenario list", &left, &read(dir, "list.after.state"));
 
     let mut table = Vec::new();
     for p in presets {
@@ -176,10 +185,17 @@ exit 0",
         let line = read(dir, &format!("{name}.out"));
         assert!(line.starts_with(&format!("{name}: ")), "{line}");
         assert!(line.contains("restored=yes"), "{line}");
-        assert_eq!(
-            read(dir, &format!("{name}.before.state")),
-            read(dir, &format!("{name}.after.state")),
-            "{name} changed DAMON's state"
+        assert_same_damon(
+            name,
+            &read(dir, &format!("{name}.before.state")),
+            &read(dir, &format!("{name}.after.state")),
+        );
+    }
+    for name in ["same", "other"] {
+        assert_same_damon(
+            &format!("--dest-node {name}"),
+            &read(dir, &format!("{name}.before.state")),
+            &read(dir, &format!("{name}.after.state")),
         );
     }
     // The migration presets claim the migration functions on this kernel; the others do not.
@@ -272,27 +288,34 @@ exit 0",
         read(dir, "bad.err")
     );
     assert!(read(dir, "bad.err").contains("no NUMA node 7"));
-    assert_eq!(read(dir, "bad.before.state"), read(dir, "bad.after.state"));
+    assert_same_damon(
+        "--dest-node 7",
+        &read(dir, "bad.before.state"),
+        &read(dir, "bad.after.state"),
+    );
 
     // SIGTERM: exit 128+15 and the state found before.
     let term = read(dir, "term.status");
     assert_eq!(term.trim(), "143", "{}", read(dir, "term.err"));
-    assert_eq!(
-        read(dir, "term.before.state"),
-        read(dir, "term.after.state")
+    assert_same_damon(
+        "SIGTERM",
+        &read(dir, "term.before.state"),
+        &read(dir, "term.after.state"),
     );
     assert!(read(dir, "term.err").contains("DAMON state restored"));
 }
 
 /// 6.12 has no vaddr migration (no dests/, no damos_va_migrate_dests_add) and no ops-common
 /// damon_migrate_pages: every preset runs on paddr, claims damon_hot_score only, gets it
-/// called, and restores the state.
+/// called, and leaves every file of DAMON's sysfs as it found it (the same stopped kdamond
+/// someone left configured as on 7.2).
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_scenario_presets_fall_back_to_paddr_and_claim_only_what_exists() {
     let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
-        "{GUEST_HELPERS}
+        "{DAMON_HELPERS}{GUEST_HELPERS}
+damon_leave_stopped_kdamond
 FUNCS=damon_hot_score,lock_timer_base
 damon-trace scenario list > /out/list.txt
 damon-trace scenario list --json > /out/list.json
@@ -328,10 +351,13 @@ exit 0",
         let calls = u(function(&report, "damon_hot_score"), "calls");
         println!("{name:<13} damon_hot_score calls {calls}");
         assert!(calls > 0, "{name}: {report}");
-        assert_eq!(
-            read(dir, &format!("{name}.before.state")),
-            read(dir, &format!("{name}.after.state")),
-            "{name} changed DAMON's state"
+        let before = read(dir, &format!("{name}.before.state"));
+        assert!(
+            before
+                .lines()
+                .any(|l| l == "kdamonds/0/contexts/0/schemes/0/quotas/ms:17"),
+            "{name}: the configuration left in place is missing:\n{before}"
         );
+        assert_same_damon(&name, &before, &read(dir, &format!("{name}.after.state")));
     }
 }

@@ -86,3 +86,211 @@ pub fn assert_traced(f: &serde_json::Value, attach: &str) {
     );
     assert!(p[0] > 0, "{name}: a call cannot take 0 ns");
 }
+
+/// Waits for the background scenario's kdamond 0 to be on (fails the guest script loudly after
+/// 60 s): the one copy of that snippet, shared with `soak` and `demo`.
+#[allow(unused_imports)] // each test file uses a subset
+pub use xtask::script::WAIT_KDAMOND_ON;
+
+/// The flush period of `record` and `live --record` (their one-second tick), in seconds.
+pub const FLUSH_PERIOD_S: f64 = 1.0;
+/// What a SIGKILL may cost: the calls made since the last flush, at most [`FLUSH_PERIOD_S`],
+/// plus a second of slack for a tick that runs late on an emulated guest sharing two host CPUs
+/// (the README promises "at most about a second").
+pub const SIGKILL_LOSS_BOUND_S: f64 = FLUSH_PERIOD_S + 1.0;
+/// How long after its capture first grew [`CAPTURE_HELPERS`]' `kill_recorder` kills a recorder:
+/// long enough that a flush period of a few seconds would lose more than
+/// [`SIGKILL_LOSS_BOUND_S`], at a moment unrelated to the recorder's own flushes.
+pub const KILL_AFTER_S: u32 = kill_after_s!();
+macro_rules! kill_after_s {
+    () => {
+        4
+    };
+}
+use kill_after_s;
+
+/// Guest shell helpers around a recorder writing a capture.
+/// - `grown FILE`: until FILE exists and has grown past the size it first had (its header and
+///   first flush; so records are being written), then `$grown_at` holds the guest's clock.
+///   Fails the script (status 98) after about two minutes.
+/// - `kill_recorder PID NAME`: SIGKILLs PID once [`KILL_AFTER_S`] seconds have passed since
+///   `$grown_at`, and writes the clock read just before the kill to `/out/NAME.killed_at`.
+///
+/// The clock is the first field of /proc/uptime, CLOCK_BOOTTIME in seconds, which equals the
+/// CLOCK_MONOTONIC of the records' `entry_ns` (`bpf_ktime_get_ns`) in a guest that never
+/// suspends.
+pub const CAPTURE_HELPERS: &str = concat!(
+    r#"
+grown() {
+    i=0
+    until [ -s "$1" ]; do
+        i=$((i+1)); [ $i -gt 600 ] && { echo "$1 never appeared" >&2; exit 98; }; sleep 0.2
+    done
+    first=$(wc -c < "$1")
+    i=0
+    until [ "$(wc -c < "$1")" -gt "$first" ]; do
+        i=$((i+1)); [ $i -gt 1200 ] && { echo "$1 stayed at $first bytes" >&2; exit 98; }; sleep 0.1
+    done
+    grown_at=$(cut -d' ' -f1 /proc/uptime)
+}
+kill_recorder() {
+    until awk -v a="$grown_at" -v s="#,
+    kill_after_s!(),
+    r#" '{ exit !($1 >= a + s) }' /proc/uptime; do
+        sleep 0.1
+    done
+    cut -d' ' -f1 /proc/uptime > /out/$2.killed_at
+    kill -KILL $1
+}
+"#
+);
+
+/// The guest clock (s) that `kill_recorder` wrote for NAME.
+pub fn killed_at(dir: &std::path::Path, name: &str) -> f64 {
+    let file = format!("{name}.killed_at");
+    let text = fs::read_to_string(dir.join(&file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{file}: {e}: {text:?}"))
+}
+
+/// A SIGKILLed recorder lost at most [`SIGKILL_LOSS_BOUND_S`]: `last_s`, the guest-clock time
+/// of the last thing its capture holds, is that close to `killed_at`. `start_s` (the capture's
+/// `start_monotonic_ns`) places the kill [`KILL_AFTER_S`] or more into the recording, which
+/// also shows that the two clocks agree.
+pub fn assert_sigkill_loss(what: &str, start_s: f64, last_s: f64, killed_at: f64) {
+    let lost = killed_at - last_s;
+    println!(
+        "{what}: killed {:.2} s into the recording; the capture reads to {lost:.2} s before \
+         the kill (bound {SIGKILL_LOSS_BOUND_S} s)",
+        killed_at - start_s
+    );
+    assert!(
+        killed_at - start_s >= f64::from(KILL_AFTER_S) - 0.5,
+        "{what}: the kill at {killed_at} s came {:.2} s after the capture's start at {start_s} s, \
+         not {KILL_AFTER_S} s or more: are /proc/uptime and CLOCK_MONOTONIC apart?",
+        killed_at - start_s
+    );
+    assert!(
+        lost > -0.5,
+        "{what}: the capture holds data from {:.2} s after the kill at {killed_at} s",
+        -lost
+    );
+    assert!(
+        lost <= SIGKILL_LOSS_BOUND_S,
+        "{what}: SIGKILL lost {lost:.2} s (last data at {last_s:.3} s, killed at {killed_at} s), \
+         more than the {SIGKILL_LOSS_BOUND_S} s bound (flushes every {FLUSH_PERIOD_S} s)"
+    );
+}
+
+/// [`assert_sigkill_loss`] for a stream-mode capture exported as JSON: its last record is the
+/// latest `entry_ns + duration_ns` (when the call ended and its record was written) among the
+/// records of `functions`.
+pub fn assert_sigkill_loss_records(
+    what: &str,
+    export: &serde_json::Value,
+    functions: &[&str],
+    killed_at: f64,
+) {
+    let start = u(&export["meta"], "start_monotonic_ns") as f64 / 1e9;
+    let records = export["records"].as_array().expect("records");
+    let last = records
+        .iter()
+        .filter(|r| functions.iter().any(|f| r["function"] == *f))
+        .map(|r| u(r, "entry_ns") + u(r, "duration_ns"))
+        .max()
+        .unwrap_or_else(|| panic!("{what}: no record of {functions:?} survived the SIGKILL"));
+    assert_sigkill_loss(what, start, last as f64 / 1e9, killed_at);
+}
+
+/// [`assert_sigkill_loss`] for a kernel-mode capture exported as JSON: its last histogram
+/// snapshot, at `start_monotonic_ns + elapsed_ns` (`elapsed_ns` counts from a moment just
+/// after the start, so this errs towards a larger loss).
+pub fn assert_sigkill_loss_snapshots(what: &str, export: &serde_json::Value, killed_at: f64) {
+    let start = u(&export["meta"], "start_monotonic_ns") as f64 / 1e9;
+    let last = export["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| u(s, "elapsed_ns"))
+        .max()
+        .unwrap_or_else(|| panic!("{what}: no histogram snapshot survived the SIGKILL"));
+    assert_sigkill_loss(what, start, start + last as f64 / 1e9, killed_at);
+}
+
+/// Guest shell functions over DAMON's sysfs:
+/// - `damon_dump FILE`: every file under /sys/kernel/mm/damon/admin (its path relative to
+///   admin/, then each readable one with its value: every setting and state) except the
+///   scheme counters under `stats/` and `tried_regions/` (results, not settings), and
+///   DAMON_STAT's `enabled` when the kernel has it, sorted, into FILE;
+/// - `damon_leave_stopped_kdamond`: configures a stopped kdamond as someone else could have
+///   left it, with a value other than the default in each group of settings (intervals, region
+///   bounds, a target region, a scheme's access pattern, quotas, weights, watermarks and
+///   apply interval), so that a restore that misses any of them shows in the dump.
+pub const DAMON_HELPERS: &str = r#"
+damon_dump() {
+    a=/sys/kernel/mm/damon/admin
+    {
+        find $a -type f | grep -v -e /stats/ -e /tried_regions/ | sed "s|^$a/|file |"
+        grep -r '' $a 2> /dev/null | grep -v -e /stats/ -e /tried_regions/ | sed "s|^$a/||"
+        st=/sys/module/damon_stat/parameters/enabled
+        [ -e $st ] && echo "damon_stat=$(cat $st)"
+    } | sort > "$1"
+}
+damon_leave_stopped_kdamond() {
+    k=/sys/kernel/mm/damon/admin/kdamonds
+    echo 1 > $k/nr_kdamonds
+    c=$k/0/contexts
+    echo 1 > $c/nr_contexts
+    c=$c/0
+    echo paddr > $c/operations
+    echo 7000 > $c/monitoring_attrs/intervals/sample_us
+    echo 140000 > $c/monitoring_attrs/intervals/aggr_us
+    echo 2100000 > $c/monitoring_attrs/intervals/update_us
+    echo 12 > $c/monitoring_attrs/nr_regions/min
+    echo 345 > $c/monitoring_attrs/nr_regions/max
+    echo 1 > $c/targets/nr_targets
+    echo 1 > $c/targets/0/regions/nr_regions
+    echo 4194304 > $c/targets/0/regions/0/start
+    echo 12582912 > $c/targets/0/regions/0/end
+    echo 1 > $c/schemes/nr_schemes
+    s=$c/schemes/0
+    echo pageout > $s/action
+    echo 8192 > $s/access_pattern/sz/min
+    echo 3 > $s/access_pattern/nr_accesses/max
+    echo 7 > $s/access_pattern/age/min
+    echo 17 > $s/quotas/ms
+    echo 1048576 > $s/quotas/bytes
+    echo 900 > $s/quotas/reset_interval_ms
+    echo 3 > $s/quotas/weights/sz_permil
+    echo 5 > $s/quotas/weights/nr_accesses_permil
+    echo 11 > $s/quotas/weights/age_permil
+    echo free_mem_rate > $s/watermarks/metric
+    echo 5000000 > $s/watermarks/interval_us
+    echo 900 > $s/watermarks/high
+    echo 500 > $s/watermarks/mid
+    echo 100 > $s/watermarks/low
+    [ -e $s/apply_interval_us ] && echo 40000 > $s/apply_interval_us
+    return 0
+}
+"#;
+
+/// Two `damon_dump`s (see [`DAMON_HELPERS`]) are equal; the message lists the lines only one
+/// of them has.
+pub fn assert_same_damon(what: &str, before: &str, after: &str) {
+    if before == after {
+        return;
+    }
+    let only = |a: &str, b: &str| -> Vec<String> {
+        let b: std::collections::BTreeSet<&str> = b.lines().collect();
+        a.lines()
+            .filter(|l| !b.contains(l))
+            .map(String::from)
+            .collect()
+    };
+    panic!(
+        "{what}: DAMON's sysfs differs from before.\nonly before:\n  {}\nonly after:\n  {}",
+        only(before, after).join("\n  "),
+        only(after, before).join("\n  ")
+    );
+}
