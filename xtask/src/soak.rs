@@ -33,6 +33,13 @@ pub const RSS_SLACK_KIB: u64 = 1024;
 /// text and the ring buffer's shared pages, mapped whole from the start) with a tighter
 /// slack: a quarter of MiB.
 pub const ANON_SLACK_KIB: u64 = 256;
+/// The heap's growth after warm-up, fitted by least squares over the samples, may be at most
+/// this many bytes per call traced (at the run's call rate), or [`MIN_SLOPE_KIB_S`],
+/// whichever is larger. A leak of 64 bytes a record is twice this; the heap's real growth
+/// comes in steps of tens of KiB as buffers reach the busiest second's size (56 KiB over
+/// 10 minutes on 7.2, see README), well under 1 KiB/s.
+pub const LEAK_BYTES_PER_CALL: f64 = 32.0;
+pub const MIN_SLOPE_KIB_S: f64 = 1.0;
 
 /// The guest script: scenario in the background, `record` for `seconds`, a sample of the
 /// recorder every `every_s` seconds into /out/samples.txt, then the capture's JSON report.
@@ -124,6 +131,12 @@ pub struct Analysis {
     pub rss_bound_kib: u64,
     /// `early_max(RssAnon) × 1.25 + 256 KiB`, likewise.
     pub anon_bound_kib: u64,
+    /// RssAnon's least-squares slope over the samples after warm-up, KiB/s (`None` with
+    /// fewer than three such samples).
+    pub anon_slope_kib_s: Option<f64>,
+    /// What that slope may be: [`LEAK_BYTES_PER_CALL`] × calls/s, at least
+    /// [`MIN_SLOPE_KIB_S`].
+    pub slope_bound_kib_s: f64,
     pub totals: Totals,
     pub duration_s: f64,
     /// Each check that failed, in words.
@@ -217,12 +230,36 @@ impl Analysis {
             failures.push("no call was traced".to_owned());
         }
         let duration_s = report["meta"]["duration_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
+        let calls_per_s = totals.calls as f64 / duration_s.max(1e-9);
+        let slope_bound_kib_s = (LEAK_BYTES_PER_CALL * calls_per_s / 1024.0).max(MIN_SLOPE_KIB_S);
+        let late: Vec<(f64, f64)> = samples
+            .iter()
+            .skip(early.len())
+            .map(|s| (s.t_s, s.anon_kib as f64))
+            .collect();
+        let anon_slope_kib_s = least_squares_slope(&late);
+        match anon_slope_kib_s {
+            Some(slope) if slope > slope_bound_kib_s => failures.push(format!(
+                "RssAnon grows {slope:.2} KiB/s after warm-up (least squares over {} samples) \
+                 > bound {slope_bound_kib_s:.2} KiB/s ({LEAK_BYTES_PER_CALL} bytes a call at \
+                 {calls_per_s:.0} calls/s): a leak of about {:.0} bytes a call",
+                late.len(),
+                slope * 1024.0 / calls_per_s.max(1e-9)
+            )),
+            Some(_) => {}
+            None => failures.push(format!(
+                "only {} samples after warm-up: too few to fit the heap's slope",
+                late.len()
+            )),
+        }
         Analysis {
             samples,
             warmup_s,
             early_max_rss_kib: early_max,
             rss_bound_kib: bound,
             anon_bound_kib: anon_bound,
+            anon_slope_kib_s,
+            slope_bound_kib_s,
             totals,
             duration_s,
             failures,
@@ -248,13 +285,16 @@ impl Analysis {
         format!(
             "{} samples over {:.0} s: VmRSS {rss_min}..{rss_max} KiB (first {first}, last \
              {last}; bound after {:.0} s warm-up {} KiB), RssAnon {anon_min}..{anon_max} KiB \
-             (bound {} KiB), open fds {fd_min}..{fd_max}; {} calls = {} records + {} dropped + {} in flight \
+             (bound {} KiB; slope after warm-up {} KiB/s, bound {:.2}), open fds {fd_min}..{fd_max}; {} calls = {} records + {} dropped + {} in flight \
              ({:.0} calls/s) — {}",
             self.samples.len(),
             self.duration_s,
             self.warmup_s,
             self.rss_bound_kib,
             self.anon_bound_kib,
+            self.anon_slope_kib_s
+                .map_or_else(|| "unknown".to_owned(), |s| format!("{s:.2}")),
+            self.slope_bound_kib_s,
             t.calls,
             t.records,
             t.dropped,
@@ -276,6 +316,8 @@ impl Analysis {
             "early_max_rss_kib": self.early_max_rss_kib,
             "rss_bound_kib": self.rss_bound_kib,
             "anon_bound_kib": self.anon_bound_kib,
+            "anon_slope_kib_s": self.anon_slope_kib_s,
+            "slope_bound_kib_s": self.slope_bound_kib_s,
             "totals": {
                 "calls": self.totals.calls,
                 "records": self.totals.records,
@@ -370,6 +412,20 @@ pub fn run(kernel: Kernel, minutes: u64) -> Result<bool> {
     Ok(analysis.failures.is_empty())
 }
 
+/// The least-squares slope of `y` on `t` (`None` with fewer than three points or no spread
+/// in `t`).
+fn least_squares_slope(points: &[(f64, f64)]) -> Option<f64> {
+    if points.len() < 3 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mt = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let stt: f64 = points.iter().map(|p| (p.0 - mt).powi(2)).sum();
+    let sty: f64 = points.iter().map(|p| (p.0 - mt) * (p.1 - my)).sum();
+    (stt > 0.0).then(|| sty / stt)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,7 +452,7 @@ mod tests {
     #[test]
     fn flat_memory_and_exact_accounting_pass() {
         let s = parse_samples(&samples(
-            &[9000, 9400, 9500, 9450, 9600, 9500, 9550, 9500],
+            &[9000, 9400, 9500, 9450, 9500, 9480, 9500, 9490],
             &[12; 8],
         ))
         .expect("parse");
@@ -411,7 +467,7 @@ mod tests {
         assert!(a.summary().ends_with("PASS"), "{}", a.summary());
         assert!(
             a.to_markdown("7.2")
-                .contains("| 21 | 9500 | 9350 | 100 | 50 | 12 |")
+                .contains("| 21 | 9490 | 9340 | 100 | 50 | 12 |")
         );
     }
 
@@ -429,5 +485,37 @@ mod tests {
         assert!(all.contains("open fds grew from 12 to 13"), "{all}");
         assert!(all.contains("calls 100 != records 80"), "{all}");
         assert!(parse_samples("1 2 3").is_err());
+    }
+
+    /// A leak of 64 bytes a call at 168 calls/s (10.5 KiB/s: the level bounds, 1.25 × the
+    /// warm-up peak + 256 KiB, let it pass for a minute) fails by its slope; steps of 20 KiB
+    /// as buffers grow do not.
+    #[test]
+    fn a_slow_leak_fails_by_its_slope_and_steps_do_not() {
+        let calls = 168 * 60 / 4;
+        let at = |anon: &dyn Fn(f64) -> f64| {
+            let text: String = (0..21)
+                .map(|i| {
+                    let t = 3.0 * f64::from(i);
+                    let a = anon(t) as u64;
+                    format!("{t} {} {a} 100 50 30\n", a + 11_000)
+                })
+                .collect();
+            Analysis::new(
+                parse_samples(&text).expect("parse"),
+                &report(calls, calls, 0),
+            )
+        };
+        let leak = at(&|t| 1300.0 + 64.0 * 168.0 * t / 1024.0);
+        let all = leak.failures.join("\n");
+        assert!(
+            !all.contains("RssAnon grew:"),
+            "the level bound alone: {all}"
+        );
+        assert!(all.contains("RssAnon grows 10.50 KiB/s"), "{all}");
+        assert!(all.contains("a leak of about 64 bytes a call"), "{all}");
+        let steps = at(&|t| 1300.0 + 20.0 * (t / 20.0).floor());
+        assert!(steps.failures.is_empty(), "{:?}", steps.failures);
+        assert!(steps.anon_slope_kib_s.expect("fitted") > 0.5);
     }
 }
