@@ -110,9 +110,10 @@ macro_rules! kill_after_s {
 use kill_after_s;
 
 /// Guest shell helpers around a recorder writing a capture.
-/// - `grown FILE`: until FILE exists and has grown past the size it first had (its header and
-///   first flush; so records are being written), then `$grown_at` holds the guest's clock.
-///   Fails the script (status 98) after about two minutes.
+/// - `grown FILE`: until FILE holds a chunk after its header and metadata chunk (the first
+///   flushed records, interval marks or kernel-mode snapshot: the recorder is tracing and
+///   flushing), then `$grown_at` holds the guest's clock. Fails the script (status 98) after
+///   about two minutes.
 /// - `kill_recorder PID NAME`: SIGKILLs PID once [`KILL_AFTER_S`] seconds have passed since
 ///   `$grown_at`, and writes the clock read just before the kill to `/out/NAME.killed_at`.
 ///
@@ -122,14 +123,17 @@ use kill_after_s;
 pub const CAPTURE_HELPERS: &str = concat!(
     r#"
 grown() {
+    # The 16-byte file header, then the metadata chunk (16-byte chunk header whose bytes 8..12
+    # are its stored length, then that many bytes), written one after the other.
     i=0
-    until [ -s "$1" ]; do
+    until [ "$(wc -c < "$1" 2> /dev/null || echo 0)" -ge 32 ]; do
         i=$((i+1)); [ $i -gt 600 ] && { echo "$1 never appeared" >&2; exit 98; }; sleep 0.2
     done
-    first=$(wc -c < "$1")
+    meta_end=$((32 + $(od -A n -t u4 -j 24 -N 4 "$1")))
     i=0
-    until [ "$(wc -c < "$1")" -gt "$first" ]; do
-        i=$((i+1)); [ $i -gt 1200 ] && { echo "$1 stayed at $first bytes" >&2; exit 98; }; sleep 0.1
+    until [ "$(wc -c < "$1")" -gt $meta_end ]; do
+        i=$((i+1)); [ $i -gt 1200 ] && { echo "$1 has no chunk after its metadata" >&2; exit 98; }
+        sleep 0.1
     done
     grown_at=$(cut -d' ' -f1 /proc/uptime)
 }
