@@ -198,8 +198,10 @@ fn input_errors_come_before_privileges() {
     }
 }
 
-/// The smallest kernel address on x86-64 and arm64 (the top half of the address space).
-const KERNEL_SPACE: u64 = 0xffff_8000_0000_0000;
+/// The smallest kernel address on x86-64 with 5-level paging (the guests' Debian kernels use
+/// it: their pointers look like `0xff2f…`); with 4-level paging and on arm64 kernel space
+/// starts higher, at `0xffff_8000_0000_0000`.
+const KERNEL_SPACE: u64 = 0xff00_0000_0000_0000;
 /// Above this are small negative numbers (errno values as u64), not addresses.
 const NEGATIVE_SMALL: u64 = 0xffff_ffff_ffff_0000;
 
@@ -208,7 +210,7 @@ fn kernel_address(v: u64) -> bool {
 }
 
 /// Kernel-address-looking values anywhere in a JSON value: numbers in the kernel's half of
-/// the address space, and strings holding 16 hex digits that start with ffff.
+/// the address space, and strings holding 16 hex digits that start with ff.
 fn addresses(v: &serde_json::Value, path: &str, found: &mut Vec<String>) {
     match v {
         serde_json::Value::Number(n) if n.as_u64().is_some_and(kernel_address) => {
@@ -221,7 +223,7 @@ fn addresses(v: &serde_json::Value, path: &str, found: &mut Vec<String>) {
                 .filter(|w| !w.is_empty())
                 .collect();
             // `0xffff…` splits into "0" and the digits ('x' is not a hex digit).
-            if hex.iter().any(|w| w.len() == 16 && w.starts_with("ffff")) {
+            if hex.iter().any(|w| w.len() == 16 && w.starts_with("ff")) {
                 found.push(format!("{path} = {s:?}"));
             }
         }
@@ -245,10 +247,12 @@ fn address_detector_detects() {
     let meta = serde_json::json!({
         "a": "base at 0xffffffff81234567",
         "b": [18446744071562067968u64],
+        "c": [0xff2f_1234_5678_9abc_u64],
+        "d": "timer base 0xff2f123456789abc",
         "fine": ["ffff", -1, 4096, "0xffff", "damon_hot_score+0x1c"],
     });
     addresses(&meta, "meta", &mut found);
-    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found.len(), 4, "{found:?}");
 }
 
 /// No capture stores a raw kernel address: not in its metadata (DAMON's sysfs snapshot,
