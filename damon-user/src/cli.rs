@@ -3,6 +3,11 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::trace::{
+    AttachChoice, AttachMethod, CalibrationPlan, FunctionNames, ModeConfig, SessionConfig,
+    TraceMode,
+};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "damon-trace",
@@ -74,8 +79,8 @@ pub struct Selection {
     /// rt: the kernel skips a fentry/fexit probe on a CPU while a task is preempted inside
     /// it), fentry/fexit first elsewhere (cheaper), the other as fallback; or force one.
     /// `doctor` shows the preemption model.
-    #[arg(long, value_enum, default_value_t = AttachChoice::Auto)]
-    pub attach: AttachChoice,
+    #[arg(long, value_enum, default_value_t = AttachArg::Auto)]
+    pub attach: AttachArg,
     /// Trace this kernel function (repeatable, up to 11): any function in /proc/kallsyms that
     /// fentry or kprobe can attach to. With --func only the named functions are traced; add
     /// --functions to trace built-in ones as well.
@@ -88,25 +93,16 @@ pub struct Selection {
 pub struct ModeArgs {
     /// stream: one record per call to userspace; kernel: per-CPU histograms in the kernel, no
     /// per-call records (for very hot functions).
-    #[arg(long, value_enum, default_value_t = TraceMode::Stream)]
-    pub mode: TraceMode,
+    #[arg(long, value_enum, default_value_t = ModeArg::Stream)]
+    pub mode: ModeArg,
     /// Width of the kernel histograms' linear buckets in ns (--mode kernel): 512 of them, then
     /// 32 doubling ones.
     #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
     pub hist_width: u64,
 }
 
-impl Default for ModeArgs {
-    fn default() -> ModeArgs {
-        ModeArgs {
-            mode: TraceMode::Stream,
-            hist_width: damon_common::DEFAULT_HIST_WIDTH_NS,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TraceMode {
+pub enum ModeArg {
     Stream,
     Kernel,
     /// Both for every call (tests: the kernel's buckets against the records).
@@ -114,28 +110,8 @@ pub enum TraceMode {
     Both,
 }
 
-impl TraceMode {
-    /// The eBPF TRACE_MODE bits.
-    pub fn bits(self) -> u32 {
-        match self {
-            TraceMode::Stream => damon_common::MODE_STREAM,
-            TraceMode::Kernel => damon_common::MODE_KERNEL,
-            TraceMode::Both => damon_common::MODE_STREAM | damon_common::MODE_KERNEL,
-        }
-    }
-
-    /// As the capture's `meta.mode` says it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TraceMode::Stream => "stream",
-            TraceMode::Kernel => "kernel",
-            TraceMode::Both => "both",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AttachChoice {
+pub enum AttachArg {
     Auto,
     Fentry,
     Kprobe,
@@ -353,11 +329,11 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), allow_hyphen_values = true)]
     pub calls: u64,
     /// Attach method to calibrate: fentry, kprobe, or auto for both.
-    #[arg(long, value_enum, default_value_t = AttachChoice::Auto)]
-    pub attach: AttachChoice,
+    #[arg(long, value_enum, default_value_t = AttachArg::Auto)]
+    pub attach: AttachArg,
     /// Trace modes to calibrate, comma-separated (stream, kernel).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "stream")]
-    pub mode: Vec<TraceMode>,
+    pub mode: Vec<ModeArg>,
     /// Width of the kernel histograms' linear buckets in ns (kernel mode), as the session
     /// will use it.
     #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
@@ -528,6 +504,78 @@ pub fn parse_ring_size(s: &str) -> Result<u32, String> {
         ));
     }
     Ok(v as u32)
+}
+
+// The one place where command-line arguments become the domain's vocabulary (`crate::trace`).
+
+impl From<ModeArg> for TraceMode {
+    fn from(m: ModeArg) -> TraceMode {
+        match m {
+            ModeArg::Stream => TraceMode::Stream,
+            ModeArg::Kernel => TraceMode::Kernel,
+            ModeArg::Both => TraceMode::Both,
+        }
+    }
+}
+
+impl From<AttachArg> for AttachChoice {
+    fn from(a: AttachArg) -> AttachChoice {
+        match a {
+            AttachArg::Auto => AttachChoice::Auto,
+            AttachArg::Fentry => AttachChoice::Only(AttachMethod::Fentry),
+            AttachArg::Kprobe => AttachChoice::Only(AttachMethod::Kprobe),
+        }
+    }
+}
+
+impl From<ModeArgs> for ModeConfig {
+    fn from(m: ModeArgs) -> ModeConfig {
+        ModeConfig {
+            mode: m.mode.into(),
+            hist_width_ns: m.hist_width,
+        }
+    }
+}
+
+impl From<&CalibrationArgs> for CalibrationPlan {
+    fn from(c: &CalibrationArgs) -> CalibrationPlan {
+        if c.no_calibrate {
+            CalibrationPlan::Skip
+        } else {
+            CalibrationPlan::Measure {
+                calls: c.calibrate_calls,
+            }
+        }
+    }
+}
+
+impl Selection {
+    /// What a session traces with these functions and arguments: the functions resolved and
+    /// checked (usage errors for unknown or repeated names, see `crate::selection`).
+    /// `calibration: None` stores no calibration at all (`serve`).
+    pub fn session_config(
+        &self,
+        mode: ModeArgs,
+        ring_size: u32,
+        calibration: Option<&CalibrationArgs>,
+    ) -> anyhow::Result<SessionConfig> {
+        Ok(SessionConfig {
+            functions: crate::selection::select_functions(&self.into())?,
+            attach: self.attach.into(),
+            mode: mode.into(),
+            ring_size,
+            calibration: calibration.map(CalibrationPlan::from),
+        })
+    }
+}
+
+impl From<&Selection> for FunctionNames {
+    fn from(s: &Selection) -> FunctionNames {
+        FunctionNames {
+            builtins: s.functions.clone(),
+            others: s.func.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,9 +14,10 @@ use crate::{
     cli::DoctorArgs,
     damon::ScenarioLeftover,
     probe::{
-        attach::{BpfObjects, ProbeTrial, TracedFunction, list_bpf_objects, try_each},
+        attach::{BpfObjects, ProbeTrial, list_bpf_objects, try_each},
         kernel::{self, CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, Kallsyms, Lockdown, SymbolPresence},
     },
+    trace::TracedFunction,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -662,7 +663,7 @@ pub fn render_text(d: &Diagnosis) -> String {
 }
 
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
-    let functions = crate::record::select_functions(&args.selection)?;
+    let functions = crate::selection::select_functions(&(&args.selection).into())?;
     let d = diagnose(&functions);
     let text = if args.json {
         serde_json::to_string_pretty(&d)? + "\n"

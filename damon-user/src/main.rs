@@ -1,17 +1,22 @@
 //! `damon-trace`: per-call latency of DAMON and timer kernel functions.
+mod accounting;
 mod bench;
+mod calibrate;
 mod capture;
 mod cli;
 mod compare;
 mod damon;
 mod doctor;
+mod error;
 mod export;
 mod probe;
 mod record;
 mod report;
+mod selection;
 mod serve;
 mod session;
 mod stats;
+mod trace;
 mod tui;
 
 use std::process::ExitCode;
@@ -36,7 +41,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Serve(args) => serve::run(&args),
-        Command::Calibrate(args) => probe::calibrate::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
         Command::Scenario(cmd) => damon::run_scenario(&cmd),
         Command::Workload(args) => damon::run_workload(&args),
         Command::BenchLoop(args) => bench::run_loop(&args),
@@ -62,7 +67,7 @@ fn broken_pipe(err: &anyhow::Error) -> bool {
 
 /// 2 for input the caller must fix (names, paths, capture files), 1 for everything else.
 fn exit_status(err: &anyhow::Error) -> u8 {
-    let input = err.downcast_ref::<record::UsageError>().is_some()
+    let input = err.downcast_ref::<error::UsageError>().is_some()
         || err
             .downcast_ref::<capture::format::CaptureError>()
             .is_some_and(|e| e.is_input());
@@ -76,12 +81,12 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
     use capture::format::check_output;
     match command {
         Command::Record(a) => {
-            record::check_symbols(&record::select_functions(&a.selection)?)?;
+            check_selection(&a.selection)?;
             check_output(&a.output, a.force)?;
             doctor::require_privileges()
         }
         Command::Live(a) if a.replay.is_some() && !a.selection.func.is_empty() => {
-            Err(record::UsageError(
+            Err(error::UsageError(
                 "--func chooses what to trace; a replay shows what its capture holds (narrow it \
                  with --functions NAMES)"
                     .to_owned(),
@@ -89,14 +94,14 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             .into())
         }
         Command::Live(a) if a.replay.is_none() => {
-            record::check_symbols(&record::select_functions(&a.selection)?)?;
+            check_selection(&a.selection)?;
             if let Some(path) = &a.record {
                 check_output(path, a.force)?;
             }
             doctor::require_privileges()
         }
         Command::Serve(a) => {
-            record::check_symbols(&record::select_functions(&a.selection)?)?;
+            check_selection(&a.selection)?;
             doctor::require_privileges()
         }
         Command::Calibrate(_) => doctor::require_privileges(),
@@ -109,6 +114,11 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
         },
         _ => Ok(()),
     }
+}
+
+/// The named functions are known, not repeated, and (for `--func`) in this kernel.
+fn check_selection(selection: &cli::Selection) -> anyhow::Result<()> {
+    selection::check_symbols(&selection::select_functions(&selection.into())?)
 }
 
 /// Errors are one line: a cause with embedded newlines (a kernel verifier log, a nested

@@ -14,7 +14,6 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, Summary},
-    cli::{CalibrationArgs, ModeArgs, Selection},
     doctor,
     probe::{
         attach::{LoadOptions, Tracer},
@@ -22,7 +21,7 @@ use crate::{
         kernel::KernelIdentity,
         ring::RingReader,
     },
-    record::select_functions,
+    trace::{ModeConfig, SessionConfig, TraceMode},
 };
 
 /// Why a session ended.
@@ -122,35 +121,31 @@ pub struct Session {
     reader: RingReader,
     meta: Meta,
     started: Instant,
-    mode: ModeArgs,
+    mode: ModeConfig,
 }
 
 impl Session {
     /// Diagnoses the kernel (failing with the diagnosis when nothing can be traced), attaches
-    /// the selected functions and prints how each is traced. Must run inside a tokio runtime
+    /// the configured functions and prints how each is traced. Must run inside a tokio runtime
     /// (the ring buffer is registered with its reactor).
     ///
-    /// With `calibration`, the probe floor is measured first (see `probe::calibrate`) and
-    /// stored in the metadata; `serve` passes `None` (it writes no capture).
-    pub fn start(
-        selection: &Selection,
-        ring_size: u32,
-        mode: ModeArgs,
-        calibration: Option<&CalibrationArgs>,
-    ) -> anyhow::Result<Session> {
-        let functions = select_functions(selection)?;
-        let diagnosis = doctor::diagnose(&functions);
+    /// With a calibration, the probe floor is measured first (see `probe::calibrate`) and
+    /// stored in the metadata; `serve` gives none (it writes no capture).
+    pub fn start(config: &SessionConfig) -> anyhow::Result<Session> {
+        let diagnosis = doctor::diagnose(&config.functions);
         if !diagnosis.can_trace {
             eprint!("{}", doctor::render_text(&diagnosis));
             bail!("the selected functions cannot be traced here (diagnosis above)");
         }
-        let mut floor = calibration.map(|c| calibrate::before_session(c, selection.attach, &mode));
+        let mode = config.mode;
+        let mut floor = config
+            .calibration
+            .map(|c| calibrate::before_session(c, config.attach, mode));
         let mut tracer = Tracer::load(&LoadOptions {
-            functions,
-            attach: selection.attach,
-            ring_size,
-            trace_mode: mode.mode.bits(),
-            hist_width_ns: mode.hist_width,
+            functions: config.functions.clone(),
+            attach: config.attach,
+            ring_size: config.ring_size,
+            mode,
         })?;
         for s in tracer.statuses() {
             match &s.detail {
@@ -158,8 +153,8 @@ impl Session {
                 None => eprintln!("{:<27} {}", s.name, s.attach.as_str()),
             }
         }
-        if let (Some(cal), Some(args)) = (floor.as_mut(), calibration) {
-            calibrate::after_attach(cal, tracer.statuses(), args, &mode);
+        if let (Some(cal), Some(c)) = (floor.as_mut(), config.calibration) {
+            calibrate::after_attach(cal, tracer.statuses(), c, mode);
         }
         if !tracer.any_attached() {
             bail!(
@@ -179,7 +174,7 @@ impl Session {
             start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
             command_line: std::env::args().collect(),
             mode: mode.mode.as_str().to_owned(),
-            ring_size,
+            ring_size: config.ring_size,
             functions: tracer.statuses().to_vec(),
             damon: damon_config(),
             cpu_model: crate::capture::host_cpu_model(),
@@ -231,7 +226,7 @@ impl Session {
 
     /// The kernel's histograms now (kernel mode), per function id; empty in stream mode.
     pub fn kernel_histograms(&self) -> anyhow::Result<BTreeMap<u32, KernelHist>> {
-        if self.mode.mode.bits() & damon_common::MODE_KERNEL == 0 {
+        if !self.mode.mode.buckets_in_kernel() {
             return Ok(BTreeMap::new());
         }
         Ok(self
@@ -244,7 +239,7 @@ impl Session {
                     sum_ns: s.sum_ns,
                     min_ns: s.min_ns,
                     max_ns: s.max_ns,
-                    width_ns: self.mode.hist_width,
+                    width_ns: self.mode.hist_width_ns,
                     buckets,
                 };
                 (id, h)
@@ -254,12 +249,12 @@ impl Session {
 
     /// Whether the kernel buckets calls (kernel mode, or both).
     pub fn buckets_in_kernel(&self) -> bool {
-        self.mode.mode.bits() & damon_common::MODE_KERNEL != 0
+        self.mode.mode.buckets_in_kernel()
     }
 
     /// Kernel mode: the linear bucket width (`None` when records are streamed).
     pub fn kernel_width_ns(&self) -> Option<u64> {
-        (self.mode.mode.bits() == damon_common::MODE_KERNEL).then_some(self.mode.hist_width)
+        (self.mode.mode == TraceMode::Kernel).then_some(self.mode.hist_width_ns)
     }
 
     /// Kernel mode: the counters and histograms now, for a capture's periodic snapshot

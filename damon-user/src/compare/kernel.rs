@@ -9,7 +9,7 @@ use damon_common::{HIST_BUCKETS, hist_bucket_bounds};
 
 use crate::{
     capture::{Capture, FunctionCounters, KernelHist},
-    record::UsageError,
+    error::UsageError,
     report::{ReportOptions, Selected},
     stats::{
         LatencyStats,

@@ -37,7 +37,7 @@ use serde::Serialize;
 use crate::{
     capture::{Capture, FunctionCounters, KernelHist, format::read_file},
     cli::{CompareArgs, CompareFormat},
-    record::UsageError,
+    error::UsageError,
     report::{ReportOptions, check_functions, counters, select},
     stats::{
         LatencyStats,

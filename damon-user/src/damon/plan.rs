@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::sysfs::write_attr;
-use crate::{cli::ScenarioArgs, record::UsageError};
+use crate::{cli::ScenarioArgs, error::UsageError};
 
 /// DAMON intervals (µs): sample often enough that a hot page is seen within an aggregation.
 pub const SAMPLE_US: u64 = 5_000;

@@ -8,7 +8,7 @@ use std::io::Write;
 
 use super::Exporter;
 use crate::{
-    capture::Capture, record::UsageError, report::ReportOptions, stats::buckets::BucketGrid,
+    capture::Capture, error::UsageError, report::ReportOptions, stats::buckets::BucketGrid,
 };
 
 pub struct Buckets(pub ReportOptions);

@@ -9,7 +9,7 @@ pub struct Calls(pub ReportOptions);
 impl Exporter for Calls {
     fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
         if c.is_kernel_mode() {
-            return Err(crate::record::UsageError(
+            return Err(crate::error::UsageError(
                 "--format csv writes one line per call, and this capture was recorded with \
                  --mode kernel (histograms, no per-call records): use --format csv-buckets, \
                  json or openmetrics"

@@ -21,8 +21,8 @@ use serde::Serialize;
 
 use crate::{
     capture::{AttachState, FunctionCounters, FunctionStatus},
-    cli::AttachChoice,
     probe::kernel::{Kallsyms, SymbolPresence, btf_has_function, kprobes_supported},
+    trace::{AttachChoice, AttachMethod, ModeConfig, TracedFunction},
 };
 
 /// The compiled eBPF object, embedded so the binary is self-contained (also inside the VM).
@@ -32,31 +32,6 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 enum Mode {
     Fentry,
     Kprobe,
-}
-
-/// One function to trace: its id in the records and its kernel symbol. Ids below
-/// [`damon_common::FIRST_USER_FUNC`] are the built-in functions (with their own programs, which
-/// read arguments); the others use the generic slot programs of their id (`--func NAME`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TracedFunction {
-    pub id: u32,
-    pub symbol: String,
-}
-
-impl TracedFunction {
-    pub fn builtin(f: FunctionId) -> TracedFunction {
-        TracedFunction {
-            id: f as u32,
-            symbol: f.symbol().to_owned(),
-        }
-    }
-
-    /// The built-in function this is, if it is one.
-    pub fn as_builtin(&self) -> Option<FunctionId> {
-        FunctionId::try_from(self.id)
-            .ok()
-            .filter(|f| f.symbol() == self.symbol)
-    }
 }
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
@@ -124,10 +99,8 @@ pub struct LoadOptions {
     pub functions: Vec<TracedFunction>,
     pub attach: AttachChoice,
     pub ring_size: u32,
-    /// [`damon_common::MODE_STREAM`] and/or [`damon_common::MODE_KERNEL`].
-    pub trace_mode: u32,
-    /// Linear histogram bucket width, ns (kernel mode).
-    pub hist_width_ns: u64,
+    /// The trace mode and the kernel histograms' bucket width.
+    pub mode: ModeConfig,
 }
 
 /// Explains a program load/attach error with its errno and the likely reason.
@@ -216,7 +189,7 @@ impl Tracer {
             .filter_map(TracedFunction::as_builtin)
             .collect();
         let (offsets, globals64, node_ranges, args) = field_offsets(&builtins);
-        let hist_width = opts.hist_width_ns.max(1);
+        let hist_width = opts.mode.hist_width_ns.max(1);
         // Batched wake-ups: the reader is woken when a sixteenth of the ring waits, and
         // drains on its own short timer (`RingReader`) in between.
         // (Benchmarks compare with the kernel's default, a wake-up whenever the reader has
@@ -228,7 +201,8 @@ impl Tracer {
         };
         let mut loader = EbpfLoader::new();
         loader.override_global(damon_common::GLOBAL_RING_WAKE_BYTES, &wake_bytes, true);
-        loader.override_global(GLOBAL_TRACE_MODE, &opts.trace_mode, true);
+        let trace_mode = opts.mode.mode.bits();
+        loader.override_global(GLOBAL_TRACE_MODE, &trace_mode, true);
         loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
         for (global, off) in &offsets {
             loader.override_global(global, off, true);
@@ -237,7 +211,7 @@ impl Tracer {
             loader.override_global(global, v, true);
         }
         loader.map_max_entries(MAP_STAMPS, stamp_map_entries());
-        if opts.trace_mode & damon_common::MODE_KERNEL == 0 {
+        if !opts.mode.mode.buckets_in_kernel() {
             // Stream mode never touches the histograms: one entry each instead of ~70 KiB per
             // CPU.
             loader.map_max_entries(MAP_HIST, 1);
@@ -316,7 +290,7 @@ impl Tracer {
             statuses,
             interval_hook,
             args,
-            trace_mode: opts.trace_mode,
+            trace_mode,
             stamp_gc: in_initial_pid_namespace().then(|| {
                 Box::new(StampGc {
                     last: std::time::Instant::now(),
@@ -659,8 +633,8 @@ fn unload(bpf: &mut Ebpf, name: &str, mode: Mode) {
 /// the function's attach detail.
 fn resolve_auto(choice: AttachChoice) -> (AttachOrder, Option<String>) {
     match choice {
-        AttachChoice::Fentry => return (AttachOrder::FentryOnly, None),
-        AttachChoice::Kprobe => return (AttachOrder::KprobeOnly, None),
+        AttachChoice::Only(AttachMethod::Fentry) => return (AttachOrder::FentryOnly, None),
+        AttachChoice::Only(AttachMethod::Kprobe) => return (AttachOrder::KprobeOnly, None),
         AttachChoice::Auto => {}
     }
     let p = crate::probe::kernel::Preemption::read();

@@ -42,7 +42,6 @@
 use std::{
     collections::BTreeMap,
     os::fd::{AsRawFd as _, RawFd},
-    process::ExitCode,
     time::Instant,
 };
 
@@ -51,15 +50,15 @@ use damon_common::{FIRST_USER_FUNC, hist_bucket_bounds};
 
 use crate::{
     capture::AttachState,
-    cli::{AttachChoice, CalibrateArgs, CalibrationArgs, ModeArgs, TraceMode},
     probe::{
-        attach::{LoadOptions, TracedFunction, Tracer},
+        attach::{LoadOptions, Tracer},
         ring::decode,
     },
     stats::calibration::{
         Calibration, CalibrationStatus, Floor, FloorBucket, FloorDistribution, FunctionMedian,
         HeldOut, METHOD,
     },
+    trace::{AttachChoice, AttachMethod, CalibrationPlan, ModeConfig, TracedFunction},
 };
 
 /// The empty functions whose probe durations, pooled, make the floor.
@@ -87,22 +86,19 @@ const RING_BYTES: u32 = 1 << 20;
 /// One floor to measure: an attach method and a trace mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FloorRequest {
-    /// `Fentry` or `Kprobe` (never `Auto`: each floor is one method).
-    pub attach: AttachChoice,
-    /// `damon_common::MODE_*` bits, as the session loads them.
-    pub trace_mode: u32,
-    /// "stream", "kernel" (or "both"), as the capture's `meta.mode` says it.
-    pub mode_name: &'static str,
-    /// Linear bucket width of the kernel histograms (kernel mode).
-    pub hist_width_ns: u64,
+    pub attach: AttachMethod,
+    /// The trace mode and kernel bucket width, as the session loads them.
+    pub mode: ModeConfig,
 }
 
 impl FloorRequest {
     pub fn attach_name(&self) -> &'static str {
-        match self.attach {
-            AttachChoice::Kprobe => "kprobe",
-            _ => "fentry",
-        }
+        self.attach.as_str()
+    }
+
+    /// "stream", "kernel" (or "both"), as the capture's `meta.mode` says it.
+    pub fn mode_name(&self) -> &'static str {
+        self.mode.mode.as_str()
     }
 }
 
@@ -122,7 +118,7 @@ pub fn calibrate(
                 Ok(f) => f,
                 Err(e) => Floor {
                     attach: r.attach_name().to_owned(),
-                    mode: r.mode_name.to_owned(),
+                    mode: r.mode_name().to_owned(),
                     floor: None,
                     functions: Vec::new(),
                     between_functions_ns: 0.0,
@@ -172,16 +168,12 @@ fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyho
                 symbol: symbol.to_owned(),
             })
             .collect(),
-        attach: r.attach,
+        attach: r.attach.into(),
         ring_size: RING_BYTES,
-        trace_mode: r.trace_mode,
-        hist_width_ns: r.hist_width_ns,
+        mode: r.mode,
     })
     .context("loading the calibration probes")?;
-    let want = match r.attach {
-        AttachChoice::Kprobe => AttachState::Kprobe,
-        _ => AttachState::Fentry,
-    };
+    let want = r.attach.state();
     for s in tracer.statuses() {
         if s.attach != want {
             let why = s.detail.as_deref().unwrap_or("not attached");
@@ -203,7 +195,7 @@ fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyho
         .calibration_trigger()
         .context("loading the calibration trigger")?
         .as_raw_fd();
-    let stream = r.trace_mode & damon_common::MODE_STREAM != 0;
+    let stream = r.mode.mode.streams();
     let mut ring = if stream {
         Some(tracer.take_ring()?)
     } else {
@@ -274,7 +266,7 @@ fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyho
                     .zip(b0)
                     .enumerate()
                     .map(|(i, (n1, n0))| {
-                        let (lo, hi) = hist_bucket_bounds(i as u32, r.hist_width_ns);
+                        let (lo, hi) = hist_bucket_bounds(i as u32, r.mode.hist_width_ns);
                         FloorBucket {
                             lo_ns: lo,
                             hi_ns: hi,
@@ -351,7 +343,7 @@ fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyho
         .collect();
     let mut out = Floor {
         attach: r.attach_name().to_owned(),
-        mode: r.mode_name.to_owned(),
+        mode: r.mode_name().to_owned(),
         floor: Some(floor),
         functions,
         between_functions_ns: 0.0,
@@ -397,38 +389,20 @@ fn test_run(prog_fd: RawFd) -> anyhow::Result<()> {
 /// The floors a session needs: one per attach method its functions use (in the session's
 /// trace mode). `Auto` measures fentry (what auto picks wherever it can); functions that fell
 /// back to kprobe add that floor afterwards ([`missing_floors`]).
-pub fn requests_for(
-    attach: AttachChoice,
-    trace_mode: u32,
-    mode_name: &'static str,
-    hist_width_ns: u64,
-) -> Vec<FloorRequest> {
-    let methods: &[AttachChoice] = match attach {
-        AttachChoice::Kprobe => &[AttachChoice::Kprobe],
-        _ => &[AttachChoice::Fentry],
+pub fn requests_for(attach: AttachChoice, mode: ModeConfig) -> Vec<FloorRequest> {
+    let attach = match attach {
+        AttachChoice::Only(m) => m,
+        AttachChoice::Auto => AttachMethod::Fentry,
     };
-    methods
-        .iter()
-        .map(|&attach| FloorRequest {
-            attach,
-            trace_mode,
-            mode_name,
-            hist_width_ns,
-        })
-        .collect()
+    vec![FloorRequest { attach, mode }]
 }
 
-/// Attach methods in use (`"fentry"`/`"kprobe"`) that a calibration has no entry for.
-pub fn missing_floors(cal: &Calibration, used: &[AttachState]) -> Vec<AttachChoice> {
+/// Attach methods in use that a calibration has no floor for.
+pub fn missing_floors(cal: &Calibration, used: &[AttachState]) -> Vec<AttachMethod> {
     let mut out = Vec::new();
-    for state in used {
-        let (choice, name) = match state {
-            AttachState::Fentry => (AttachChoice::Fentry, "fentry"),
-            AttachState::Kprobe => (AttachChoice::Kprobe, "kprobe"),
-            _ => continue,
-        };
-        if !cal.floors.iter().any(|f| f.attach == name) && !out.contains(&choice) {
-            out.push(choice);
+    for method in used.iter().filter_map(|s| AttachMethod::of_state(*s)) {
+        if !cal.floors.iter().any(|f| f.attach == method.as_str()) && !out.contains(&method) {
+            out.push(method);
         }
     }
     out
@@ -443,7 +417,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
             err,
             "\rcalibrating the probe floor ({}/{}): {done}/{calls} test runs   ",
             r.attach_name(),
-            r.mode_name
+            r.mode_name()
         );
         if done >= calls {
             let _ = writeln!(err);
@@ -454,7 +428,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
             err,
             "calibrated the probe floor ({}/{}): {calls} test runs",
             r.attach_name(),
-            r.mode_name
+            r.mode_name()
         );
     }
 }
@@ -509,23 +483,22 @@ pub fn summary_lines(cal: &Calibration) -> Vec<String> {
 /// and the session's never share the ring or the CPU time): the floor of the attach method the
 /// session asks for, in its trace mode. `--no-calibrate` gives a `skipped` calibration.
 pub fn before_session(
-    args: &CalibrationArgs,
+    plan: CalibrationPlan,
     attach: AttachChoice,
-    mode: &ModeArgs,
+    mode: ModeConfig,
 ) -> Calibration {
-    if args.no_calibrate {
+    let CalibrationPlan::Measure { calls } = plan else {
         return Calibration::not_run(CalibrationStatus::Skipped, "--no-calibrate".to_owned());
-    }
+    };
     // The method `auto` will try first on this kernel (what the attach does, see
     // `probe::attach`); a function that falls back is calibrated after the attach.
     let first = match attach {
         AttachChoice::Auto if crate::probe::kernel::Preemption::read().preempts_trampolines() => {
-            AttachChoice::Kprobe
+            AttachChoice::Only(AttachMethod::Kprobe)
         }
         other => other,
     };
-    let requests = requests_for(first, mode.mode.bits(), mode.mode.as_str(), mode.hist_width);
-    calibrate(&requests, args.calibrate_calls, &mut progress_line)
+    calibrate(&requests_for(first, mode), calls, &mut progress_line)
 }
 
 /// After the session attached: measures the floors of attach methods its functions use that
@@ -533,19 +506,17 @@ pub fn before_session(
 pub fn after_attach(
     cal: &mut Calibration,
     statuses: &[crate::capture::FunctionStatus],
-    args: &CalibrationArgs,
-    mode: &ModeArgs,
+    plan: CalibrationPlan,
+    mode: ModeConfig,
 ) {
-    if cal.status != CalibrationStatus::Skipped {
+    if let CalibrationPlan::Measure { calls } = plan {
         let used: Vec<AttachState> = statuses.iter().map(|s| s.attach).collect();
         for attach in missing_floors(cal, &used) {
-            let requests = requests_for(
-                attach,
-                mode.mode.bits(),
-                mode.mode.as_str(),
-                mode.hist_width,
+            let extra = calibrate(
+                &requests_for(attach.into(), mode),
+                calls,
+                &mut progress_line,
             );
-            let extra = calibrate(&requests, args.calibrate_calls, &mut progress_line);
             cal.floors.extend(extra.floors);
         }
         settle_status(cal);
@@ -553,45 +524,4 @@ pub fn after_attach(
     for line in summary_lines(cal) {
         eprintln!("{line}");
     }
-}
-
-/// `damon-trace calibrate`: the floor per attach method and trace mode, and the held-out
-/// check; exit 1 when no floor could be measured.
-pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
-    let methods: &[AttachChoice] = match args.attach {
-        AttachChoice::Auto => &[AttachChoice::Fentry, AttachChoice::Kprobe],
-        AttachChoice::Fentry => &[AttachChoice::Fentry],
-        AttachChoice::Kprobe => &[AttachChoice::Kprobe],
-    };
-    let mut modes: Vec<TraceMode> = Vec::new();
-    for m in &args.mode {
-        if !modes.contains(m) {
-            modes.push(*m);
-        }
-    }
-    let requests: Vec<FloorRequest> = modes
-        .iter()
-        .flat_map(|m| {
-            methods.iter().map(|&attach| FloorRequest {
-                attach,
-                trace_mode: m.bits(),
-                mode_name: m.as_str(),
-                hist_width_ns: args.hist_width,
-            })
-        })
-        .collect();
-    let cal = calibrate(&requests, args.calls, &mut progress_line);
-    let text = if args.json {
-        serde_json::to_string_pretty(&cal)? + "\n"
-    } else {
-        crate::stats::calibration::render_text(&cal)
-    };
-    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
-    if cal.status != CalibrationStatus::Ok {
-        bail!(
-            "no probe floor could be measured (each attach method's reason is above); see \
-             `damon-trace doctor --func {HELD_OUT_FUNCTION}`"
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }

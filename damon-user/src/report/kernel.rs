@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::{BucketTable, FunctionReport, ReportOptions};
 use crate::{
     capture::{FunctionCounters, FunctionStatus, HistSnapshot},
-    record::UsageError,
+    error::UsageError,
     stats::{
         calibration::{Calibration, Corrected},
         kernel_hist::{self, BucketPercentile},

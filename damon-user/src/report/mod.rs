@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::{
     capture::{Capture, FunctionCounters, format::load_file},
     cli::{BucketArgs, RecordFilter, ReportArgs, ReportFormat},
-    record::UsageError,
+    error::UsageError,
     stats::{
         LatencyStats, ValueStats,
         buckets::{BucketGrid, BucketRow},
@@ -463,7 +463,9 @@ fn accounting_warnings(
             f.name, f.emitted, f.count
         ));
     }
-    warnings.extend(crate::record::drop_warning(&f.name, f.attach, k, ring_size));
+    warnings.extend(crate::accounting::drop_warning(
+        &f.name, f.attach, k, ring_size,
+    ));
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {

@@ -18,7 +18,6 @@ use tokio::net::TcpListener;
 use crate::{
     cli::ServeArgs,
     export::openmetrics::{MetricsSnapshot, render},
-    record::select_functions,
     session::{Session, StopReason, runtime_with_signals},
 };
 
@@ -48,7 +47,9 @@ pub async fn accept_loop(listener: TcpListener, shared: Shared) {
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    select_functions(&args.selection)?;
+    let config = args
+        .selection
+        .session_config(args.mode, args.ring_size, None)?;
     let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
     // Bind before the (slow) attach, so a taken port fails at once and nothing is attached.
@@ -58,7 +59,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = TcpListener::from_std(std_listener)?;
     let local: SocketAddr = listener.local_addr()?;
 
-    let mut session = Session::start(&args.selection, args.ring_size, args.mode, None)?;
+    let mut session = Session::start(&config)?;
     let meta = session.meta().clone();
     let shared: Shared = Arc::new(Mutex::new(MetricsSnapshot::new(
         &meta.kernel.release,

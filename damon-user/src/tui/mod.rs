@@ -31,7 +31,6 @@ use tokio::sync::mpsc;
 use crate::{
     capture::format::read_file,
     cli::LiveArgs,
-    record::select_functions,
     session::{Session, StopReason, StopSignals, runtime_with_signals},
 };
 use app::{App, AppConfig, Effect, Event, Origin};
@@ -149,9 +148,14 @@ fn save(collector: &Collector, spool: &mut Spool, dir: &Path) -> Result<String, 
 pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     // A replay is narrowed to names its capture has (user-named functions included), not to
     // the built-in ones.
-    if args.replay.is_none() {
-        select_functions(&args.selection)?;
-    }
+    let config = match args.replay {
+        None => Some(args.selection.session_config(
+            args.mode,
+            args.ring_size,
+            Some(&args.calibration),
+        )?),
+        Some(_) => None,
+    };
     let replay = match &args.replay {
         Some(path) => Some(narrowed(read_file(path)?, &args.selection.functions)?),
         None => None,
@@ -179,12 +183,8 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             (Collector::Replay(source), Spool::Memory(Vec::new()), origin)
         }
         _ => {
-            let session = Session::start(
-                &args.selection,
-                args.ring_size,
-                args.mode,
-                Some(&args.calibration),
-            )?;
+            let config = config.context("a live session has its configuration")?;
+            let session = Session::start(&config)?;
             let spool = match &args.record {
                 Some(path) => Spool::record(path, args.force, session.meta())?,
                 None => Spool::temporary(session.meta())?,
@@ -275,10 +275,10 @@ fn finish(
     }
     for (&id, c) in &summary.counters {
         let (name, attach) = names.iter().find(|f| f.id == id).map_or_else(
-            || (crate::record::function_name(id), ""),
+            || (crate::accounting::function_name(id), ""),
             |f| (f.name.clone(), f.attach.as_str()),
         );
-        if let Some(w) = crate::record::drop_warning(&name, attach, c, ring_size) {
+        if let Some(w) = crate::accounting::drop_warning(&name, attach, c, ring_size) {
             eprintln!("damon-trace: warning: {w}");
         }
     }

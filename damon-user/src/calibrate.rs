@@ -1,0 +1,56 @@
+//! `damon-trace calibrate`: the probe floor per attach method and trace mode, and the held-out
+//! check (the measuring is `probe::calibrate`'s).
+use std::process::ExitCode;
+
+use anyhow::bail;
+
+use crate::{
+    cli::CalibrateArgs,
+    probe::calibrate::{FloorRequest, HELD_OUT_FUNCTION, calibrate, progress_line},
+    stats::calibration::CalibrationStatus,
+    trace::{AttachChoice, AttachMethod, ModeConfig, TraceMode},
+};
+
+/// Exit 1 when no floor could be measured.
+pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
+    let cal = calibrate(&requests(args), args.calls, &mut progress_line);
+    let text = if args.json {
+        serde_json::to_string_pretty(&cal)? + "\n"
+    } else {
+        crate::stats::calibration::render_text(&cal)
+    };
+    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+    if cal.status != CalibrationStatus::Ok {
+        bail!(
+            "no probe floor could be measured (each attach method's reason is above); see \
+             `damon-trace doctor --func {HELD_OUT_FUNCTION}`"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One floor per requested trace mode (each once, in order) and attach method (`auto`: both).
+fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
+    let methods: Vec<AttachMethod> = match AttachChoice::from(args.attach) {
+        AttachChoice::Auto => AttachMethod::ALL.to_vec(),
+        AttachChoice::Only(m) => vec![m],
+    };
+    let mut modes: Vec<TraceMode> = Vec::new();
+    for m in args.mode.iter().map(|&m| TraceMode::from(m)) {
+        if !modes.contains(&m) {
+            modes.push(m);
+        }
+    }
+    modes
+        .iter()
+        .flat_map(|&mode| {
+            methods.iter().map(move |&attach| FloorRequest {
+                attach,
+                mode: ModeConfig {
+                    mode,
+                    hist_width_ns: args.hist_width,
+                },
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,207 @@
+//! The vocabulary of a tracing session, free of command-line types: which functions, how they
+//! are attached, what the kernel does with each call, and whether the probe floor is measured.
+//!
+//! `cli` converts its arguments into these once; the domain (`session`, `probe`, `damon`,
+//! `stats`, `capture`) speaks only this language.
+use damon_common::FunctionId;
+
+use crate::capture::AttachState;
+
+/// What the kernel does with each timed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceMode {
+    /// One record per call to userspace.
+    Stream,
+    /// Per-CPU histograms in the kernel, no per-call records.
+    Kernel,
+    /// Both for every call (tests: the kernel's buckets against the records).
+    Both,
+}
+
+impl TraceMode {
+    /// The eBPF `TRACE_MODE` bits.
+    pub fn bits(self) -> u32 {
+        match self {
+            TraceMode::Stream => damon_common::MODE_STREAM,
+            TraceMode::Kernel => damon_common::MODE_KERNEL,
+            TraceMode::Both => damon_common::MODE_STREAM | damon_common::MODE_KERNEL,
+        }
+    }
+
+    /// As the capture's `meta.mode` says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceMode::Stream => "stream",
+            TraceMode::Kernel => "kernel",
+            TraceMode::Both => "both",
+        }
+    }
+
+    /// Whether each call goes to userspace as a record.
+    pub fn streams(self) -> bool {
+        self.bits() & damon_common::MODE_STREAM != 0
+    }
+
+    /// Whether the kernel buckets each call.
+    pub fn buckets_in_kernel(self) -> bool {
+        self.bits() & damon_common::MODE_KERNEL != 0
+    }
+}
+
+/// The trace mode and the kernel histograms' linear bucket width (used in kernel mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeConfig {
+    pub mode: TraceMode,
+    pub hist_width_ns: u64,
+}
+
+impl Default for ModeConfig {
+    fn default() -> ModeConfig {
+        ModeConfig {
+            mode: TraceMode::Stream,
+            hist_width_ns: damon_common::DEFAULT_HIST_WIDTH_NS,
+        }
+    }
+}
+
+/// One way of attaching a probe pair to a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AttachMethod {
+    /// fentry/fexit (BPF trampoline).
+    Fentry,
+    /// kprobe/kretprobe.
+    Kprobe,
+}
+
+impl AttachMethod {
+    pub const ALL: [AttachMethod; 2] = [AttachMethod::Fentry, AttachMethod::Kprobe];
+
+    /// As captures and the calibration name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttachMethod::Fentry => "fentry",
+            AttachMethod::Kprobe => "kprobe",
+        }
+    }
+
+    /// The status of a function attached this way.
+    pub fn state(self) -> AttachState {
+        match self {
+            AttachMethod::Fentry => AttachState::Fentry,
+            AttachMethod::Kprobe => AttachState::Kprobe,
+        }
+    }
+
+    /// The method a function was attached with, if it was attached.
+    pub fn of_state(state: AttachState) -> Option<AttachMethod> {
+        match state {
+            AttachState::Fentry => Some(AttachMethod::Fentry),
+            AttachState::Kprobe => Some(AttachMethod::Kprobe),
+            _ => None,
+        }
+    }
+}
+
+/// What the user asked for: one method, or `Auto` (the better one for this kernel first, the
+/// other as fallback; see `probe::attach`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachChoice {
+    Auto,
+    Only(AttachMethod),
+}
+
+impl From<AttachMethod> for AttachChoice {
+    fn from(m: AttachMethod) -> AttachChoice {
+        AttachChoice::Only(m)
+    }
+}
+
+/// One function to trace: its id in the records and its kernel symbol. Ids below
+/// [`damon_common::FIRST_USER_FUNC`] are the built-in functions (with their own programs, which
+/// read arguments); the others use the generic slot programs of their id (`--func NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracedFunction {
+    pub id: u32,
+    pub symbol: String,
+}
+
+impl TracedFunction {
+    pub fn builtin(f: FunctionId) -> TracedFunction {
+        TracedFunction {
+            id: f as u32,
+            symbol: f.symbol().to_owned(),
+        }
+    }
+
+    /// The built-in function this is, if it is one.
+    pub fn as_builtin(&self) -> Option<FunctionId> {
+        FunctionId::try_from(self.id)
+            .ok()
+            .filter(|f| f.symbol() == self.symbol)
+    }
+}
+
+/// The functions a user named: built-in ones (`--functions`) and any others (`--func`), not
+/// yet checked; `crate::selection` turns them into [`TracedFunction`]s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FunctionNames {
+    pub builtins: Vec<String>,
+    pub others: Vec<String>,
+}
+
+/// Whether a session measures the probe floor before it attaches (`record`, `live`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalibrationPlan {
+    /// Not measured: the capture says calibration was skipped.
+    Skip,
+    /// Measured with this many test runs per floor.
+    Measure { calls: u64 },
+}
+
+/// Everything a tracing session needs to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    pub functions: Vec<TracedFunction>,
+    pub attach: AttachChoice,
+    pub mode: ModeConfig,
+    /// Ring buffer size in bytes (a power of two, a page multiple).
+    pub ring_size: u32,
+    /// `None`: no calibration is stored at all (`serve` writes no capture).
+    pub calibration: Option<CalibrationPlan>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_say_what_the_kernel_does() {
+        assert!(TraceMode::Stream.streams() && !TraceMode::Stream.buckets_in_kernel());
+        assert!(!TraceMode::Kernel.streams() && TraceMode::Kernel.buckets_in_kernel());
+        assert!(TraceMode::Both.streams() && TraceMode::Both.buckets_in_kernel());
+        assert_eq!(
+            TraceMode::Both.bits(),
+            damon_common::MODE_STREAM | damon_common::MODE_KERNEL
+        );
+    }
+
+    #[test]
+    fn attach_methods_round_trip_through_states() {
+        for m in AttachMethod::ALL {
+            assert_eq!(AttachMethod::of_state(m.state()), Some(m));
+            assert_eq!(m.state().as_str(), m.as_str());
+        }
+        assert_eq!(AttachMethod::of_state(AttachState::Missing), None);
+    }
+
+    #[test]
+    fn builtins_are_recognised_by_id_and_symbol() {
+        let f = TracedFunction::builtin(FunctionId::ALL[0]);
+        assert_eq!(f.as_builtin(), Some(FunctionId::ALL[0]));
+        let renamed = TracedFunction {
+            id: f.id,
+            symbol: "vfs_read".to_owned(),
+        };
+        assert_eq!(renamed.as_builtin(), None);
+    }
+}
