@@ -14,6 +14,7 @@ pub mod initramfs;
 pub mod kernel;
 pub mod script;
 pub mod seed;
+pub mod shape;
 pub mod soak;
 pub mod testing;
 pub mod util;

@@ -10,7 +10,7 @@ use xtask::{
     demo::{self, Demo},
     kernel::{self, Kernel},
     seed::{self, Seed, SeedOptions},
-    soak,
+    shape, soak,
     testing::{self, TestOptions},
     vm::{self, Interactive, VmOptions},
 };
@@ -203,7 +203,11 @@ enum Cmd {
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
     },
-    /// Run every check: fmt, clippy, host tests, then the VM tests.
+    /// The code's shape: no import cycle among damon-user's top-level modules, the domain
+    /// importing neither commands nor cli nor clap, no file over 600 lines without a stated
+    /// reason, no function over 100 lines. Exit 1 when any is broken (also a `test` stage).
+    Shape,
+    /// Run every check: fmt, shape, clippy, host tests, then the VM tests.
     Test {
         /// Skip the VM tests (local iteration only; CI runs them).
         #[arg(long)]
@@ -415,6 +419,13 @@ fn real_main() -> Result<ExitCode> {
                 out_dir: xtask::util::target_dir().join("bench"),
             };
             if !bench::run(&opts)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Shape => {
+            let shape = shape::check(&xtask::util::workspace_root())?;
+            print!("{}", shape.render());
+            if !shape.ok() {
                 return Ok(ExitCode::FAILURE);
             }
         }

@@ -446,17 +446,13 @@ fn accounting_warnings(
     ring_size: u32,
     warnings: &mut Vec<String>,
 ) {
-    if f.calls != f.count + f.dropped + f.in_flight {
-        warnings.push(format!(
-            "{}: calls ({}) != records ({}) + dropped ({}) + in flight ({}): {} calls unaccounted",
-            f.name,
-            f.calls,
-            f.count,
-            f.dropped,
-            f.in_flight,
-            f.calls as i128 - (f.count + f.dropped + f.in_flight) as i128
-        ));
-    }
+    warnings.extend(crate::accounting::identity_warning(
+        &f.name,
+        f.calls,
+        f.count,
+        f.dropped,
+        f.in_flight,
+    ));
     if f.emitted != f.count {
         warnings.push(format!(
             "{}: the kernel wrote {} records into the ring buffer but the capture holds {}",
