@@ -1,6 +1,7 @@
 //! `damon-trace record`: trace for a while and write a capture.
 use std::{
     io::Write as _,
+    path::Path,
     process::ExitCode,
     time::{Duration, Instant},
 };
@@ -9,17 +10,16 @@ use anyhow::Context as _;
 
 use crate::{
     accounting::{accounting_warnings, function_name},
-    capture::format::CaptureWriter,
+    capture::{Summary, format::CaptureWriter},
     cli::RecordArgs,
-    session::{Session, StopReason, runtime_with_signals},
-    trace::{ModeConfig, TraceMode},
+    session::{Session, StopReason, StopSignals, runtime_with_signals},
+    trace::TraceMode,
 };
 
 pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let config =
         args.selection
             .session_config(args.mode, args.ring_size, Some(&args.calibration))?;
-    let mode = ModeConfig::from(args.mode).mode;
 
     let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
@@ -29,62 +29,12 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("creating capture {}", args.output.display()))?;
     writer.flush().context("writing the capture header")?;
 
-    let started = session.started();
-    let stop = runtime.block_on(async {
-        let deadline = tokio::time::sleep(args.duration);
-        tokio::pin!(deadline);
-        // Backup against a missed wake-up, and the cadence of status lines and file flushes
-        // (so a killed recorder loses at most about a second of records).
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut received = 0u64;
-        let mut batch = Vec::new();
-        let stop = loop {
-            let mut flush = false;
-            tokio::select! {
-                r = session.wait_and_drain(&mut batch) => r?,
-                _ = tick.tick() => {
-                    session.drain(&mut batch);
-                    flush = true;
-                }
-                _ = &mut deadline => break StopReason::Duration,
-                reason = signals.recv() => break reason,
-            }
-            // Interval boundary markers travel in the ring too, but are not records of calls.
-            received += batch
-                .iter()
-                .filter(|r| r.func != damon_common::AGGREGATION_MARK)
-                .count() as u64;
-            for r in batch.drain(..) {
-                writer.push(&r).context("writing the capture")?;
-            }
-            if flush {
-                writer.flush().context("writing the capture")?;
-                // Kernel mode: a cumulative snapshot a second, so a killed recorder's capture
-                // reads to its last one; the calls bucketed so far are the progress.
-                if session.buckets_in_kernel() {
-                    let snapshot = session
-                        .hist_snapshot()
-                        .context("reading the kernel's histograms")?;
-                    writer
-                        .push_snapshot(&snapshot)
-                        .context("writing the capture")?;
-                    if session.kernel_width_ns().is_some() {
-                        received = snapshot.functions.values().map(|(_, h)| h.count).sum();
-                    }
-                }
-                let what = if session.kernel_width_ns().is_some() {
-                    "calls bucketed"
-                } else {
-                    "records"
-                };
-                status_line(started, args.duration, received, what);
-            }
-        };
-        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            eprintln!();
-        }
-        anyhow::Ok(stop)
-    })?;
+    let stop = runtime.block_on(record_until_stopped(
+        &mut session,
+        &mut writer,
+        &mut signals,
+        args.duration,
+    ))?;
 
     let mut rest = Vec::new();
     let session_names = session.meta().functions.clone();
@@ -95,24 +45,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let written = writer
         .finish(&summary)
         .with_context(|| format!("finishing capture {}", args.output.display()))?;
-    let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
-    if mode == TraceMode::Kernel {
-        let bucketed: u64 = summary.kernel_hist.values().map(|h| h.count).sum();
-        eprintln!(
-            "wrote the kernel's histograms of {bucketed} calls ({calls} calls made) to {} in \
-             {:.1} s",
-            args.output.display(),
-            summary.duration_ns as f64 / 1e9
-        );
-    } else {
-        eprintln!(
-            "wrote {} records ({} calls made) to {} in {:.1} s",
-            written,
-            calls,
-            args.output.display(),
-            summary.duration_ns as f64 / 1e9
-        );
-    }
+    let mode = config.mode.mode;
+    print_end(&summary, mode, written, &args.output);
     let names = |id: u32| {
         session_names.iter().find(|f| f.id == id).map_or_else(
             || (function_name(id), ""),
@@ -129,6 +63,89 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         eprintln!("damon-trace: warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes what the ring brings until the duration ends or a stop signal comes, flushing the
+/// file (and, with kernel buckets, a cumulative snapshot) once a second.
+async fn record_until_stopped(
+    session: &mut Session,
+    writer: &mut CaptureWriter,
+    signals: &mut StopSignals,
+    duration: Duration,
+) -> anyhow::Result<StopReason> {
+    let started = session.started();
+    let deadline = tokio::time::sleep(duration);
+    tokio::pin!(deadline);
+    // Backup against a missed wake-up, and the cadence of status lines and file flushes
+    // (so a killed recorder loses at most about a second of records).
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut received = 0u64;
+    let mut batch = Vec::new();
+    let stop = loop {
+        let mut flush = false;
+        tokio::select! {
+            r = session.wait_and_drain(&mut batch) => r?,
+            _ = tick.tick() => {
+                session.drain(&mut batch);
+                flush = true;
+            }
+            _ = &mut deadline => break StopReason::Duration,
+            reason = signals.recv() => break reason,
+        }
+        // Interval boundary markers travel in the ring too, but are not records of calls.
+        received += batch
+            .iter()
+            .filter(|r| r.func != damon_common::AGGREGATION_MARK)
+            .count() as u64;
+        for r in batch.drain(..) {
+            writer.push(&r).context("writing the capture")?;
+        }
+        if flush {
+            writer.flush().context("writing the capture")?;
+            // Kernel mode: a cumulative snapshot a second, so a killed recorder's capture
+            // reads to its last one; the calls bucketed so far are the progress.
+            if session.buckets_in_kernel() {
+                let snapshot = session
+                    .hist_snapshot()
+                    .context("reading the kernel's histograms")?;
+                writer
+                    .push_snapshot(&snapshot)
+                    .context("writing the capture")?;
+                if session.kernel_width_ns().is_some() {
+                    received = snapshot.functions.values().map(|(_, h)| h.count).sum();
+                }
+            }
+            let what = if session.kernel_width_ns().is_some() {
+                "calls bucketed"
+            } else {
+                "records"
+            };
+            status_line(started, duration, received, what);
+        }
+    };
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!();
+    }
+    Ok(stop)
+}
+
+/// The last line: what was written where, and how many calls were made.
+fn print_end(summary: &Summary, mode: TraceMode, written: u64, output: &Path) {
+    let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
+    let secs = summary.duration_ns as f64 / 1e9;
+    if mode == TraceMode::Kernel {
+        let bucketed: u64 = summary.kernel_hist.values().map(|h| h.count).sum();
+        eprintln!(
+            "wrote the kernel's histograms of {bucketed} calls ({calls} calls made) to {} in \
+             {secs:.1} s",
+            output.display(),
+        );
+    } else {
+        eprintln!(
+            "wrote {written} records ({calls} calls made) to {} in {secs:.1} s",
+            output.display(),
+        );
+    }
 }
 
 /// Progress on stderr: rewritten in place on a terminal, a plain line every 5 s otherwise

@@ -525,3 +525,64 @@ pub fn after_attach(
         eprintln!("{line}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floor(attach: &str) -> Floor {
+        Floor {
+            attach: attach.to_owned(),
+            mode: "stream".to_owned(),
+            floor: None,
+            functions: Vec::new(),
+            between_functions_ns: 0.0,
+            uncertainty_ns: 0.0,
+            held_out: None,
+            untimed: 0,
+            error: None,
+            took_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_session_asks_for_the_floor_of_the_method_it_tries_first() {
+        let mode = ModeConfig {
+            mode: crate::trace::TraceMode::Kernel,
+            hist_width_ns: 7,
+        };
+        let only = |m| requests_for(AttachChoice::Only(m), mode);
+        assert_eq!(
+            only(AttachMethod::Kprobe),
+            [FloorRequest {
+                attach: AttachMethod::Kprobe,
+                mode
+            }]
+        );
+        assert_eq!(only(AttachMethod::Fentry)[0].attach, AttachMethod::Fentry);
+        // Auto: fentry, what auto picks wherever it can (before_session resolves it first
+        // on preemptible kernels); a fallback to kprobe is found by missing_floors.
+        let auto = requests_for(AttachChoice::Auto, mode);
+        assert_eq!(auto.len(), 1);
+        assert_eq!(auto[0].attach, AttachMethod::Fentry);
+        assert_eq!(auto[0].mode_name(), "kernel");
+        assert_eq!(auto[0].attach_name(), "fentry");
+    }
+
+    #[test]
+    fn missing_floors_are_the_used_methods_without_one_each_once() {
+        let mut cal = Calibration::not_run(CalibrationStatus::Ok, String::new());
+        cal.floors.push(floor("fentry"));
+        let used = [
+            AttachState::Fentry,
+            AttachState::Kprobe,
+            AttachState::Missing,
+            AttachState::Kprobe,
+            AttachState::Failed,
+        ];
+        assert_eq!(missing_floors(&cal, &used), [AttachMethod::Kprobe]);
+        cal.floors.push(floor("kprobe"));
+        assert!(missing_floors(&cal, &used).is_empty());
+        assert!(missing_floors(&cal, &[]).is_empty());
+    }
+}
