@@ -13,21 +13,21 @@
 #![feature(core_intrinsics)]
 
 use aya_ebpf::{
-    EbpfContext as _,
     bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
-    },
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, PerCpuArray, RingBuf},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use core::intrinsics::{AtomicOrdering, atomic_cxchg, atomic_xadd};
+
+mod args;
+use args::{Frame, dests_add_args, global, global64, hot_score_args, migrate_pages_args, no_args};
 use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
     CallRecord, Counter, DEFAULT_HIST_WIDTH_NS, DEFAULT_RING_BYTES, FunctionId, HIST_BUCKETS,
-    HistStats, MAX_FUNCS, MAX_IN_FLIGHT, MAX_NODE_RANGES, MODE_KERNEL, MODE_STREAM, NR_COUNTERS,
-    NodePfnRange, OFFSET_UNKNOWN, StampStack, hist_bucket, stamp_key,
+    HistStats, MAX_FUNCS, MAX_IN_FLIGHT, MODE_KERNEL, MODE_STREAM, NR_COUNTERS, StampStack,
+    hist_bucket, stamp_key,
 };
 
 /// What exit programs do with a timed call: [`MODE_STREAM`] and/or [`MODE_KERNEL`] bits, set by
@@ -64,187 +64,6 @@ fn wake_flags() -> u64 {
     } else {
         BPF_RB_NO_WAKEUP as u64
     }
-}
-
-/// Which node owns which page frames (from sysfs, filled by userspace).
-#[map(name = "NODE_PFNS")]
-static NODE_PFNS: Array<NodePfnRange> = Array::with_max_entries(MAX_NODE_RANGES, 0);
-
-/// Offsets in `struct damos_migrate_dests`, from BTF.
-#[unsafe(no_mangle)]
-static DESTS_NODE_ID_ARR_OFF: u32 = OFFSET_UNKNOWN;
-#[unsafe(no_mangle)]
-static DESTS_NR_OFF: u32 = OFFSET_UNKNOWN;
-/// Address of the kernel variable `vmemmap_base` (0 = unknown).
-#[unsafe(no_mangle)]
-static VMEMMAP_BASE_SYM: u64 = 0;
-/// `sizeof(struct page)` (0 = unknown).
-#[unsafe(no_mangle)]
-static PAGE_STRUCT_SIZE: u64 = 0;
-
-/// Byte offset of `nr_accesses` in `struct damon_region`, set by userspace from the running
-/// kernel's BTF (no CO-RE in Rust eBPF); [`OFFSET_UNKNOWN`] = not read.
-#[unsafe(no_mangle)]
-static REGION_NR_ACCESSES_OFF: u32 = OFFSET_UNKNOWN;
-/// Byte offset of `age` in `struct damon_region`, as above.
-#[unsafe(no_mangle)]
-static REGION_AGE_OFF: u32 = OFFSET_UNKNOWN;
-
-/// Reads a global that the loader may have rewritten (volatile, so the compiler does not fold
-/// the default in).
-#[inline(always)]
-fn global(v: &u32) -> u32 {
-    // SAFETY: a valid reference to a static.
-    unsafe { core::ptr::read_volatile(v) }
-}
-
-#[inline(always)]
-fn global64(v: &u64) -> u64 {
-    // SAFETY: a valid reference to a static.
-    unsafe { core::ptr::read_volatile(v) }
-}
-
-/// The `u64` at `addr` in kernel memory.
-#[inline(always)]
-fn kernel_u64(addr: u64) -> Option<u64> {
-    // SAFETY: the helper checks the address and fails instead of faulting.
-    unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
-}
-
-/// NUMA node of the folio at `folio` (a `struct folio *` = its head `struct page *`), -1 when
-/// unknown: pfn = (folio − vmemmap_base) / sizeof(struct page), then the node whose range
-/// holds the pfn. Exact on SPARSEMEM_VMEMMAP kernels, where the page array is linear.
-#[inline(always)]
-fn folio_nid(folio: u64) -> i64 {
-    let sym = global64(&VMEMMAP_BASE_SYM);
-    let size = global64(&PAGE_STRUCT_SIZE);
-    if sym == 0 || size == 0 || folio == 0 {
-        return -1;
-    }
-    let Some(base) = kernel_u64(sym) else {
-        return -1;
-    };
-    if folio < base || !(folio - base).is_multiple_of(size) {
-        return -1;
-    }
-    let pfn = (folio - base) / size;
-    for i in 0..MAX_NODE_RANGES {
-        if let Some(r) = NODE_PFNS.get(i)
-            && pfn >= r.start_pfn
-            && pfn < r.end_pfn
-        {
-            return r.nid as i64;
-        }
-    }
-    -1
-}
-
-/// The destination node `damos_va_migrate_dests_add` picks when the scheme has exactly one
-/// destination (then every folio goes there); -1 otherwise (none: `target_nid`, which this
-/// function does not see; several: weighted interleave by address, not recomputed here).
-#[inline(always)]
-fn single_dest_nid(dests: u64) -> i64 {
-    let (arr_off, nr_off) = (global(&DESTS_NODE_ID_ARR_OFF), global(&DESTS_NR_OFF));
-    if arr_off == OFFSET_UNKNOWN || nr_off == OFFSET_UNKNOWN || dests == 0 {
-        return -1;
-    }
-    if kernel_u64(dests + u64::from(nr_off)) != Some(1) {
-        return -1;
-    }
-    let Some(arr) = kernel_u64(dests + u64::from(arr_off)) else {
-        return -1;
-    };
-    if arr == 0 {
-        return -1;
-    }
-    // SAFETY: the helper checks the address and fails instead of faulting.
-    unsafe { bpf_probe_read_kernel(arr as *const u32) }
-        .map(i64::from)
-        .unwrap_or(-1)
-}
-
-/// The `u32` at `base + off` in kernel memory; 0 when the offset is unknown or the read fails.
-#[inline(always)]
-fn kernel_u32(base: u64, off: u32) -> i64 {
-    if off == OFFSET_UNKNOWN || base == 0 {
-        return 0;
-    }
-    // SAFETY: the helper checks the address and fails instead of faulting.
-    unsafe { bpf_probe_read_kernel((base + u64::from(off)) as *const u32) }
-        .map(i64::from)
-        .unwrap_or(0)
-}
-
-/// Raw 64-bit argument `n` of the traced function, for both attach modes.
-trait Args {
-    fn raw(&self, n: usize) -> u64;
-}
-
-impl Args for FEntryContext {
-    /// Copied out of the context with the helper rather than loaded: a load gives the verifier
-    /// a typed BTF pointer (`struct folio *`), on which it refuses the arithmetic that turns a
-    /// folio into a pfn; the copy is a plain number, as in kprobe mode.
-    #[inline(always)]
-    fn raw(&self, n: usize) -> u64 {
-        let slot = (self.as_ptr() as *const u64).wrapping_add(n);
-        // SAFETY: the helper checks the address and fails instead of faulting.
-        unsafe { bpf_probe_read_kernel(slot) }.unwrap_or(0)
-    }
-}
-
-impl Args for ProbeContext {
-    #[inline(always)]
-    fn raw(&self, n: usize) -> u64 {
-        self.arg(n).unwrap_or(0)
-    }
-}
-
-/// The invocation a probe runs for (see [`StampStack`]): equal in the entry and the exit probe
-/// of one call, different for any two calls open at the same moment.
-trait Frame {
-    fn frame(&self) -> u64;
-}
-
-/// fentry and fexit of one call receive the same context: the argument area on the
-/// trampoline's stack frame (`arch_prepare_bpf_trampoline` passes `rbp - regs_off` to both).
-/// Kept as a number, which needs a privileged loader (pointer leaks into a map).
-impl Frame for FEntryContext {
-    #[inline(always)]
-    fn frame(&self) -> u64 {
-        self.as_ptr() as u64
-    }
-}
-
-impl Frame for FExitContext {
-    #[inline(always)]
-    fn frame(&self) -> u64 {
-        self.as_ptr() as u64
-    }
-}
-
-/// At a function-entry kprobe `sp` points at the return address (the rethook saves and
-/// replaces it there); at the return probe `sp` is one word above it, the return address
-/// popped. Both are the stack pointer just after the call returns.
-impl Frame for ProbeContext {
-    #[inline(always)]
-    fn frame(&self) -> u64 {
-        // SAFETY: the context of a kprobe program is the probed task's pt_regs.
-        unsafe { (*self.regs).rsp }.wrapping_add(8)
-    }
-}
-
-impl Frame for RetProbeContext {
-    #[inline(always)]
-    fn frame(&self) -> u64 {
-        // SAFETY: as above.
-        unsafe { (*self.regs).rsp }
-    }
-}
-
-/// No arguments kept.
-#[inline(always)]
-fn no_args(_a: &impl Args) -> [i64; 2] {
-    [0, 0]
 }
 
 #[map(name = "EVENTS")]
@@ -496,29 +315,6 @@ macro_rules! traced {
             0
         }
     };
-}
-
-/// `damon_hot_score`: the region's `nr_accesses` and `age`, the score's inputs.
-#[inline(always)]
-fn hot_score_args(a: &impl Args) -> [i64; 2] {
-    let region = a.raw(1);
-    [
-        kernel_u32(region, global(&REGION_NR_ACCESSES_OFF)),
-        kernel_u32(region, global(&REGION_AGE_OFF)),
-    ]
-}
-
-/// `damos_va_migrate_dests_add(struct folio *, struct vm_area_struct *, unsigned long,
-/// struct damos_migrate_dests *, struct list_head *)`: the folio's node and its destination.
-#[inline(always)]
-fn dests_add_args(a: &impl Args) -> [i64; 2] {
-    [folio_nid(a.raw(0)), single_dest_nid(a.raw(3))]
-}
-
-/// `damon_migrate_pages`: `int target_nid`.
-#[inline(always)]
-fn migrate_pages_args(a: &impl Args) -> [i64; 2] {
-    [i64::from(a.raw(1) as i32), 0]
 }
 
 // int damon_hot_score(struct damon_ctx *, struct damon_region *, struct damos *)
