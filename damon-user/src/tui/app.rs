@@ -500,5 +500,4 @@ impl App {
 }
 
 #[cfg(test)]
-#[path = "app_tests.rs"]
 mod tests;

@@ -299,5 +299,4 @@ fn narrowed(
 }
 
 #[cfg(test)]
-#[path = "run_tests.rs"]
 mod run_tests;

@@ -319,8 +319,6 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
 #[cfg(test)]
 mod interval_snapshot_tests;
 #[cfg(test)]
-#[path = "kernel_snapshot_tests.rs"]
 mod kernel_snapshot_tests;
 #[cfg(test)]
-#[path = "snapshot_tests.rs"]
 mod snapshot_tests;
