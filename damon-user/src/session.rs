@@ -100,7 +100,8 @@ impl StopSignals {
     }
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+/// Clock `clock` now, in ns.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -142,17 +142,7 @@ fn getppid_loop(n: u64) {
 }
 
 fn clock_ns() -> u64 {
-    read_clock(libc::CLOCK_MONOTONIC)
-}
-
-fn read_clock(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write into.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::session::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// What one measured path did. Rates are per second of this thread's CPU time: on a shared
@@ -174,7 +164,7 @@ impl Measured {
 }
 
 fn thread_cpu() -> Duration {
-    Duration::from_nanos(read_clock(libc::CLOCK_THREAD_CPUTIME_ID))
+    Duration::from_nanos(crate::session::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID))
 }
 
 /// Drains `image` again and again (the consumer wrapping round the ring) until `total` records
