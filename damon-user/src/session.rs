@@ -17,10 +17,10 @@ use crate::{
     cli::{CalibrationArgs, ModeArgs, Selection},
     doctor,
     probe::{
-        attach::{LoadOptions, Tracer},
         calibrate,
         kernel::KernelIdentity,
         ring::RingReader,
+        tracer::{LoadOptions, Tracer},
     },
     record::select_functions,
 };

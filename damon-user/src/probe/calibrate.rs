@@ -53,8 +53,9 @@ use crate::{
     capture::AttachState,
     cli::{AttachChoice, CalibrateArgs, CalibrationArgs, ModeArgs, TraceMode},
     probe::{
-        attach::{LoadOptions, TracedFunction, Tracer},
+        attach::TracedFunction,
         ring::decode,
+        tracer::{LoadOptions, Tracer},
     },
     stats::calibration::{
         Calibration, CalibrationStatus, Floor, FloorBucket, FloorDistribution, FunctionMedian,
