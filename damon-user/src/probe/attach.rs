@@ -10,7 +10,7 @@ use crate::{
     capture::AttachState,
     cli::AttachChoice,
     probe::{
-        kernel::btf_has_function,
+        kernel::{Kallsyms, SymbolPresence, btf_has_function},
         programs::{Mode, program_names},
     },
 };
@@ -68,17 +68,8 @@ pub fn describe_error(err: &ProgramError) -> String {
             io_error
         }
         ProgramError::SyscallError(e) => &e.io_error,
-        other => {
-            // Keep the whole chain: aya's top-level message alone can be just a path.
-            let mut msg = other.to_string();
-            let mut source = std::error::Error::source(other);
-            while let Some(s) = source {
-                msg.push_str(": ");
-                msg.push_str(&s.to_string());
-                source = s.source();
-            }
-            return msg;
-        }
+        // Keep the whole chain: aya's top-level message alone can be just a path.
+        other => return error_chain(other),
     };
     let hint = match io.raw_os_error() {
         Some(libc::EPERM) => {
@@ -92,6 +83,18 @@ pub fn describe_error(err: &ProgramError) -> String {
         _ => "",
     };
     format!("{io}{hint}")
+}
+
+/// An error's message followed by those of its sources, each after `: `.
+pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut msg = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
 }
 
 /// Kernel-internal ENOTSUPP, which leaks to userspace from some BPF paths.
@@ -147,9 +150,48 @@ pub(super) enum AttachOrder {
     KprobeThenFentry,
 }
 
+/// Attaches `func` if the kernel has it as a plain function; otherwise says why not (missing,
+/// or inlined with only compiler clones left). `auto_note` is the detail of a function that
+/// `--attach auto` put on kprobes.
+pub(super) fn attach_present(
+    bpf: &mut Ebpf,
+    kallsyms: &Kallsyms,
+    func: &TracedFunction,
+    order: AttachOrder,
+    auto_note: &Option<String>,
+    btf: Option<&Btf>,
+) -> (AttachState, Option<String>) {
+    match kallsyms.presence(&func.symbol) {
+        SymbolPresence::Absent => (
+            AttachState::Missing,
+            Some("not in /proc/kallsyms: this kernel does not have the function".to_owned()),
+        ),
+        SymbolPresence::ClonesOnly(c) => (
+            AttachState::Inlined,
+            Some(format!(
+                "only compiler clones exist ({}); the plain function was inlined{}",
+                c.join(", "),
+                if func.as_builtin().is_none() {
+                    format!("; trace a clone with --func {} (kprobe)", c[0])
+                } else {
+                    String::new()
+                }
+            )),
+        ),
+        SymbolPresence::Present => {
+            let (state, detail) = attach_one(bpf, func, order, btf);
+            let detail = match (auto_note, state) {
+                (Some(note), AttachState::Kprobe) if detail.is_none() => Some(note.clone()),
+                _ => detail,
+            };
+            (state, detail)
+        }
+    }
+}
+
 /// Attaches one function according to the user's choice; returns the state and, for a fallback
 /// or failure, why.
-pub(super) fn attach_one(
+fn attach_one(
     bpf: &mut Ebpf,
     func: &TracedFunction,
     order: AttachOrder,
@@ -268,42 +310,56 @@ where
 }
 
 /// Exit first, then entry: a call that starts while the slow attach runs then either has both
-/// probes or only the exit (counted as an orphan), never an entry without its exit.
+/// probes or only the exit (counted as an orphan), never an entry without its exit. On failure
+/// neither program stays loaded.
+fn attach_pair(
+    bpf: &mut Ebpf,
+    func: &TracedFunction,
+    mode: Mode,
+    attach_exit: impl FnOnce(&mut Ebpf, &str) -> Result<(), ProgramError>,
+    attach_entry: impl FnOnce(&mut Ebpf, &str) -> Result<(), ProgramError>,
+) -> Result<(), ProgramError> {
+    let (entry, exit) = program_names(func, mode);
+    let attached = attach_exit(bpf, &exit).and_then(|()| attach_entry(bpf, &entry));
+    if attached.is_err() {
+        unload_pair(bpf, func, mode);
+    }
+    attached
+}
+
+/// Attaches `func`'s fentry/fexit pair, in [`attach_pair`]'s order.
 pub(super) fn attach_fentry(
     bpf: &mut Ebpf,
     func: &TracedFunction,
     btf: &Btf,
 ) -> Result<(), ProgramError> {
-    let (entry, exit) = program_names(func, Mode::Fentry);
-    let attached = (|| {
-        let fexit: &mut FExit = program(bpf, &exit)?;
-        fexit.load(&func.symbol, btf)?;
-        fexit.attach()?;
-        let fentry: &mut FEntry = program(bpf, &entry)?;
-        fentry.load(&func.symbol, btf)?;
-        fentry.attach().map(|_| ())
-    })();
-    if attached.is_err() {
-        unload_pair(bpf, func, Mode::Fentry);
-    }
-    attached
+    let target = func.symbol.as_str();
+    attach_pair(
+        bpf,
+        func,
+        Mode::Fentry,
+        |bpf, name| {
+            let fexit: &mut FExit = program(bpf, name)?;
+            fexit.load(target, btf)?;
+            fexit.attach().map(|_| ())
+        },
+        |bpf, name| {
+            let fentry: &mut FEntry = program(bpf, name)?;
+            fentry.load(target, btf)?;
+            fentry.attach().map(|_| ())
+        },
+    )
 }
 
-/// Same order as [`attach_fentry`].
+/// Attaches `func`'s kprobe/kretprobe pair, in [`attach_pair`]'s order.
 pub(super) fn attach_kprobe(bpf: &mut Ebpf, func: &TracedFunction) -> Result<(), ProgramError> {
-    let (entry, exit) = program_names(func, Mode::Kprobe);
-    let attached = (|| {
-        let kret: &mut KProbe = program(bpf, &exit)?;
-        kret.load()?;
-        kret.attach(func.symbol.as_str(), 0)?;
-        let kprobe: &mut KProbe = program(bpf, &entry)?;
+    let target = func.symbol.as_str();
+    let kprobe = |bpf: &mut Ebpf, name: &str| {
+        let kprobe: &mut KProbe = program(bpf, name)?;
         kprobe.load()?;
-        kprobe.attach(func.symbol.as_str(), 0).map(|_| ())
-    })();
-    if attached.is_err() {
-        unload_pair(bpf, func, Mode::Kprobe);
-    }
-    attached
+        kprobe.attach(target, 0).map(|_| ())
+    };
+    attach_pair(bpf, func, Mode::Kprobe, kprobe, kprobe)
 }
 
 pub(super) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: Mode) {

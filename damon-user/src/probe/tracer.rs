@@ -22,9 +22,9 @@ use crate::{
     capture::{AttachState, FunctionCounters, FunctionStatus},
     cli::AttachChoice,
     probe::{
-        attach::{TracedFunction, attach_one, describe_error, program, resolve_auto, unload},
+        attach::{TracedFunction, attach_present, describe_error, program, resolve_auto, unload},
         globals::{field_offsets, stamp_map_entries},
-        kernel::{Kallsyms, SymbolPresence},
+        kernel::Kallsyms,
         programs::{CALIB_TRIGGER, CALIB_TRIGGER_TARGET, EBPF_OBJECT, Mode, program_names},
     },
 };
@@ -49,6 +49,13 @@ pub struct Tracer {
     /// Per function id, the kernel's skip counts (entry, exit) read just before each program
     /// was unloaded: after [`Tracer::detach`] the programs are gone, their counts stay here.
     final_skips: BTreeMap<u32, (Option<u64>, Option<u64>)>,
+}
+
+/// The entry or the exit program of a traced function.
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Entry,
+    Exit,
 }
 
 /// How often [`Tracer::collect_stamps`] looks at the stamp map.
@@ -84,85 +91,16 @@ impl Tracer {
             .filter_map(TracedFunction::as_builtin)
             .collect();
         let (offsets, globals64, node_ranges, args) = field_offsets(&builtins);
-        let hist_width = opts.hist_width_ns.max(1);
-        // Batched wake-ups: the reader is woken when a sixteenth of the ring waits, and
-        // drains on its own short timer (`RingReader`) in between.
-        // (Benchmarks compare with the kernel's default, a wake-up whenever the reader has
-        // caught up, by setting DAMON_TRACE_WAKE_EVERY_RECORD=1.)
-        let wake_bytes = if std::env::var_os("DAMON_TRACE_WAKE_EVERY_RECORD").is_some() {
-            0
-        } else {
-            u64::from(opts.ring_size / damon_common::RING_WAKE_DIVISOR)
-        };
-        let mut loader = EbpfLoader::new();
-        loader.override_global(damon_common::GLOBAL_RING_WAKE_BYTES, &wake_bytes, true);
-        loader.override_global(GLOBAL_TRACE_MODE, &opts.trace_mode, true);
-        loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
-        for (global, off) in &offsets {
-            loader.override_global(global, off, true);
-        }
-        for (global, v) in &globals64 {
-            loader.override_global(global, v, true);
-        }
-        loader.map_max_entries(MAP_STAMPS, stamp_map_entries());
-        if opts.trace_mode & damon_common::MODE_KERNEL == 0 {
-            // Stream mode never touches the histograms: one entry each instead of ~70 KiB per
-            // CPU.
-            loader.map_max_entries(MAP_HIST, 1);
-            loader.map_max_entries(MAP_HIST_STATS, 1);
-        }
-        let mut bpf = loader
-            .btf(btf.as_ref())
-            .map_max_entries(MAP_EVENTS, opts.ring_size)
-            .load(EBPF_OBJECT)
-            .context(
-                "creating the BPF maps (ring buffer, counters, stamps); run `damon-trace doctor`",
-            )?;
-        if !node_ranges.is_empty() {
-            let mut map: aya::maps::Array<_, damon_common::NodePfnRange> =
-                aya::maps::Array::try_from(
-                    bpf.map_mut(damon_common::MAP_NODE_PFNS)
-                        .context("the node pfn map is missing from the eBPF object")?,
-                )?;
-            for (i, r) in node_ranges.iter().enumerate() {
-                map.set(i as u32, r, 0)
-                    .context("filling the node pfn map")?;
-            }
-        }
+        let mut bpf = load_object(opts, &offsets, &globals64, btf.as_ref())?;
+        fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
         let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
         let mut attached = Vec::new();
         let mut statuses = Vec::new();
         let (choice, auto_note) = resolve_auto(opts.attach);
         for func in &opts.functions {
-            let (state, detail) = match kallsyms.presence(&func.symbol) {
-                SymbolPresence::Absent => (
-                    AttachState::Missing,
-                    Some(
-                        "not in /proc/kallsyms: this kernel does not have the function".to_owned(),
-                    ),
-                ),
-                SymbolPresence::ClonesOnly(c) => (
-                    AttachState::Inlined,
-                    Some(format!(
-                        "only compiler clones exist ({}); the plain function was inlined{}",
-                        c.join(", "),
-                        if func.as_builtin().is_none() {
-                            format!("; trace a clone with --func {} (kprobe)", c[0])
-                        } else {
-                            String::new()
-                        }
-                    )),
-                ),
-                SymbolPresence::Present => {
-                    let (state, detail) = attach_one(&mut bpf, func, choice, btf.as_ref());
-                    let detail = match (&auto_note, state) {
-                        (Some(note), AttachState::Kprobe) if detail.is_none() => Some(note.clone()),
-                        _ => detail,
-                    };
-                    (state, detail)
-                }
-            };
+            let (state, detail) =
+                attach_present(&mut bpf, &kallsyms, func, choice, &auto_note, btf.as_ref());
             match state {
                 AttachState::Fentry => attached.push((func.clone(), Mode::Fentry)),
                 AttachState::Kprobe => attached.push((func.clone(), Mode::Kprobe)),
@@ -240,23 +178,32 @@ impl Tracer {
         // Boundaries off first: calls after the last boundary are counted as outside any
         // complete interval, never lost.
         crate::probe::intervals::detach(&mut self.bpf);
-        for (func, mode) in &self.attached {
-            let (entry, _) = program_names(func, *mode);
-            let skipped = self.skipped_runs(&entry, *mode);
-            self.final_skips.entry(func.id).or_default().0 = skipped;
-            unload(&mut self.bpf, &entry, *mode);
-        }
+        self.unload_side(Side::Entry);
         // Calls can be long (a damon_migrate_pages call takes ~0.1 s under emulation): wait, up
         // to a bound, until no stamp is left, so they end as records rather than in flight.
         let deadline = std::time::Instant::now() + EXIT_GRACE;
         while self.open_calls() > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
+        self.unload_side(Side::Exit);
+    }
+
+    /// Unloads every attached function's entry (or exit) program, keeping the kernel's skip
+    /// count of it as read just before.
+    fn unload_side(&mut self, side: Side) {
         for (func, mode) in &self.attached {
-            let (_, exit) = program_names(func, *mode);
-            let skipped = self.skipped_runs(&exit, *mode);
-            self.final_skips.entry(func.id).or_default().1 = skipped;
-            unload(&mut self.bpf, &exit, *mode);
+            let (entry, exit) = program_names(func, *mode);
+            let name = match side {
+                Side::Entry => entry,
+                Side::Exit => exit,
+            };
+            let skipped = self.skipped_runs(&name, *mode);
+            let saved = self.final_skips.entry(func.id).or_default();
+            match side {
+                Side::Entry => saved.0 = skipped,
+                Side::Exit => saved.1 = skipped,
+            }
+            unload(&mut self.bpf, &name, *mode);
         }
     }
 
@@ -469,6 +416,66 @@ impl Tracer {
         }
         Ok(prog.fd()?.as_fd())
     }
+}
+
+/// Loads the eBPF object with the globals and map sizes of this session written into it (the
+/// programs are loaded into the kernel later, one by one, as they are attached).
+fn load_object(
+    opts: &LoadOptions,
+    offsets: &[(&'static str, u32)],
+    globals64: &[(&'static str, u64)],
+    btf: Option<&Btf>,
+) -> anyhow::Result<Ebpf> {
+    let hist_width = opts.hist_width_ns.max(1);
+    // Batched wake-ups: the reader is woken when a sixteenth of the ring waits, and
+    // drains on its own short timer (`RingReader`) in between.
+    // (Benchmarks compare with the kernel's default, a wake-up whenever the reader has
+    // caught up, by setting DAMON_TRACE_WAKE_EVERY_RECORD=1.)
+    let wake_bytes = if std::env::var_os("DAMON_TRACE_WAKE_EVERY_RECORD").is_some() {
+        0
+    } else {
+        u64::from(opts.ring_size / damon_common::RING_WAKE_DIVISOR)
+    };
+    let mut loader = EbpfLoader::new();
+    loader.override_global(damon_common::GLOBAL_RING_WAKE_BYTES, &wake_bytes, true);
+    loader.override_global(GLOBAL_TRACE_MODE, &opts.trace_mode, true);
+    loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
+    for (global, off) in offsets {
+        loader.override_global(global, off, true);
+    }
+    for (global, v) in globals64 {
+        loader.override_global(global, v, true);
+    }
+    loader.map_max_entries(MAP_STAMPS, stamp_map_entries());
+    if opts.trace_mode & damon_common::MODE_KERNEL == 0 {
+        // Stream mode never touches the histograms: one entry each instead of ~70 KiB per
+        // CPU.
+        loader.map_max_entries(MAP_HIST, 1);
+        loader.map_max_entries(MAP_HIST_STATS, 1);
+    }
+    loader
+        .btf(btf)
+        .map_max_entries(MAP_EVENTS, opts.ring_size)
+        .load(EBPF_OBJECT)
+        .context("creating the BPF maps (ring buffer, counters, stamps); run `damon-trace doctor`")
+}
+
+/// Writes the memory nodes' pfn ranges into their map (nothing when none were found).
+fn fill_node_pfns(
+    bpf: &mut Ebpf,
+    node_ranges: &[damon_common::NodePfnRange],
+) -> anyhow::Result<()> {
+    if !node_ranges.is_empty() {
+        let mut map: aya::maps::Array<_, damon_common::NodePfnRange> = aya::maps::Array::try_from(
+            bpf.map_mut(damon_common::MAP_NODE_PFNS)
+                .context("the node pfn map is missing from the eBPF object")?,
+        )?;
+        for (i, r) in node_ranges.iter().enumerate() {
+            map.set(i as u32, r, 0)
+                .context("filling the node pfn map")?;
+        }
+    }
+    Ok(())
 }
 
 /// Per-CPU [`HistStats`] summed: counts and sums added, min over CPUs that saw a call, max.
