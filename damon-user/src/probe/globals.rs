@@ -2,7 +2,12 @@
 //! read from BTF and sysfs, and the stamp map's size.
 use std::path::Path;
 
-use damon_common::FunctionId;
+use damon_common::{
+    FunctionId, GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_PAGE_STRUCT_SIZE,
+    GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF, GLOBAL_VMEMMAP_BASE_SYM, OFFSET_UNKNOWN,
+};
+
+use crate::capture::ArgStatus;
 
 /// Test knob: the environment variable that sets the stamp map's size (see
 /// [`stamp_map_entries`]).
@@ -27,19 +32,16 @@ pub(super) type Fields = (
     Vec<(&'static str, u32)>,
     Vec<(&'static str, u64)>,
     Vec<damon_common::NodePfnRange>,
-    Vec<crate::capture::ArgStatus>,
+    Vec<ArgStatus>,
 );
+
+/// The kernel's BTF as parsed for the field offsets, or why it could not be.
+type ParsedBtf = Result<crate::probe::btf::Btf, String>;
 
 /// The struct field offsets and kernel facts the programs need ([`OFFSET_UNKNOWN`] / 0 where
 /// they cannot be found) and what each function's records will carry.
 pub(super) fn field_offsets(functions: &[FunctionId]) -> Fields {
-    use damon_common::{
-        GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_PAGE_STRUCT_SIZE,
-        GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF, GLOBAL_VMEMMAP_BASE_SYM,
-        OFFSET_UNKNOWN,
-    };
     let parsed = crate::probe::btf::Btf::from_sys_fs();
-    let btf = || parsed.as_ref().map_err(Clone::clone);
     let mut globals = Vec::new();
     let mut globals64 = Vec::new();
     let mut ranges = Vec::new();
@@ -49,67 +51,17 @@ pub(super) fn field_offsets(functions: &[FunctionId]) -> Fields {
         if names.iter().all(|n| n.is_empty()) {
             continue;
         }
-        let mut status = crate::capture::ArgStatus {
+        let mut status = ArgStatus {
             function: func.symbol().to_owned(),
             recorded: Vec::new(),
             missing: Vec::new(),
             detail: None,
         };
         match func {
-            FunctionId::DamonHotScore => {
-                for (field, global) in [
-                    ("nr_accesses", GLOBAL_REGION_NR_ACCESSES_OFF),
-                    ("age", GLOBAL_REGION_AGE_OFF),
-                ] {
-                    match btf().and_then(|b| b.int_member_offset("damon_region", field, 4)) {
-                        Ok(off) => {
-                            globals.push((global, off));
-                            status.recorded.push(field.to_owned());
-                        }
-                        Err(e) => {
-                            globals.push((global, OFFSET_UNKNOWN));
-                            status.missing.push(field.to_owned());
-                            status.detail = Some(format!("struct damon_region.{field}: {e}"));
-                        }
-                    }
-                }
-            }
+            FunctionId::DamonHotScore => region_fields(&parsed, &mut globals, &mut status),
             FunctionId::DamosVaMigrateDestsAdd => {
-                let folio = (|| {
-                    let sym = crate::probe::folio_node::data_symbol_address("vmemmap_base")?;
-                    let size = btf()?.struct_size("page")?;
-                    let r = crate::probe::folio_node::node_pfn_ranges(Path::new("/sys"))?;
-                    Ok::<_, String>((sym, size, r))
-                })();
-                match folio {
-                    Ok((sym, size, r)) => {
-                        globals64.push((GLOBAL_VMEMMAP_BASE_SYM, sym));
-                        globals64.push((GLOBAL_PAGE_STRUCT_SIZE, u64::from(size)));
-                        ranges = r;
-                        status.recorded.push("folio_nid".to_owned());
-                    }
-                    Err(e) => {
-                        status.missing.push("folio_nid".to_owned());
-                        status.detail = Some(format!("folio node: {e}"));
-                    }
-                }
-                let dests = btf().and_then(|b| {
-                    Ok((
-                        b.ptr_member_offset("damos_migrate_dests", "node_id_arr")?,
-                        b.int_member_offset("damos_migrate_dests", "nr_dests", 8)?,
-                    ))
-                });
-                match dests {
-                    Ok((arr, nr)) => {
-                        globals.push((GLOBAL_DESTS_NODE_ID_ARR_OFF, arr));
-                        globals.push((GLOBAL_DESTS_NR_OFF, nr));
-                        status.recorded.push("dest_nid".to_owned());
-                    }
-                    Err(e) => {
-                        status.missing.push("dest_nid".to_owned());
-                        status.detail = Some(format!("destination node: {e}"));
-                    }
-                }
+                folio_node_fields(&parsed, &mut globals64, &mut ranges, &mut status);
+                dests_fields(&parsed, &mut globals, &mut status);
             }
             _ => status.recorded.extend(
                 names
@@ -121,4 +73,77 @@ pub(super) fn field_offsets(functions: &[FunctionId]) -> Fields {
         statuses.push(status);
     }
     (globals, globals64, ranges, statuses)
+}
+
+/// Notes in `status` whether `field` is recorded, or, with `what` and the error, why not.
+fn note(status: &mut ArgStatus, field: &str, what: &str, found: &Result<(), String>) {
+    match found {
+        Ok(()) => status.recorded.push(field.to_owned()),
+        Err(e) => {
+            status.missing.push(field.to_owned());
+            status.detail = Some(format!("{what}: {e}"));
+        }
+    }
+}
+
+/// `damon_hot_score`: the offsets of `struct damon_region`'s `nr_accesses` and `age`.
+fn region_fields(
+    parsed: &ParsedBtf,
+    globals: &mut Vec<(&'static str, u32)>,
+    status: &mut ArgStatus,
+) {
+    for (field, global) in [
+        ("nr_accesses", GLOBAL_REGION_NR_ACCESSES_OFF),
+        ("age", GLOBAL_REGION_AGE_OFF),
+    ] {
+        let off = parsed
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|b| b.int_member_offset("damon_region", field, 4));
+        globals.push((global, *off.as_ref().unwrap_or(&OFFSET_UNKNOWN)));
+        let what = format!("struct damon_region.{field}");
+        note(status, field, &what, &off.map(drop));
+    }
+}
+
+/// `damos_va_migrate_dests_add`'s folio node: `vmemmap_base`, the size of `struct page` and
+/// the nodes' pfn ranges.
+fn folio_node_fields(
+    parsed: &ParsedBtf,
+    globals64: &mut Vec<(&'static str, u64)>,
+    ranges: &mut Vec<damon_common::NodePfnRange>,
+    status: &mut ArgStatus,
+) {
+    let folio = (|| {
+        let sym = crate::probe::folio_node::data_symbol_address("vmemmap_base")?;
+        let size = parsed.as_ref().map_err(Clone::clone)?.struct_size("page")?;
+        let r = crate::probe::folio_node::node_pfn_ranges(Path::new("/sys"))?;
+        Ok::<_, String>((sym, size, r))
+    })();
+    let found = folio.map(|(sym, size, r)| {
+        globals64.push((GLOBAL_VMEMMAP_BASE_SYM, sym));
+        globals64.push((GLOBAL_PAGE_STRUCT_SIZE, u64::from(size)));
+        *ranges = r;
+    });
+    note(status, "folio_nid", "folio node", &found);
+}
+
+/// `damos_va_migrate_dests_add`'s destination: the offsets of `struct damos_migrate_dests`'s
+/// `node_id_arr` and `nr_dests`.
+fn dests_fields(
+    parsed: &ParsedBtf,
+    globals: &mut Vec<(&'static str, u32)>,
+    status: &mut ArgStatus,
+) {
+    let dests = parsed.as_ref().map_err(Clone::clone).and_then(|b| {
+        Ok((
+            b.ptr_member_offset("damos_migrate_dests", "node_id_arr")?,
+            b.int_member_offset("damos_migrate_dests", "nr_dests", 8)?,
+        ))
+    });
+    let found = dests.map(|(arr, nr)| {
+        globals.push((GLOBAL_DESTS_NODE_ID_ARR_OFF, arr));
+        globals.push((GLOBAL_DESTS_NR_OFF, nr));
+    });
+    note(status, "dest_nid", "destination node", &found);
 }
