@@ -2,7 +2,10 @@
 //! "leaves no trace" check and the tests that assert it).
 use serde::Serialize;
 
-use crate::probe::programs::{MAP_NAMES, all_program_names};
+use crate::probe::{
+    attach::error_chain,
+    programs::{MAP_NAMES, all_program_names},
+};
 
 /// The kernel keeps this many characters of a program or map name (BPF_OBJ_NAME_LEN - 1).
 const KERNEL_NAME_LEN: usize = 15;
@@ -93,75 +96,92 @@ pub fn list_bpf_objects() -> BpfObjects {
     let mut out = BpfObjects::default();
     let mut errors: Vec<String> = Vec::new();
     let mut note = |what: &str, e: &dyn std::error::Error| {
-        let mut msg = e.to_string();
-        let mut source = e.source();
-        while let Some(s) = source {
-            msg.push_str(": ");
-            msg.push_str(&s.to_string());
-            source = s.source();
-        }
+        let msg = error_chain(e);
         if !msg.contains("No such file or directory") {
             errors.push(format!("listing {what}: {msg}"));
         }
     };
-    let prog_names = our_program_names();
-    for p in aya::programs::loaded_programs() {
-        match p {
-            Ok(p) => {
-                let name = kernel_name(p.name());
-                out.programs.push(BpfObject {
-                    id: p.id(),
-                    kind: type_name(format!("{:?}", p.program_type()), "BPF_PROG_TYPE_"),
-                    ours: prog_names.contains(&name),
-                    name: Some(name),
-                    program_id: None,
-                });
-            }
-            Err(e) => note("programs", &e),
-        }
-    }
-    let map_names = our_map_names();
-    for m in aya::maps::loaded_maps() {
-        match m {
-            Ok(m) => {
-                let name = kernel_name(m.name());
-                let kind = m.map_type().map_or_else(
-                    |_| "unknown".to_owned(),
-                    |t| type_name(format!("{t:?}"), ""),
-                );
-                out.maps.push(BpfObject {
-                    id: m.id(),
-                    kind,
-                    ours: map_names.contains(&name),
-                    name: Some(name),
-                    program_id: None,
-                });
-            }
-            Err(e) => note("maps", &e),
-        }
-    }
-    for l in aya::programs::loaded_links() {
-        match l {
-            Ok(l) => {
-                let prog = l.program_id();
-                let kind = l.link_type().map_or_else(
-                    |_| "unknown".to_owned(),
-                    |t| type_name(format!("{t:?}"), ""),
-                );
-                out.links.push(BpfObject {
-                    id: l.id(),
-                    kind,
-                    name: None,
-                    program_id: Some(prog),
-                    ours: out.programs.iter().any(|p| p.id == prog && p.ours),
-                });
-            }
-            Err(e) => note("links", &e),
-        }
-    }
+    out.programs = list_named(
+        "programs",
+        aya::programs::loaded_programs(),
+        &our_program_names(),
+        |p| {
+            let kind = type_name(format!("{:?}", p.program_type()), "BPF_PROG_TYPE_");
+            (p.id(), kind, kernel_name(p.name()))
+        },
+        &mut note,
+    );
+    out.maps = list_named(
+        "maps",
+        aya::maps::loaded_maps(),
+        &our_map_names(),
+        |m| (m.id(), kind(m.map_type()), kernel_name(m.name())),
+        &mut note,
+    );
+    out.links = list_links(&out.programs, &mut note);
     errors.dedup();
     if !errors.is_empty() {
         out.error = Some(errors.join("; "));
     }
     out
+}
+
+/// What [`list_bpf_objects`] does with an error: `note("programs", err)`.
+type Note<'a> = dyn FnMut(&str, &dyn std::error::Error) + 'a;
+
+/// Lower-case name of a map or link type, `unknown` when aya does not know it.
+fn kind<T: std::fmt::Debug, E>(t: Result<T, E>) -> String {
+    t.map_or_else(
+        |_| "unknown".to_owned(),
+        |t| type_name(format!("{t:?}"), ""),
+    )
+}
+
+/// Programs or maps, each ours when its (kernel) name is one of `ours`; `describe` gives an
+/// object's id, kind and name.
+fn list_named<T, E: std::error::Error>(
+    what: &str,
+    loaded: impl Iterator<Item = Result<T, E>>,
+    ours: &[String],
+    describe: impl Fn(&T) -> (u32, String, String),
+    note: &mut Note<'_>,
+) -> Vec<BpfObject> {
+    let mut objects = Vec::new();
+    for item in loaded {
+        match item {
+            Ok(item) => {
+                let (id, kind, name) = describe(&item);
+                objects.push(BpfObject {
+                    id,
+                    kind,
+                    ours: ours.contains(&name),
+                    name: Some(name),
+                    program_id: None,
+                });
+            }
+            Err(e) => note(what, &e),
+        }
+    }
+    objects
+}
+
+/// Links, each ours when the program it attaches is.
+fn list_links(programs: &[BpfObject], note: &mut Note<'_>) -> Vec<BpfObject> {
+    let mut links = Vec::new();
+    for l in aya::programs::loaded_links() {
+        match l {
+            Ok(l) => {
+                let prog = l.program_id();
+                links.push(BpfObject {
+                    id: l.id(),
+                    kind: kind(l.link_type()),
+                    name: None,
+                    program_id: Some(prog),
+                    ours: programs.iter().any(|p| p.id == prog && p.ours),
+                });
+            }
+            Err(e) => note("links", &e),
+        }
+    }
+    links
 }

@@ -1,6 +1,6 @@
 //! `doctor`'s trial attach: each function's fentry and kprobe pairs really attached, then
 //! detached at once.
-use aya::{Btf, EbpfLoader};
+use aya::{Btf, Ebpf, EbpfLoader};
 use damon_common::MAP_EVENTS;
 
 use crate::probe::{
@@ -40,41 +40,13 @@ pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
         let (fentry, kprobe) = match (&mut loaded, present) {
             (Err(e), _) => (e.clone(), e.clone()),
             (Ok(_), false) => {
-                let why = match kallsyms.presence(&func.symbol) {
-                    SymbolPresence::ClonesOnly(c) => format!(
-                        "inlined: only compiler clones exist ({}); a clone can be traced by \
-                         its full name with kprobes",
-                        c.join(", ")
-                    ),
-                    _ => match kallsyms.closest(&func.symbol) {
-                        Some(c) => format!("function not in /proc/kallsyms; did you mean `{c}`?"),
-                        None => "function not in /proc/kallsyms".to_owned(),
-                    },
-                };
+                let why = not_present(&kallsyms, &func.symbol);
                 (why.clone(), why)
             }
-            (Ok(bpf), true) => {
-                let fentry = match &btf {
-                    None => "no kernel BTF".to_owned(),
-                    Some(_) if !in_btf => "function not in the kernel's BTF".to_owned(),
-                    Some(b) => match attach_fentry(bpf, func, b) {
-                        Ok(()) => "ok".to_owned(),
-                        Err(e) => fentry_failure(&e, &func.symbol),
-                    },
-                };
-                unload_pair(bpf, func, Mode::Fentry);
-                let kprobe = if kprobes_supported(&kallsyms) {
-                    let k = match attach_kprobe(bpf, func) {
-                        Ok(()) => "ok".to_owned(),
-                        Err(e) => kprobe_failure(&e, &func.symbol),
-                    };
-                    unload_pair(bpf, func, Mode::Kprobe);
-                    k
-                } else {
-                    "kernel has no kprobes (CONFIG_KPROBES off)".to_owned()
-                };
-                (fentry, kprobe)
-            }
+            (Ok(bpf), true) => (
+                try_fentry(bpf, func, btf.as_ref(), in_btf),
+                try_kprobe(bpf, func, &kallsyms),
+            ),
         };
         trials.push(ProbeTrial {
             func: func.clone(),
@@ -84,4 +56,47 @@ pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
         });
     }
     trials
+}
+
+/// Why a function that is not in kallsyms as itself cannot be attached: inlined, or absent
+/// (with the closest name the kernel has).
+fn not_present(kallsyms: &Kallsyms, symbol: &str) -> String {
+    match kallsyms.presence(symbol) {
+        SymbolPresence::ClonesOnly(c) => format!(
+            "inlined: only compiler clones exist ({}); a clone can be traced by \
+             its full name with kprobes",
+            c.join(", ")
+        ),
+        _ => match kallsyms.closest(symbol) {
+            Some(c) => format!("function not in /proc/kallsyms; did you mean `{c}`?"),
+            None => "function not in /proc/kallsyms".to_owned(),
+        },
+    }
+}
+
+/// Attaches and unloads `func`'s fentry/fexit pair: "ok" or why not.
+fn try_fentry(bpf: &mut Ebpf, func: &TracedFunction, btf: Option<&Btf>, in_btf: bool) -> String {
+    let fentry = match btf {
+        None => "no kernel BTF".to_owned(),
+        Some(_) if !in_btf => "function not in the kernel's BTF".to_owned(),
+        Some(b) => match attach_fentry(bpf, func, b) {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => fentry_failure(&e, &func.symbol),
+        },
+    };
+    unload_pair(bpf, func, Mode::Fentry);
+    fentry
+}
+
+/// Attaches and unloads `func`'s kprobe/kretprobe pair: "ok" or why not.
+fn try_kprobe(bpf: &mut Ebpf, func: &TracedFunction, kallsyms: &Kallsyms) -> String {
+    if !kprobes_supported(kallsyms) {
+        return "kernel has no kprobes (CONFIG_KPROBES off)".to_owned();
+    }
+    let kprobe = match attach_kprobe(bpf, func) {
+        Ok(()) => "ok".to_owned(),
+        Err(e) => kprobe_failure(&e, &func.symbol),
+    };
+    unload_pair(bpf, func, Mode::Kprobe);
+    kprobe
 }
