@@ -80,3 +80,129 @@ pub(super) const MAP_NAMES: [&str; 7] = [
     MAP_HIST,
     MAP_HIST_STATS,
 ];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use aya_obj::{EbpfSectionKind, Object, btf::BtfKind};
+    use damon_common::{FIRST_USER_FUNC, MAX_USER_FUNCS};
+
+    use super::*;
+
+    fn object() -> Object {
+        Object::parse(EBPF_OBJECT).expect("the embedded eBPF object parses")
+    }
+
+    fn user(id: u32, symbol: &str) -> TracedFunction {
+        TracedFunction {
+            id,
+            symbol: symbol.to_owned(),
+        }
+    }
+
+    /// Every program name the loader can ask for: each built-in function and user slot, both
+    /// modes (entry and exit), the slots calibration uses under its functions' own names, the
+    /// interval hook and the calibration trigger.
+    fn names_the_loader_asks_for() -> BTreeSet<String> {
+        let calibration = crate::probe::calibrate::FLOOR_FUNCTIONS
+            .iter()
+            .chain([&crate::probe::calibrate::HELD_OUT_FUNCTION])
+            .zip(FIRST_USER_FUNC..)
+            .map(|(symbol, id)| user(id, symbol));
+        let slots = (FIRST_USER_FUNC..FIRST_USER_FUNC + MAX_USER_FUNCS).map(|id| user(id, "f"));
+        let builtins = FunctionId::ALL.iter().map(|f| TracedFunction::builtin(*f));
+        let mut names: BTreeSet<String> = builtins
+            .chain(slots)
+            .chain(calibration)
+            .flat_map(|f| {
+                let (a, b) = program_names(&f, Mode::Fentry);
+                let (c, d) = program_names(&f, Mode::Kprobe);
+                [a, b, c, d]
+            })
+            .collect();
+        names.extend([
+            super::super::intervals::PROGRAM.to_owned(),
+            CALIB_TRIGGER.to_owned(),
+        ]);
+        names
+    }
+
+    #[test]
+    fn every_program_the_loader_asks_for_is_in_the_object() {
+        let obj = object();
+        let wanted = names_the_loader_asks_for();
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|n| !obj.programs.contains_key(n.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in the eBPF object: {missing:?}; it has {:?}",
+            obj.programs.keys().collect::<BTreeSet<_>>()
+        );
+        // The inventory's list (`doctor` tells our programs by it) is the same set.
+        let all: BTreeSet<String> = all_program_names().into_iter().collect();
+        assert_eq!(all, wanted);
+    }
+
+    #[test]
+    fn every_program_in_the_object_is_one_of_ours() {
+        let all: BTreeSet<String> = all_program_names().into_iter().collect();
+        let obj = object();
+        let unknown: Vec<&String> = obj
+            .programs
+            .keys()
+            .filter(|n| !all.contains(n.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "programs no name list knows: {unknown:?}"
+        );
+    }
+
+    #[test]
+    fn map_names_are_exactly_the_objects_maps() {
+        let obj = object();
+        let in_object: BTreeSet<&str> = obj
+            .maps
+            .iter()
+            .filter(|(_, m)| {
+                matches!(
+                    m.section_kind(),
+                    EbpfSectionKind::Maps | EbpfSectionKind::BtfMaps
+                )
+            })
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let ours: BTreeSet<&str> = MAP_NAMES.into_iter().collect();
+        assert_eq!(ours, in_object);
+    }
+
+    #[test]
+    fn every_global_the_loader_writes_is_in_the_object() {
+        use damon_common::{
+            GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_HIST_WIDTH_NS,
+            GLOBAL_PAGE_STRUCT_SIZE, GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF,
+            GLOBAL_RING_WAKE_BYTES, GLOBAL_TRACE_MODE, GLOBAL_VMEMMAP_BASE_SYM,
+        };
+        let obj = object();
+        let btf = obj.btf.as_ref().expect("the eBPF object has BTF");
+        for global in [
+            GLOBAL_RING_WAKE_BYTES,
+            GLOBAL_TRACE_MODE,
+            GLOBAL_HIST_WIDTH_NS,
+            GLOBAL_REGION_NR_ACCESSES_OFF,
+            GLOBAL_REGION_AGE_OFF,
+            GLOBAL_DESTS_NODE_ID_ARR_OFF,
+            GLOBAL_DESTS_NR_OFF,
+            GLOBAL_VMEMMAP_BASE_SYM,
+            GLOBAL_PAGE_STRUCT_SIZE,
+        ] {
+            assert!(
+                btf.id_by_type_name_kind(global, BtfKind::Var).is_ok(),
+                "global {global} is not in the eBPF object"
+            );
+        }
+    }
+}
