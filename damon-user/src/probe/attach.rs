@@ -161,14 +161,28 @@ pub(super) fn attach_present(
     auto_note: &Option<String>,
     btf: Option<&Btf>,
 ) -> (AttachState, Option<String>) {
+    if let Some((state, why)) = not_attachable(kallsyms, func) {
+        return (state, Some(why));
+    }
+    let (state, detail) = attach_one(bpf, func, order, btf);
+    let detail = match (auto_note, state) {
+        (Some(note), AttachState::Kprobe) if detail.is_none() => Some(note.clone()),
+        _ => detail,
+    };
+    (state, detail)
+}
+
+/// Why `func` cannot be attached, from kallsyms alone: the kernel does not have it, or has only
+/// compiler clones of it (the plain function was inlined). `None`: it is there.
+fn not_attachable(kallsyms: &Kallsyms, func: &TracedFunction) -> Option<(AttachState, String)> {
     match kallsyms.presence(&func.symbol) {
-        SymbolPresence::Absent => (
+        SymbolPresence::Absent => Some((
             AttachState::Missing,
-            Some("not in /proc/kallsyms: this kernel does not have the function".to_owned()),
-        ),
-        SymbolPresence::ClonesOnly(c) => (
+            "not in /proc/kallsyms: this kernel does not have the function".to_owned(),
+        )),
+        SymbolPresence::ClonesOnly(c) => Some((
             AttachState::Inlined,
-            Some(format!(
+            format!(
                 "only compiler clones exist ({}); the plain function was inlined{}",
                 c.join(", "),
                 if func.as_builtin().is_none() {
@@ -176,16 +190,9 @@ pub(super) fn attach_present(
                 } else {
                     String::new()
                 }
-            )),
-        ),
-        SymbolPresence::Present => {
-            let (state, detail) = attach_one(bpf, func, order, btf);
-            let detail = match (auto_note, state) {
-                (Some(note), AttachState::Kprobe) if detail.is_none() => Some(note.clone()),
-                _ => detail,
-            };
-            (state, detail)
-        }
+            ),
+        )),
+        SymbolPresence::Present => None,
     }
 }
 
@@ -366,4 +373,169 @@ pub(super) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: Mode) {
     let (entry, exit) = program_names(func, mode);
     unload(bpf, &entry, mode);
     unload(bpf, &exit, mode);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use aya::sys::SyscallError;
+
+    use super::*;
+
+    fn syscall(errno: i32) -> ProgramError {
+        ProgramError::SyscallError(SyscallError {
+            call: "bpf_link_create",
+            io_error: io::Error::from_raw_os_error(errno),
+        })
+    }
+
+    fn rejected(errno: i32, log: &str) -> ProgramError {
+        ProgramError::LoadError {
+            io_error: io::Error::from_raw_os_error(errno),
+            verifier_log: aya_obj::VerifierLog::new(log.to_owned()),
+        }
+    }
+
+    fn func(id: u32, symbol: &str) -> TracedFunction {
+        TracedFunction {
+            id,
+            symbol: symbol.to_owned(),
+        }
+    }
+
+    #[test]
+    fn builtin_functions_are_their_own_id_and_symbol() {
+        for f in FunctionId::ALL {
+            let t = TracedFunction::builtin(f);
+            assert_eq!((t.id, t.symbol.as_str()), (f as u32, f.symbol()));
+            assert_eq!(t.as_builtin(), Some(f));
+        }
+        // A built-in id under another name is not the built-in function.
+        let other = func(FunctionId::ALL[0] as u32, "vfs_read");
+        assert_eq!(other.as_builtin(), None);
+        assert_eq!(
+            func(damon_common::FIRST_USER_FUNC, "vfs_read").as_builtin(),
+            None
+        );
+    }
+
+    #[test]
+    fn errno_hints() {
+        let d = describe_error(&syscall(libc::EPERM));
+        assert!(d.contains(&format!("os error {}", libc::EPERM)), "{d}");
+        assert!(d.ends_with("or missing CAP_BPF/CAP_PERFMON"), "{d}");
+        let cases = [
+            (libc::ENOENT, " — the kernel has no such attach point"),
+            (libc::ESRCH, " — function not found in the kernel's BTF"),
+            (
+                libc::EINVAL,
+                " — the kernel rejected the attach type or target",
+            ),
+            (
+                libc::EBUSY,
+                " — the function is already attached by too many programs",
+            ),
+            (ENOTSUPP, " — not supported by this kernel"),
+        ];
+        for (errno, hint) in cases {
+            let d = describe_error(&syscall(errno));
+            assert_eq!(d, format!("{}{hint}", io::Error::from_raw_os_error(errno)));
+            assert_eq!(errno_only(&syscall(errno)), d.strip_suffix(hint).unwrap());
+        }
+        let plain = describe_error(&syscall(libc::E2BIG));
+        assert_eq!(plain, io::Error::from_raw_os_error(libc::E2BIG).to_string());
+        assert_eq!(errno_only(&syscall(libc::E2BIG)), plain);
+    }
+
+    #[test]
+    fn verifier_rejections_show_the_reason_then_the_statistics() {
+        let log = "func#0 @0\n\n0: R1=ctx() R10=fp0\n; x\ninvalid mem access 'scalar'\n\
+                   processed 12 insns (limit 1000000)\nstack depth 8\n";
+        let d = describe_error(&rejected(libc::EACCES, log));
+        assert!(d.starts_with("verifier rejected the program ("), "{d}");
+        assert!(
+            d.ends_with(
+                "): ; x | invalid mem access 'scalar' | processed 12 insns (limit 1000000) | \
+                 stack depth 8"
+            ),
+            "{d}"
+        );
+        // EPERM is a policy refusal, not the verifier's: the errno hint, not the log.
+        let d = describe_error(&rejected(libc::EPERM, log));
+        assert!(d.ends_with("or missing CAP_BPF/CAP_PERFMON"), "{d}");
+        // No log at all: the errno and its hint.
+        let d = describe_error(&rejected(libc::EINVAL, ""));
+        assert!(
+            d.ends_with(" — the kernel rejected the attach type or target"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn other_errors_keep_their_whole_chain() {
+        #[derive(Debug)]
+        struct Outer(io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("opening /sys/fs/bpf/x")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let err = Outer(io::Error::other("inner"));
+        assert_eq!(error_chain(&err), "opening /sys/fs/bpf/x: inner");
+        let name = ProgramError::InvalidName {
+            name: "fentry_u99".to_owned(),
+        };
+        assert_eq!(describe_error(&name), name.to_string());
+    }
+
+    #[test]
+    fn explicit_attach_choices_need_no_kernel_facts() {
+        assert_eq!(
+            resolve_auto(AttachChoice::Fentry),
+            (AttachOrder::FentryOnly, None)
+        );
+        assert_eq!(
+            resolve_auto(AttachChoice::Kprobe),
+            (AttachOrder::KprobeOnly, None)
+        );
+    }
+
+    #[test]
+    fn functions_kallsyms_rules_out() {
+        let k = Kallsyms::parse(
+            "0 T present\n0 t inlined.isra.0\n0 t inlined.constprop.1\n0 T damon_hot_score.cold\n",
+        );
+        assert_eq!(not_attachable(&k, &func(4, "present")), None);
+        assert_eq!(not_attachable(&k, &func(4, "inlined.isra.0")), None);
+        assert_eq!(
+            not_attachable(&k, &func(4, "absent")),
+            Some((
+                AttachState::Missing,
+                "not in /proc/kallsyms: this kernel does not have the function".to_owned()
+            ))
+        );
+        assert_eq!(
+            not_attachable(&k, &func(4, "inlined")),
+            Some((
+                AttachState::Inlined,
+                "only compiler clones exist (inlined.isra.0, inlined.constprop.1); the plain \
+                 function was inlined; trace a clone with --func inlined.isra.0 (kprobe)"
+                    .to_owned()
+            ))
+        );
+        // Built-in functions have their own programs: no hint to trace a clone with --func.
+        let (state, why) =
+            not_attachable(&k, &TracedFunction::builtin(FunctionId::DamonHotScore)).unwrap();
+        assert_eq!(state, AttachState::Inlined);
+        assert_eq!(
+            why,
+            "only compiler clones exist (damon_hot_score.cold); the plain function was inlined"
+        );
+    }
 }

@@ -19,8 +19,12 @@ pub const STAMP_MAP_ENTRIES_ENV: &str = "DAMON_TRACE_MAX_IN_FLIGHT";
 /// the `stamp_full` drop path with a handful of tasks (`xtask/tests/vm_drops.rs`). The size
 /// is not stored in the capture: the drop warning names the size of the process that prints it.
 pub fn stamp_map_entries() -> u32 {
-    std::env::var(STAMP_MAP_ENTRIES_ENV)
-        .ok()
+    entries_from(std::env::var(STAMP_MAP_ENTRIES_ENV).ok().as_deref())
+}
+
+/// [`stamp_map_entries`] for the variable's value.
+fn entries_from(value: Option<&str>) -> u32 {
+    value
         .and_then(|v| v.trim().parse::<u32>().ok())
         .filter(|&n| n > 0)
         .unwrap_or(damon_common::MAX_IN_FLIGHT)
@@ -146,4 +150,44 @@ fn dests_fields(
         globals.push((GLOBAL_DESTS_NR_OFF, nr));
     });
     note(status, "dest_nid", "destination node", &found);
+}
+
+#[cfg(test)]
+mod tests {
+    use damon_common::MAX_IN_FLIGHT;
+
+    use super::*;
+
+    #[test]
+    fn stamp_map_size_knob() {
+        assert_eq!(entries_from(None), MAX_IN_FLIGHT);
+        assert_eq!(entries_from(Some("64")), 64);
+        assert_eq!(entries_from(Some(" 64\n")), 64);
+        for ignored in ["0", "-1", "", "many", "4294967296"] {
+            assert_eq!(entries_from(Some(ignored)), MAX_IN_FLIGHT, "{ignored:?}");
+        }
+    }
+
+    #[test]
+    fn notes_say_what_is_recorded_and_why_not() {
+        let mut status = ArgStatus {
+            function: "damos_va_migrate_dests_add".to_owned(),
+            recorded: Vec::new(),
+            missing: Vec::new(),
+            detail: None,
+        };
+        note(&mut status, "folio_nid", "folio node", &Ok(()));
+        note(
+            &mut status,
+            "dest_nid",
+            "destination node",
+            &Err("no BTF".to_owned()),
+        );
+        assert_eq!(status.recorded, ["folio_nid"]);
+        assert_eq!(status.missing, ["dest_nid"]);
+        assert_eq!(status.detail.as_deref(), Some("destination node: no BTF"));
+        // The last failure's detail is kept.
+        note(&mut status, "x", "later", &Err("e".to_owned()));
+        assert_eq!(status.detail.as_deref(), Some("later: e"));
+    }
 }

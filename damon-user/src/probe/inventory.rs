@@ -185,3 +185,84 @@ fn list_links(programs: &[BpfObject], note: &mut Note<'_>) -> Vec<BpfObject> {
     }
     links
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_names_lose_the_prefix_and_case() {
+        assert_eq!(
+            type_name("BPF_PROG_TYPE_TRACING".to_owned(), "BPF_PROG_TYPE_"),
+            "tracing"
+        );
+        assert_eq!(type_name("PerCpuArray".to_owned(), ""), "percpuarray");
+        // Without the prefix the whole name is kept.
+        assert_eq!(type_name("Kprobe".to_owned(), "BPF_PROG_TYPE_"), "kprobe");
+        #[derive(Debug)]
+        struct PerCpuArray;
+        assert_eq!(kind::<_, ()>(Ok(PerCpuArray)), "percpuarray");
+        assert_eq!(kind::<PerCpuArray, ()>(Err(())), "unknown");
+    }
+
+    #[test]
+    fn kernel_names_are_lossy_utf8() {
+        assert_eq!(kernel_name(b"fentry_u4"), "fentry_u4");
+        assert_eq!(kernel_name(b"a\xffb"), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn our_names_as_the_kernel_shows_them() {
+        let programs = our_program_names();
+        assert!(
+            programs
+                .iter()
+                .all(|n| n.chars().count() <= KERNEL_NAME_LEN)
+        );
+        for shown in [
+            "kretprobe_u14",
+            "fentry_damon_ho",
+            "kretprobe_damos",
+            "calib_trigger",
+        ] {
+            assert!(programs.iter().any(|n| n == shown), "{shown}");
+        }
+        assert_eq!(our_map_names().len(), MAP_NAMES.len());
+        assert!(our_map_names().iter().any(|n| n == "HSTATS"));
+        assert_eq!(truncated("exactly15chars_"), "exactly15chars_");
+        assert_eq!(truncated("sixteen_chars_xy"), "sixteen_chars_x");
+    }
+
+    #[test]
+    fn ours_lists_programs_then_maps_then_links() {
+        let object = |id, name: Option<&str>, program_id, ours| BpfObject {
+            id,
+            kind: "tracing".to_owned(),
+            name: name.map(str::to_owned),
+            program_id,
+            ours,
+        };
+        let objects = BpfObjects {
+            programs: vec![
+                object(1, Some("fentry_u4"), None, true),
+                object(2, Some("other"), None, false),
+            ],
+            maps: vec![object(3, Some("EVENTS"), None, true)],
+            links: vec![
+                object(4, None, Some(1), true),
+                object(5, None, None, true),
+                object(6, None, Some(2), false),
+            ],
+            error: None,
+        };
+        assert_eq!(
+            objects.ours(),
+            [
+                "program fentry_u4 (id 1, tracing)",
+                "map EVENTS (id 3, tracing)",
+                "link 4 of program 1 (tracing)",
+                "link 5 (tracing)",
+            ]
+        );
+    }
+}

@@ -129,6 +129,42 @@ mod tests {
     }
 
     #[test]
+    fn program_names_per_function_and_mode() {
+        let hot = TracedFunction::builtin(FunctionId::DamonHotScore);
+        assert_eq!(
+            program_names(&hot, Mode::Fentry),
+            (
+                "fentry_damon_hot_score".to_owned(),
+                "fexit_damon_hot_score".to_owned()
+            )
+        );
+        assert_eq!(
+            program_names(&hot, Mode::Kprobe),
+            (
+                "kprobe_damon_hot_score".to_owned(),
+                "kretprobe_damon_hot_score".to_owned()
+            )
+        );
+        // User-named functions use their slot's generic programs, whatever the symbol.
+        let slot = user(FIRST_USER_FUNC + 3, "vfs_read");
+        assert_eq!(
+            program_names(&slot, Mode::Fentry),
+            ("fentry_u7".to_owned(), "fexit_u7".to_owned())
+        );
+        assert_eq!(
+            program_names(&slot, Mode::Kprobe),
+            ("kprobe_u7".to_owned(), "kretprobe_u7".to_owned())
+        );
+        // A built-in id under another symbol is not the built-in function.
+        let renamed = user(FunctionId::LockTimerBase as u32, "vfs_read");
+        let id = FunctionId::LockTimerBase as u32;
+        assert_eq!(
+            program_names(&renamed, Mode::Fentry),
+            (format!("fentry_u{id}"), format!("fexit_u{id}"))
+        );
+    }
+
+    #[test]
     fn every_program_the_loader_asks_for_is_in_the_object() {
         let obj = object();
         let wanted = names_the_loader_asks_for();

@@ -512,3 +512,44 @@ fn task_exists(tid: u32) -> bool {
 fn in_initial_pid_namespace() -> bool {
     std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == "pid:[4026531836]")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(count: u64, sum_ns: u64, min_ns: u64, max_ns: u64) -> HistStats {
+        HistStats {
+            count,
+            sum_ns,
+            min_ns,
+            max_ns,
+        }
+    }
+
+    #[test]
+    fn sums_over_cpus() {
+        let per_cpu = [
+            stats(2, 30, 10, 20),
+            stats(3, 300, 50, 150),
+            stats(1, 5, 5, 5),
+        ];
+        assert_eq!(sum_stats(per_cpu.iter()), stats(6, 335, 5, 150));
+    }
+
+    #[test]
+    fn cpus_without_calls_do_not_count() {
+        // An idle CPU's minimum is 0 (never written) and must not become the minimum.
+        let per_cpu = [stats(0, 0, 0, 0), stats(2, 70, 30, 40), stats(0, 0, 0, 0)];
+        assert_eq!(sum_stats(per_cpu.iter()), stats(2, 70, 30, 40));
+        let idle = [stats(0, 0, 0, 0), stats(0, 0, 0, 0)];
+        assert_eq!(sum_stats(idle.iter()), HistStats::default());
+        assert_eq!(sum_stats([].iter()), HistStats::default());
+    }
+
+    #[test]
+    fn tasks_exist_while_proc_shows_them() {
+        assert!(task_exists(std::process::id()));
+        // Above PID_MAX_LIMIT (4 194 304): never a task.
+        assert!(!task_exists(u32::MAX));
+    }
+}

@@ -100,3 +100,26 @@ fn try_kprobe(bpf: &mut Ebpf, func: &TracedFunction, kallsyms: &Kallsyms) -> Str
     unload_pair(bpf, func, Mode::Kprobe);
     kprobe
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn why_a_function_is_not_present() {
+        let k = Kallsyms::parse("0 T vfs_read\n0 t inlined.isra.0\n");
+        assert_eq!(
+            not_present(&k, "inlined"),
+            "inlined: only compiler clones exist (inlined.isra.0); a clone can be traced by its \
+             full name with kprobes"
+        );
+        assert_eq!(
+            not_present(&k, "vfs_raed"),
+            "function not in /proc/kallsyms; did you mean `vfs_read`?"
+        );
+        assert_eq!(
+            not_present(&k, "something_else"),
+            "function not in /proc/kallsyms"
+        );
+    }
+}
