@@ -14,8 +14,9 @@ use crate::{
     cli::DoctorArgs,
     damon::ScenarioLeftover,
     probe::{
-        attach::{BpfObjects, ProbeTrial, list_bpf_objects, try_each},
+        inventory::{BpfObjects, list_bpf_objects},
         kernel::{self, CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, Kallsyms, Lockdown, SymbolPresence},
+        trial::{ProbeTrial, try_each},
     },
     trace::TracedFunction,
 };
@@ -387,7 +388,7 @@ fn settled_bpf_objects() -> BpfObjects {
 
 /// Processes holding a file descriptor of one of our objects: `pid N (comm)`.
 fn holders(objects: &BpfObjects) -> Vec<String> {
-    let ids = |v: &[crate::probe::attach::BpfObject]| -> Vec<u32> {
+    let ids = |v: &[crate::probe::inventory::BpfObject]| -> Vec<u32> {
         v.iter().filter(|o| o.ours).map(|o| o.id).collect()
     };
     let (progs, maps, links) = (
@@ -719,7 +720,7 @@ mod tests {
 
     #[test]
     fn leftovers_name_our_objects_and_stay_ok_without_them() {
-        use crate::probe::attach::BpfObject;
+        use crate::probe::inventory::BpfObject;
         let obj = |id, kind: &str, name: Option<&str>, ours| BpfObject {
             id,
             kind: kind.to_owned(),

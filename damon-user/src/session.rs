@@ -16,10 +16,10 @@ use crate::{
     capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, Summary},
     doctor,
     probe::{
-        attach::{LoadOptions, Tracer},
         calibrate,
         kernel::KernelIdentity,
         ring::RingReader,
+        tracer::{LoadOptions, Tracer},
     },
     trace::{ModeConfig, SessionConfig, TraceMode},
 };

@@ -195,13 +195,24 @@ mod tests {
     }
 
     #[test]
-    fn builtins_are_recognised_by_id_and_symbol() {
-        let f = TracedFunction::builtin(FunctionId::ALL[0]);
-        assert_eq!(f.as_builtin(), Some(FunctionId::ALL[0]));
-        let renamed = TracedFunction {
-            id: f.id,
-            symbol: "vfs_read".to_owned(),
+    fn builtin_functions_are_their_own_id_and_symbol() {
+        for f in FunctionId::ALL {
+            let t = TracedFunction::builtin(f);
+            assert_eq!((t.id, t.symbol.as_str()), (f as u32, f.symbol()));
+            assert_eq!(t.as_builtin(), Some(f));
+        }
+        let func = |id, symbol: &str| TracedFunction {
+            id,
+            symbol: symbol.to_owned(),
         };
-        assert_eq!(renamed.as_builtin(), None);
+        // A built-in id under another name is not the built-in function.
+        assert_eq!(
+            func(FunctionId::ALL[0] as u32, "vfs_read").as_builtin(),
+            None
+        );
+        assert_eq!(
+            func(damon_common::FIRST_USER_FUNC, "vfs_read").as_builtin(),
+            None
+        );
     }
 }

@@ -51,8 +51,8 @@ use damon_common::{FIRST_USER_FUNC, hist_bucket_bounds};
 use crate::{
     capture::AttachState,
     probe::{
-        attach::{LoadOptions, Tracer},
         ring::decode,
+        tracer::{LoadOptions, Tracer},
     },
     stats::calibration::{
         Calibration, CalibrationStatus, Floor, FloorBucket, FloorDistribution, FunctionMedian,

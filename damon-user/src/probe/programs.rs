@@ -1,0 +1,237 @@
+//! The embedded eBPF object and the names userspace asks it for: programs per traced function
+//! and attach method, the calibration trigger, and our maps.
+use damon_common::{
+    FunctionId, MAP_AGGR_LAST, MAP_COUNTERS, MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_NODE_PFNS,
+    MAP_STAMPS,
+};
+
+use crate::trace::{AttachMethod, TracedFunction};
+
+/// The compiled eBPF object, embedded so the binary is self-contained (also inside the VM).
+pub(super) static EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/damon"));
+
+/// Program names in the eBPF object for one function and mode: (entry, exit).
+pub(super) fn program_names(func: &TracedFunction, mode: AttachMethod) -> (String, String) {
+    match (func.as_builtin(), mode) {
+        (Some(f), AttachMethod::Fentry) => (
+            format!("fentry_{}", f.symbol()),
+            format!("fexit_{}", f.symbol()),
+        ),
+        (Some(f), AttachMethod::Kprobe) => (
+            format!("kprobe_{}", f.symbol()),
+            format!("kretprobe_{}", f.symbol()),
+        ),
+        (None, AttachMethod::Fentry) => (
+            format!("fentry_u{}", func.id),
+            format!("fexit_u{}", func.id),
+        ),
+        (None, AttachMethod::Kprobe) => (
+            format!("kprobe_u{}", func.id),
+            format!("kretprobe_u{}", func.id),
+        ),
+    }
+}
+
+/// The never-attached program that calibration runs with `BPF_PROG_TEST_RUN` (see the eBPF
+/// object), and the kernel function it is loaded against.
+pub const CALIB_TRIGGER: &str = "calib_trigger";
+#[allow(dead_code, reason = "used by calibration")]
+pub const CALIB_TRIGGER_TARGET: &str = "bpf_fentry_test1";
+
+/// Every program name of ours, in full: each built-in function and user slot in both modes
+/// (entry and exit), the interval hook and the calibration trigger.
+pub(super) fn all_program_names() -> Vec<String> {
+    let user =
+        (damon_common::FIRST_USER_FUNC..=damon_common::LAST_USER_FUNC).map(|id| TracedFunction {
+            id,
+            symbol: String::new(),
+        });
+    FunctionId::ALL
+        .iter()
+        .map(|f| TracedFunction::builtin(*f))
+        .chain(user)
+        .flat_map(|f| {
+            let (a, b) = program_names(&f, AttachMethod::Fentry);
+            let (c, d) = program_names(&f, AttachMethod::Kprobe);
+            [a, b, c, d]
+        })
+        .chain([
+            super::intervals::PROGRAM.to_owned(),
+            CALIB_TRIGGER.to_owned(),
+        ])
+        .collect()
+}
+
+/// Every map name of ours, in full.
+pub(super) const MAP_NAMES: [&str; 7] = [
+    MAP_EVENTS,
+    MAP_COUNTERS,
+    MAP_STAMPS,
+    MAP_AGGR_LAST,
+    MAP_NODE_PFNS,
+    MAP_HIST,
+    MAP_HIST_STATS,
+];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use aya_obj::{EbpfSectionKind, Object, btf::BtfKind};
+    use damon_common::{FIRST_USER_FUNC, MAX_USER_FUNCS};
+
+    use super::*;
+
+    fn object() -> Object {
+        Object::parse(EBPF_OBJECT).expect("the embedded eBPF object parses")
+    }
+
+    fn user(id: u32, symbol: &str) -> TracedFunction {
+        TracedFunction {
+            id,
+            symbol: symbol.to_owned(),
+        }
+    }
+
+    /// Every program name the loader can ask for: each built-in function and user slot, both
+    /// modes (entry and exit), the slots calibration uses under its functions' own names, the
+    /// interval hook and the calibration trigger.
+    fn names_the_loader_asks_for() -> BTreeSet<String> {
+        let calibration = crate::probe::calibrate::FLOOR_FUNCTIONS
+            .iter()
+            .chain([&crate::probe::calibrate::HELD_OUT_FUNCTION])
+            .zip(FIRST_USER_FUNC..)
+            .map(|(symbol, id)| user(id, symbol));
+        let slots = (FIRST_USER_FUNC..FIRST_USER_FUNC + MAX_USER_FUNCS).map(|id| user(id, "f"));
+        let builtins = FunctionId::ALL.iter().map(|f| TracedFunction::builtin(*f));
+        let mut names: BTreeSet<String> = builtins
+            .chain(slots)
+            .chain(calibration)
+            .flat_map(|f| {
+                let (a, b) = program_names(&f, AttachMethod::Fentry);
+                let (c, d) = program_names(&f, AttachMethod::Kprobe);
+                [a, b, c, d]
+            })
+            .collect();
+        names.extend([
+            super::super::intervals::PROGRAM.to_owned(),
+            CALIB_TRIGGER.to_owned(),
+        ]);
+        names
+    }
+
+    #[test]
+    fn program_names_per_function_and_mode() {
+        let hot = TracedFunction::builtin(FunctionId::DamonHotScore);
+        assert_eq!(
+            program_names(&hot, AttachMethod::Fentry),
+            (
+                "fentry_damon_hot_score".to_owned(),
+                "fexit_damon_hot_score".to_owned()
+            )
+        );
+        assert_eq!(
+            program_names(&hot, AttachMethod::Kprobe),
+            (
+                "kprobe_damon_hot_score".to_owned(),
+                "kretprobe_damon_hot_score".to_owned()
+            )
+        );
+        // User-named functions use their slot's generic programs, whatever the symbol.
+        let slot = user(FIRST_USER_FUNC + 3, "vfs_read");
+        assert_eq!(
+            program_names(&slot, AttachMethod::Fentry),
+            ("fentry_u7".to_owned(), "fexit_u7".to_owned())
+        );
+        assert_eq!(
+            program_names(&slot, AttachMethod::Kprobe),
+            ("kprobe_u7".to_owned(), "kretprobe_u7".to_owned())
+        );
+        // A built-in id under another symbol is not the built-in function.
+        let renamed = user(FunctionId::LockTimerBase as u32, "vfs_read");
+        let id = FunctionId::LockTimerBase as u32;
+        assert_eq!(
+            program_names(&renamed, AttachMethod::Fentry),
+            (format!("fentry_u{id}"), format!("fexit_u{id}"))
+        );
+    }
+
+    #[test]
+    fn every_program_the_loader_asks_for_is_in_the_object() {
+        let obj = object();
+        let wanted = names_the_loader_asks_for();
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|n| !obj.programs.contains_key(n.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in the eBPF object: {missing:?}; it has {:?}",
+            obj.programs.keys().collect::<BTreeSet<_>>()
+        );
+        // The inventory's list (`doctor` tells our programs by it) is the same set.
+        let all: BTreeSet<String> = all_program_names().into_iter().collect();
+        assert_eq!(all, wanted);
+    }
+
+    #[test]
+    fn every_program_in_the_object_is_one_of_ours() {
+        let all: BTreeSet<String> = all_program_names().into_iter().collect();
+        let obj = object();
+        let unknown: Vec<&String> = obj
+            .programs
+            .keys()
+            .filter(|n| !all.contains(n.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "programs no name list knows: {unknown:?}"
+        );
+    }
+
+    #[test]
+    fn map_names_are_exactly_the_objects_maps() {
+        let obj = object();
+        let in_object: BTreeSet<&str> = obj
+            .maps
+            .iter()
+            .filter(|(_, m)| {
+                matches!(
+                    m.section_kind(),
+                    EbpfSectionKind::Maps | EbpfSectionKind::BtfMaps
+                )
+            })
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let ours: BTreeSet<&str> = MAP_NAMES.into_iter().collect();
+        assert_eq!(ours, in_object);
+    }
+
+    #[test]
+    fn every_global_the_loader_writes_is_in_the_object() {
+        use damon_common::{
+            GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_HIST_WIDTH_NS,
+            GLOBAL_PAGE_STRUCT_SIZE, GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF,
+            GLOBAL_RING_WAKE_BYTES, GLOBAL_TRACE_MODE, GLOBAL_VMEMMAP_BASE_SYM,
+        };
+        let obj = object();
+        let btf = obj.btf.as_ref().expect("the eBPF object has BTF");
+        for global in [
+            GLOBAL_RING_WAKE_BYTES,
+            GLOBAL_TRACE_MODE,
+            GLOBAL_HIST_WIDTH_NS,
+            GLOBAL_REGION_NR_ACCESSES_OFF,
+            GLOBAL_REGION_AGE_OFF,
+            GLOBAL_DESTS_NODE_ID_ARR_OFF,
+            GLOBAL_DESTS_NR_OFF,
+            GLOBAL_VMEMMAP_BASE_SYM,
+            GLOBAL_PAGE_STRUCT_SIZE,
+        ] {
+            assert!(
+                btf.id_by_type_name_kind(global, BtfKind::Var).is_ok(),
+                "global {global} is not in the eBPF object"
+            );
+        }
+    }
+}
