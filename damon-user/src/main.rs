@@ -5,10 +5,12 @@ mod cli;
 mod compare;
 mod damon;
 mod doctor;
+mod error;
 mod export;
 mod probe;
 mod record;
 mod report;
+mod scenario;
 mod serve;
 mod session;
 mod stats;
@@ -37,8 +39,8 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Calibrate(args) => probe::calibrate::run(&args),
-        Command::Scenario(cmd) => damon::run_scenario(&cmd),
-        Command::Workload(args) => damon::run_workload(&args),
+        Command::Scenario(cmd) => scenario::run(&cmd),
+        Command::Workload(args) => scenario::run_workload(&args),
         Command::BenchLoop(args) => bench::run_loop(&args),
         Command::BenchDecode(args) => bench::run_decode(&args),
     });
@@ -63,6 +65,8 @@ fn broken_pipe(err: &anyhow::Error) -> bool {
 /// 2 for input the caller must fix (names, paths, capture files), 1 for everything else.
 fn exit_status(err: &anyhow::Error) -> u8 {
     let input = err.downcast_ref::<record::UsageError>().is_some()
+        // Until `record::UsageError` is this same type (it moves to `error`).
+        || err.downcast_ref::<error::UsageError>().is_some()
         || err
             .downcast_ref::<capture::format::CaptureError>()
             .is_some_and(|e| e.is_input());
