@@ -4,6 +4,7 @@ mod capture;
 mod cli;
 mod compare;
 mod damon;
+mod diagnosis;
 mod doctor;
 mod error;
 mod export;
@@ -82,7 +83,7 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
         Command::Record(a) => {
             record::check_symbols(&record::select_functions(&a.selection)?)?;
             check_output(&a.output, a.force)?;
-            doctor::require_privileges()
+            diagnosis::privileges::require_privileges()
         }
         Command::Live(a) if a.replay.is_some() && !a.selection.func.is_empty() => {
             Err(record::UsageError(
@@ -97,13 +98,13 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             if let Some(path) = &a.record {
                 check_output(path, a.force)?;
             }
-            doctor::require_privileges()
+            diagnosis::privileges::require_privileges()
         }
         Command::Serve(a) => {
             record::check_symbols(&record::select_functions(&a.selection)?)?;
-            doctor::require_privileges()
+            diagnosis::privileges::require_privileges()
         }
-        Command::Calibrate(_) => doctor::require_privileges(),
+        Command::Calibrate(_) => diagnosis::privileges::require_privileges(),
         Command::Export(a) if a.output != std::path::Path::new("-") => {
             Ok(check_output(&a.output, a.force)?)
         }

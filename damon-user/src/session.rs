@@ -15,7 +15,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::{
     capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, Summary},
     cli::{CalibrationArgs, ModeArgs, Selection},
-    doctor,
+    diagnosis,
     probe::{
         attach::{LoadOptions, Tracer},
         calibrate,
@@ -139,9 +139,9 @@ impl Session {
         calibration: Option<&CalibrationArgs>,
     ) -> anyhow::Result<Session> {
         let functions = select_functions(selection)?;
-        let diagnosis = doctor::diagnose(&functions);
+        let diagnosis = diagnosis::diagnose(&functions);
         if !diagnosis.can_trace {
-            eprint!("{}", doctor::render_text(&diagnosis));
+            eprint!("{}", diagnosis::render_text(&diagnosis));
             bail!("the selected functions cannot be traced here (diagnosis above)");
         }
         let mut floor = calibration.map(|c| calibrate::before_session(c, selection.attach, &mode));
