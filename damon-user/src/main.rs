@@ -6,12 +6,14 @@ mod capture;
 mod cli;
 mod compare;
 mod damon;
+mod diagnosis;
 mod doctor;
 mod error;
 mod export;
 mod probe;
 mod record;
 mod report;
+mod scenario;
 mod selection;
 mod serve;
 mod session;
@@ -42,8 +44,8 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
-        Command::Scenario(cmd) => damon::run_scenario(&cmd),
-        Command::Workload(args) => damon::run_workload(&args),
+        Command::Scenario(cmd) => scenario::run(&cmd),
+        Command::Workload(args) => scenario::run_workload(&args),
         Command::BenchLoop(args) => bench::run_loop(&args),
         Command::BenchDecode(args) => bench::run_decode(&args),
     });
@@ -83,7 +85,7 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
         Command::Record(a) => {
             check_selection(&a.selection)?;
             check_output(&a.output, a.force)?;
-            doctor::require_privileges()
+            diagnosis::privileges::require_privileges()
         }
         Command::Live(a) if a.replay.is_some() && !a.selection.func.is_empty() => {
             Err(error::UsageError(
@@ -98,13 +100,13 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             if let Some(path) = &a.record {
                 check_output(path, a.force)?;
             }
-            doctor::require_privileges()
+            diagnosis::privileges::require_privileges()
         }
         Command::Serve(a) => {
             check_selection(&a.selection)?;
-            doctor::require_privileges()
+            diagnosis::privileges::require_privileges()
         }
-        Command::Calibrate(_) => doctor::require_privileges(),
+        Command::Calibrate(_) => diagnosis::privileges::require_privileges(),
         Command::Export(a) if a.output != std::path::Path::new("-") => {
             Ok(check_output(&a.output, a.force)?)
         }

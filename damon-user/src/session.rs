@@ -14,7 +14,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, Summary},
-    doctor,
+    diagnosis,
     probe::{
         calibrate,
         kernel::KernelIdentity,
@@ -133,9 +133,9 @@ impl Session {
     /// With a calibration, the probe floor is measured first (see `probe::calibrate`) and
     /// stored in the metadata; `serve` gives none (it writes no capture).
     pub fn start(config: &SessionConfig) -> anyhow::Result<Session> {
-        let diagnosis = doctor::diagnose(&config.functions);
-        if !diagnosis.can_trace {
-            eprint!("{}", doctor::render_text(&diagnosis));
+        let found = diagnosis::diagnose(&config.functions);
+        if !found.can_trace {
+            eprint!("{}", diagnosis::render_text(&found));
             bail!("the selected functions cannot be traced here (diagnosis above)");
         }
         let mode = config.mode;

@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use super::{
     snapshot::{SchemeStats, read_stats},
     sysfs::{SysfsRoot, is_busy, read_attr, read_num, write_attr, write_error, write_raw},
+    writes::SysfsWrite,
 };
 
 pub const KDAMOND_STATE: &str = "0/state";
@@ -18,6 +19,15 @@ const SCHEME_STATS: &str = "0/contexts/0/schemes/0/stats";
 const SETTLE: Duration = Duration::from_secs(5);
 /// After DAMON_STAT is switched off its kdamond may take a moment to release DAMON.
 const START_RETRY: Duration = Duration::from_secs(3);
+
+/// Performs the writes (relative to `kdamonds`) in order; the first failure stops with the
+/// file and value named.
+pub fn apply(kdamonds: &Path, writes: &[SysfsWrite]) -> Result<()> {
+    for wr in writes {
+        write_attr(&kdamonds.join(&wr.rel), &wr.value)?;
+    }
+    Ok(())
+}
 
 /// `state=on`, retrying briefly on EBUSY, then explaining who holds DAMON.
 pub fn turn_on(kd: &Path) -> Result<()> {
@@ -96,7 +106,27 @@ pub fn retry_busy(path: &Path, value: &str) -> Result<()> {
 mod tests {
     use std::fs;
 
+    use super::super::writes::skeleton;
     use super::*;
+
+    #[test]
+    fn apply_writes_into_an_existing_tree_and_stops_at_missing_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kd = dir.path();
+        fs::write(kd.join("nr_kdamonds"), "0\n").expect("seed");
+        fs::create_dir_all(kd.join("0/contexts")).expect("mkdir");
+        fs::write(kd.join("0/contexts/nr_contexts"), "0\n").expect("seed");
+        let err = apply(kd, &skeleton()).expect_err("schemes dir is absent");
+        assert!(format!("{err:#}").contains("nr_schemes"));
+        assert_eq!(
+            fs::read_to_string(kd.join("nr_kdamonds")).expect("read"),
+            "1"
+        );
+        assert_eq!(
+            fs::read_to_string(kd.join("0/contexts/nr_contexts")).expect("read"),
+            "1"
+        );
+    }
 
     #[test]
     fn stop_all_turns_running_kdamonds_off_and_leaves_stopped_ones() {

@@ -1,26 +1,9 @@
-//! The scenario presets' DAMON configuration as a pure list of sysfs writes, chosen from the
-//! features the running kernel exposes (never from its version string).
-use std::path::{Path, PathBuf};
-
+//! The choices behind a preset's DAMON configuration: the operations set and the migration
+//! target, from the features the running kernel exposes (never from its version string).
+//! Pure: the features are probed, and the resulting writes performed, elsewhere.
 use anyhow::{Result, bail};
 
-use super::sysfs::write_attr;
-use crate::{cli::ScenarioArgs, error::UsageError};
-
-/// DAMON intervals (µs): sample often enough that a hot page is seen within an aggregation.
-pub const SAMPLE_US: u64 = 5_000;
-pub const AGGR_US: u64 = 100_000;
-pub const UPDATE_US: u64 = 1_000_000;
-/// Quota: without one the kernel never calls `damon_hot_score`.
-pub const QUOTA_MS: u64 = 100;
-pub const QUOTA_BYTES: u64 = 32 << 20;
-pub const QUOTA_RESET_MS: u64 = 1_000;
-/// Prioritisation weights: sysfs defaults them to 0, which makes every score 0 (nothing applies).
-pub const WEIGHT_SZ: u32 = 0;
-pub const WEIGHT_NR_ACCESSES: u32 = 700;
-pub const WEIGHT_AGE: u32 = 300;
-/// Upper bound for `nr_accesses`: above the AGGR_US/SAMPLE_US = 20 samples an aggregation can hold.
-pub const NR_ACCESSES_MAX: u32 = 200;
+use crate::error::UsageError;
 
 /// What the kernel offers, as seen in sysfs and kallsyms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -268,250 +251,17 @@ pub fn target_node(f: &Features) -> (u32, &'static str) {
     }
 }
 
-/// What DAMON watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Monitor {
-    Vaddr {
-        pid: u32,
-    },
-    /// Physical range, `end` exclusive.
-    Paddr {
-        start: u64,
-        end: u64,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SchemeConfig {
-    pub action: Action,
-    pub monitor: Monitor,
-    /// Migration target (migrate_hot/migrate_cold only; ignored for the other actions).
-    pub target_nid: u32,
-    /// Also write `dests/` (migrations on kernels that have it; otherwise only `target_nid`).
-    pub use_dests: bool,
-    pub tuning: Tuning,
-}
-
-/// How often DAMON samples, aggregates and applies the scheme, and into how many regions it
-/// splits the target. The scheme scores every region (`damon_hot_score`) once per apply
-/// interval, in one burst inside kdamond: many regions and short intervals make dense bursts
-/// (the overload test uses that to overflow a small ring buffer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tuning {
-    pub sample_us: u64,
-    pub aggr_us: u64,
-    /// `schemes/<N>/apply_interval_us`; `None` keeps the kernel's default (0: every
-    /// aggregation).
-    pub apply_us: Option<u64>,
-    /// `monitoring_attrs/nr_regions/{min,max}`; `None` keeps the kernel's defaults (10, 1000).
-    pub regions: Option<(u64, u64)>,
-}
-
-impl Default for Tuning {
-    fn default() -> Tuning {
-        Tuning {
-            sample_us: SAMPLE_US,
-            aggr_us: AGGR_US,
-            apply_us: None,
-            regions: None,
-        }
-    }
-}
-
-/// DAMON's own floor for `nr_regions/min`.
-pub const MIN_REGIONS: u64 = 3;
-
-impl Tuning {
-    /// Checks what the kernel would refuse only when the kdamond is turned on (with a bare
-    /// EINVAL), so that the user gets the reason up front.
-    pub fn validate(&self) -> Result<(), UsageError> {
-        if self.sample_us == 0 || self.aggr_us < self.sample_us {
-            return Err(UsageError(format!(
-                "--aggr-interval ({} µs) must be at least --sample-interval ({} µs)",
-                self.aggr_us, self.sample_us
-            )));
-        }
-        if let Some((min, max)) = self.regions
-            && (min < MIN_REGIONS || max < min)
-        {
-            return Err(UsageError(format!(
-                "--regions {min}: DAMON needs at least {MIN_REGIONS} regions"
-            )));
-        }
-        Ok(())
-    }
-
-    /// The tuning `scenario migrate-hot` was asked for, checked.
-    pub fn from_args(args: &ScenarioArgs) -> Result<Tuning, UsageError> {
-        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let mut t = Tuning {
-            sample_us: us(args.sample_interval),
-            aggr_us: us(args.aggr_interval),
-            apply_us: args.apply_interval.map(us),
-            regions: None,
-        };
-        if let Some(n) = args.regions {
-            t = t.with_regions(n);
-        }
-        t.validate()?;
-        Ok(t)
-    }
-
-    /// `--regions N`: at least N regions, and room for DAMON's default maximum above that.
-    pub fn with_regions(mut self, n: u64) -> Tuning {
-        self.regions = Some((n, n.max(1000)));
-        self
-    }
-}
-
-/// One write, relative to the `kdamonds` directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SysfsWrite {
-    pub rel: PathBuf,
-    pub value: String,
-}
-
-fn w(rel: &str, value: impl ToString) -> SysfsWrite {
-    SysfsWrite {
-        rel: PathBuf::from(rel),
-        value: value.to_string(),
-    }
-}
-
-/// One kdamond with one context and one scheme: enough to probe the scheme directory's layout.
-/// Writing `nr_kdamonds` replaces every kdamond directory, so the scenario always uses index 0.
-pub fn skeleton() -> Vec<SysfsWrite> {
-    vec![
-        w("nr_kdamonds", 1),
-        w("0/contexts/nr_contexts", 1),
-        w("0/contexts/0/schemes/nr_schemes", 1),
-    ]
-}
-
-/// The complete configuration, in an order the kernel accepts (`nr_*` before the directories
-/// they create). Starts with the skeleton so it is valid on a fresh tree too.
-pub fn scheme_writes(cfg: &SchemeConfig) -> Vec<SysfsWrite> {
-    const CTX: &str = "0/contexts/0";
-    const S: &str = "0/contexts/0/schemes/0";
-    let mut out = skeleton();
-    let ops = match cfg.monitor {
-        Monitor::Vaddr { .. } => OpsKind::Vaddr,
-        Monitor::Paddr { .. } => OpsKind::Paddr,
-    };
-    out.push(w(&format!("{CTX}/operations"), ops.name()));
-    let t = &cfg.tuning;
-    let iv = format!("{CTX}/monitoring_attrs/intervals");
-    out.push(w(&format!("{iv}/sample_us"), t.sample_us));
-    out.push(w(&format!("{iv}/aggr_us"), t.aggr_us));
-    out.push(w(&format!("{iv}/update_us"), UPDATE_US.max(t.aggr_us)));
-    if let Some((min, max)) = t.regions {
-        let nr = format!("{CTX}/monitoring_attrs/nr_regions");
-        // Max first: the kernel checks min <= max only on commit, but keep every step valid.
-        out.push(w(&format!("{nr}/max"), max));
-        out.push(w(&format!("{nr}/min"), min));
-    }
-    out.push(w(&format!("{CTX}/targets/nr_targets"), 1));
-    match cfg.monitor {
-        Monitor::Vaddr { pid } => out.push(w(&format!("{CTX}/targets/0/pid_target"), pid)),
-        Monitor::Paddr { start, end } => {
-            let r = format!("{CTX}/targets/0/regions");
-            out.push(w(&format!("{r}/nr_regions"), 1));
-            out.push(w(&format!("{r}/0/start"), start));
-            out.push(w(&format!("{r}/0/end"), end));
-        }
-    }
-    out.push(w(&format!("{S}/action"), cfg.action.sysfs_name()));
-    if let Some(us) = t.apply_us {
-        out.push(w(&format!("{S}/apply_interval_us"), us));
-    }
-    let migrates = cfg.action.migrates();
-    if migrates {
-        out.push(w(&format!("{S}/target_nid"), cfg.target_nid));
-    }
-    if migrates && cfg.use_dests {
-        out.push(w(&format!("{S}/dests/nr_dests"), 1));
-        out.push(w(&format!("{S}/dests/0/id"), cfg.target_nid));
-        out.push(w(&format!("{S}/dests/0/weight"), 1));
-    }
-    let ap = format!("{S}/access_pattern");
-    out.push(w(&format!("{ap}/sz/min"), 4096));
-    out.push(w(&format!("{ap}/sz/max"), u64::MAX));
-    out.push(w(&format!("{ap}/nr_accesses/min"), 0));
-    // Cold actions take only regions not accessed in the last aggregation; hot ones take
-    // every region and let the quota's prioritisation (the scores) pick the hottest.
-    let nr_max = if cfg.action.targets_cold() {
-        0
-    } else {
-        NR_ACCESSES_MAX
-    };
-    out.push(w(&format!("{ap}/nr_accesses/max"), nr_max));
-    out.push(w(&format!("{ap}/age/min"), 0));
-    out.push(w(&format!("{ap}/age/max"), u32::MAX));
-    let q = format!("{S}/quotas");
-    out.push(w(&format!("{q}/ms"), QUOTA_MS));
-    out.push(w(&format!("{q}/bytes"), QUOTA_BYTES));
-    out.push(w(&format!("{q}/reset_interval_ms"), QUOTA_RESET_MS));
-    out.push(w(&format!("{q}/weights/sz_permil"), WEIGHT_SZ));
-    out.push(w(
-        &format!("{q}/weights/nr_accesses_permil"),
-        WEIGHT_NR_ACCESSES,
-    ));
-    out.push(w(&format!("{q}/weights/age_permil"), WEIGHT_AGE));
-    out
-}
-
-/// migrate-hot's configuration as older callers (tests elsewhere) build it.
 #[cfg(test)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrateHotConfig {
-    pub monitor: Monitor,
-    pub target_nid: u32,
-    pub use_dests: bool,
-    pub tuning: Tuning,
-}
-
-#[cfg(test)]
-pub fn migrate_hot_writes(cfg: &MigrateHotConfig) -> Vec<SysfsWrite> {
-    scheme_writes(&SchemeConfig {
-        action: Action::MigrateHot,
-        monitor: cfg.monitor,
-        target_nid: cfg.target_nid,
-        use_dests: cfg.use_dests,
-        tuning: cfg.tuning,
-    })
-}
-
-/// Performs the writes in order; the first failure stops with the file and value named.
-pub fn apply(kdamonds: &Path, writes: &[SysfsWrite]) -> Result<()> {
-    for wr in writes {
-        write_attr(&kdamonds.join(&wr.rel), &wr.value)?;
-    }
-    Ok(())
-}
-
-/// The largest "System RAM" range in `/proc/iomem`, as `[start, end)`. `None` if there is
-/// none, or if every address reads as 0 (what non-root readers are shown).
-pub fn largest_system_ram(iomem: &str) -> Option<(u64, u64)> {
-    iomem
-        .lines()
-        .filter_map(|line| {
-            let (range, name) = line.split_once(" : ")?;
-            if name.trim() != "System RAM" {
-                return None;
-            }
-            let (start, end) = range.trim().split_once('-')?;
-            let start = u64::from_str_radix(start, 16).ok()?;
-            let end = u64::from_str_radix(end, 16).ok()?.checked_add(1)?;
-            (end > start + 1).then_some((start, end))
-        })
-        .max_by_key(|(start, end)| end - start)
-}
-
-#[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn features(ops: &[&str], dests: bool, sym: bool, node1: bool) -> Features {
+    /// A kernel with these operations sets and (`sym`) both migration symbols.
+    pub(in super::super) fn features(
+        ops: &[&str],
+        dests: bool,
+        sym: bool,
+        node1: bool,
+    ) -> Features {
         Features {
             avail_operations: ops.iter().map(|s| s.to_string()).collect(),
             has_dests: dests,
@@ -522,14 +272,6 @@ mod tests {
         }
     }
 
-    fn value_of<'a>(writes: &'a [SysfsWrite], rel: &str) -> Option<&'a str> {
-        writes
-            .iter()
-            .rev()
-            .find(|w| w.rel == Path::new(rel))
-            .map(|w| w.value.as_str())
-    }
-
     #[test]
     fn kernel_7_2_uses_vaddr_with_dests() {
         let f = features(&["vaddr", "fvaddr", "paddr"], true, true, true);
@@ -537,93 +279,6 @@ mod tests {
         assert_eq!(d.kind, OpsKind::Vaddr);
         assert!(d.why.contains("dests"));
         assert_eq!(target_node(&f).0, 1);
-        let ws = scheme_writes(&SchemeConfig {
-            action: Action::MigrateHot,
-            monitor: Monitor::Vaddr { pid: 4242 },
-            target_nid: 1,
-            use_dests: true,
-            tuning: Tuning::default(),
-        });
-        assert_eq!(value_of(&ws, "0/contexts/0/operations"), Some("vaddr"));
-        assert_eq!(
-            value_of(&ws, "0/contexts/0/targets/0/pid_target"),
-            Some("4242")
-        );
-        assert_eq!(
-            value_of(&ws, "0/contexts/0/schemes/0/dests/nr_dests"),
-            Some("1")
-        );
-        assert_eq!(
-            value_of(&ws, "0/contexts/0/schemes/0/dests/0/id"),
-            Some("1")
-        );
-        assert_eq!(
-            value_of(&ws, "0/contexts/0/schemes/0/dests/0/weight"),
-            Some("1")
-        );
-        let q = "0/contexts/0/schemes/0/quotas";
-        assert_eq!(value_of(&ws, &format!("{q}/bytes")), Some("33554432"));
-        assert_eq!(
-            value_of(&ws, &format!("{q}/weights/nr_accesses_permil")),
-            Some("700")
-        );
-        assert_eq!(
-            value_of(&ws, &format!("{q}/weights/age_permil")),
-            Some("300")
-        );
-        let ap = "0/contexts/0/schemes/0/access_pattern";
-        assert_eq!(
-            value_of(&ws, &format!("{ap}/sz/max")),
-            Some("18446744073709551615")
-        );
-        assert_eq!(value_of(&ws, &format!("{ap}/age/max")), Some("4294967295"));
-        assert!(value_of(&ws, "0/contexts/0/targets/0/regions/nr_regions").is_none());
-        // nr_* files come before the directories they create.
-        let pos = |rel: &str| ws.iter().position(|w| w.rel == Path::new(rel)).expect(rel);
-        assert!(pos("nr_kdamonds") < pos("0/contexts/nr_contexts"));
-        assert!(pos("0/contexts/0/targets/nr_targets") < pos("0/contexts/0/targets/0/pid_target"));
-        assert!(
-            pos("0/contexts/0/schemes/0/dests/nr_dests") < pos("0/contexts/0/schemes/0/dests/0/id")
-        );
-    }
-
-    #[test]
-    fn tuning_sets_regions_and_intervals_only_when_asked() {
-        let cfg = |tuning| SchemeConfig {
-            action: Action::MigrateHot,
-            monitor: Monitor::Vaddr { pid: 1 },
-            target_nid: 1,
-            use_dests: true,
-            tuning,
-        };
-        let nr = "0/contexts/0/monitoring_attrs/nr_regions";
-        let apply = "0/contexts/0/schemes/0/apply_interval_us";
-        let iv = "0/contexts/0/monitoring_attrs/intervals";
-        let plain = scheme_writes(&cfg(Tuning::default()));
-        assert!(value_of(&plain, &format!("{nr}/min")).is_none());
-        assert!(value_of(&plain, apply).is_none());
-        assert_eq!(value_of(&plain, &format!("{iv}/aggr_us")), Some("100000"));
-        let dense = Tuning {
-            sample_us: 1_000,
-            aggr_us: 10_000,
-            apply_us: Some(10_000),
-            regions: None,
-        }
-        .with_regions(2000);
-        dense.validate().expect("valid");
-        let ws = scheme_writes(&cfg(dense));
-        assert_eq!(value_of(&ws, &format!("{nr}/min")), Some("2000"));
-        assert_eq!(value_of(&ws, &format!("{nr}/max")), Some("2000"));
-        assert_eq!(value_of(&ws, apply), Some("10000"));
-        assert_eq!(value_of(&ws, &format!("{iv}/sample_us")), Some("1000"));
-        assert_eq!(value_of(&ws, &format!("{iv}/aggr_us")), Some("10000"));
-        assert_eq!(Tuning::default().with_regions(50).regions, Some((50, 1000)));
-        assert!(Tuning::default().with_regions(2).validate().is_err());
-        let slow_sample = Tuning {
-            sample_us: 200_000,
-            ..Tuning::default()
-        };
-        assert!(slow_sample.validate().is_err());
     }
 
     #[test]
@@ -632,32 +287,7 @@ mod tests {
         let d = choose_ops(&f, Action::MigrateHot).expect("choose");
         assert_eq!(d.kind, OpsKind::Paddr);
         assert!(d.why.contains("cannot migrate"));
-        let ws = scheme_writes(&SchemeConfig {
-            action: Action::MigrateHot,
-            monitor: Monitor::Paddr {
-                start: 0x100000,
-                end: 0x4000_0000,
-            },
-            target_nid: 1,
-            use_dests: false,
-            tuning: Tuning::default(),
-        });
-        assert_eq!(value_of(&ws, "0/contexts/0/operations"), Some("paddr"));
-        let r = "0/contexts/0/targets/0/regions";
-        assert_eq!(value_of(&ws, &format!("{r}/nr_regions")), Some("1"));
-        assert_eq!(value_of(&ws, &format!("{r}/0/start")), Some("1048576"));
-        assert_eq!(value_of(&ws, &format!("{r}/0/end")), Some("1073741824"));
-        assert_eq!(
-            value_of(&ws, "0/contexts/0/schemes/0/target_nid"),
-            Some("1")
-        );
-        assert!(
-            ws.iter()
-                .all(|w| !w.rel.to_string_lossy().contains("dests"))
-        );
-        assert!(value_of(&ws, "0/contexts/0/targets/0/pid_target").is_none());
     }
-
     #[test]
     fn symbol_alone_selects_vaddr_and_paddr_only_kernels_work() {
         let d = choose_ops(
@@ -693,42 +323,5 @@ mod tests {
         let (nid, why) = target_node(&features(&["vaddr"], true, true, false));
         assert_eq!(nid, 0);
         assert!(why.contains("one NUMA node"));
-    }
-
-    #[test]
-    fn iomem_largest_system_ram() {
-        let iomem = "00000000-00000fff : Reserved\n\
-                     00001000-0009fbff : System RAM\n\
-                     000a0000-000bffff : PCI Bus 0000:00\n\
-                     00100000-3ffdffff : System RAM\n\
-                     \x20 01000000-01ffffff : Kernel code\n\
-                     \x20 02000000-0257ffff : Kernel rodata\n\
-                     3ffe0000-3fffffff : Reserved\n\
-                     100000000-11fffffff : System RAM\n\
-                     fd000000-fdffffff : PCI Bus 0000:00\n";
-        assert_eq!(largest_system_ram(iomem), Some((0x100000, 0x3ffe0000)));
-        // Unprivileged readers see zeros: no usable range.
-        let hidden = "00000000-00000000 : System RAM\n00000000-00000000 : System RAM\n";
-        assert_eq!(largest_system_ram(hidden), None);
-        assert_eq!(largest_system_ram("garbage\n"), None);
-    }
-
-    #[test]
-    fn apply_writes_into_an_existing_tree_and_stops_at_missing_files() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let kd = dir.path();
-        std::fs::write(kd.join("nr_kdamonds"), "0\n").expect("seed");
-        std::fs::create_dir_all(kd.join("0/contexts")).expect("mkdir");
-        std::fs::write(kd.join("0/contexts/nr_contexts"), "0\n").expect("seed");
-        let err = apply(kd, &skeleton()).expect_err("schemes dir is absent");
-        assert!(format!("{err:#}").contains("nr_schemes"));
-        assert_eq!(
-            std::fs::read_to_string(kd.join("nr_kdamonds")).expect("read"),
-            "1"
-        );
-        assert_eq!(
-            std::fs::read_to_string(kd.join("0/contexts/nr_contexts")).expect("read"),
-            "1"
-        );
     }
 }

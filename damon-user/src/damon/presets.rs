@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use serde_json::json;
 
-use super::plan::{
-    Action, DestNode, Features, Monitor, OpsDecision, OpsKind, SchemeConfig, Tuning, choose_ops,
-    dest_node,
+use super::{
+    plan::{Action, DestNode, Features, OpsDecision, OpsKind, choose_ops, dest_node},
+    writes::{Monitor, SchemeConfig, Tuning},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,37 +271,18 @@ fn yes_no(b: bool) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    use super::super::plan::{SysfsWrite, scheme_writes, validate_dest};
+    use super::super::{
+        plan::{tests::features, validate_dest},
+        writes::{SysfsWrite, scheme_writes, tests::value_of},
+    };
     use super::*;
 
     fn kernel_7_2() -> Features {
-        Features {
-            avail_operations: vec!["vaddr".into(), "fvaddr".into(), "paddr".into()],
-            has_dests: true,
-            has_target_nid: true,
-            va_migrate_symbol: true,
-            has_node1: true,
-            migrate_pages_symbol: true,
-        }
+        features(&["vaddr", "fvaddr", "paddr"], true, true, true)
     }
 
     fn kernel_6_12() -> Features {
-        Features {
-            has_dests: false,
-            va_migrate_symbol: false,
-            migrate_pages_symbol: false,
-            ..kernel_7_2()
-        }
-    }
-
-    fn value_of<'a>(writes: &'a [SysfsWrite], rel: &str) -> Option<&'a str> {
-        writes
-            .iter()
-            .rev()
-            .find(|w| w.rel == Path::new(rel))
-            .map(|w| w.value.as_str())
+        features(&["vaddr", "fvaddr", "paddr"], false, false, true)
     }
 
     const S: &str = "0/contexts/0/schemes/0";

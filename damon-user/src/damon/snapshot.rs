@@ -114,8 +114,7 @@ pub fn snapshot(root: &SysfsRoot) -> Result<DamonSnapshot> {
             root.damon_dir().display()
         )
     })?;
-    let damon_stat_enabled =
-        read_opt(&root.module_enabled(DAMON_STAT))?.map(|v| matches!(v.trim(), "Y" | "1"));
+    let damon_stat_enabled = read_bool(&root.module_enabled(DAMON_STAT))?;
     let stat_pid = root
         .module_enabled(DAMON_STAT)
         .with_file_name("kdamond_pid");
@@ -270,7 +269,11 @@ pub fn read_stats(dir: &Path) -> Result<SchemeStats> {
 pub(crate) mod tests {
     use std::fs;
 
-    use super::super::plan::{MigrateHotConfig, Monitor, apply, migrate_hot_writes};
+    use super::super::{
+        kdamond::apply,
+        plan::Action,
+        writes::{Monitor, SchemeConfig, scheme_writes},
+    };
     use super::*;
 
     /// Creates the files a 7.2 (`dests = true`) or 6.12 kernel shows for one kdamond with one
@@ -344,7 +347,8 @@ pub(crate) mod tests {
         for dests in [true, false] {
             let dir = tempfile::tempdir().expect("tempdir");
             let root = fake_kernel_tree(dir.path(), dests);
-            let cfg = MigrateHotConfig {
+            let cfg = SchemeConfig {
+                action: Action::MigrateHot,
                 monitor: if dests {
                     Monitor::Vaddr { pid: 321 }
                 } else {
@@ -357,7 +361,7 @@ pub(crate) mod tests {
                 use_dests: dests,
                 tuning: Default::default(),
             };
-            apply(&root.kdamonds(), &migrate_hot_writes(&cfg)).expect("apply");
+            apply(&root.kdamonds(), &scheme_writes(&cfg)).expect("apply");
             fs::write(root.kdamonds().join("0/state"), "on\n").expect("w");
             fs::write(root.kdamonds().join("0/pid"), "99\n").expect("w");
             let snap = snapshot(&root).expect("snapshot");

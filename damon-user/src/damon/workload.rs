@@ -15,8 +15,6 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::WorkloadArgs;
-
 const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;
 /// What the workload prints once its whole mapping is resident.
@@ -27,9 +25,16 @@ const NODE_ENV: &str = "DAMON_TRACE_WORKLOAD_NODE";
 /// How often the hot part is dropped and faulted in again.
 const REFAULT_EVERY: Duration = Duration::from_secs(3);
 
+/// The workload's mapping and its hot part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadSizes {
+    pub total_mib: u64,
+    pub hot_mib: u64,
+}
+
 /// Body of `damon-trace __workload`. Runs until SIGTERM/SIGKILL or until the parent dies.
-pub fn run(args: &WorkloadArgs) -> Result<ExitCode> {
-    validate(args.total_mib, args.hot_mib)?;
+pub fn run(sizes: WorkloadSizes) -> Result<ExitCode> {
+    validate(sizes.total_mib, sizes.hot_mib)?;
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and changes only this process.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) } != 0 {
         return Err(io::Error::last_os_error()).context("prctl(PR_SET_PDEATHSIG)");
@@ -55,8 +60,8 @@ pub fn run(args: &WorkloadArgs) -> Result<ExitCode> {
             eprintln!("damon-trace __workload: cannot pin to node {node}'s CPUs: {e}");
         }
     }
-    let total = usize::try_from(args.total_mib)?.saturating_mul(MIB);
-    let hot = usize::try_from(args.hot_mib)?.saturating_mul(MIB);
+    let total = usize::try_from(sizes.total_mib)?.saturating_mul(MIB);
+    let hot = usize::try_from(sizes.hot_mib)?.saturating_mul(MIB);
     let map = Mapping::new(total)?;
     map.touch(0, total, 1);
     let mut out = io::stdout().lock();

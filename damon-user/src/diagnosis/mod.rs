@@ -1,0 +1,531 @@
+//! Can this machine trace the selected functions, and if not, why: what the kernel allows
+//! (BTF, lockdown, kprobes, ftrace, preemption, memlock), the privileges of this process, DAMON
+//! and leftovers of earlier runs, and a real attach trial of each function.
+//!
+//! Every check reports what it found and, when it fails, the remedy. `doctor` prints the
+//! diagnosis; `record`, `live` and `serve` run it first so that they fail fast with the cause
+//! instead of a raw errno.
+mod leftovers;
+mod memlock;
+pub mod privileges;
+pub mod render;
+
+use std::{collections::HashSet, path::Path};
+
+use serde::Serialize;
+
+use crate::{
+    damon::ScenarioLeftover,
+    probe::{
+        inventory::BpfObjects,
+        kernel::{self, Kallsyms, Lockdown, SymbolPresence},
+        trial::{ProbeTrial, try_each},
+    },
+    trace::TracedFunction,
+};
+use leftovers::{leftovers_check, settled_bpf_objects};
+use memlock::memlock_check;
+use privileges::{MissingCaps, privileges};
+pub use render::render_text;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub level: Level,
+    pub found: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FunctionDiagnosis {
+    pub name: String,
+    pub kallsyms: SymbolPresence,
+    pub btf: bool,
+    /// In ftrace's available_filter_functions (needed by fentry); null if tracefs is unavailable.
+    pub ftrace: Option<bool>,
+    /// Result of really loading and attaching the fentry/fexit pair ("ok" or the error).
+    pub fentry: String,
+    /// Same for kprobe/kretprobe.
+    pub kprobe: String,
+    pub traceable: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Diagnosis {
+    pub kernel_release: String,
+    pub checks: Vec<Check>,
+    /// Every BPF program, map and link the kernel held when doctor started (before its own
+    /// trial attaches), ours marked.
+    pub bpf_objects: BpfObjects,
+    pub functions: Vec<FunctionDiagnosis>,
+    /// Whether at least one selected function can be traced.
+    pub can_trace: bool,
+    /// One sentence: the main reason tracing cannot work, and what to do.
+    pub verdict: String,
+}
+
+fn check(
+    name: &'static str,
+    level: Level,
+    found: impl Into<String>,
+    remedy: Option<&str>,
+) -> Check {
+    Check {
+        name,
+        level,
+        found: found.into(),
+        remedy: remedy.map(str::to_owned),
+    }
+}
+
+/// Runs every check; `functions` are those the user selected.
+pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
+    // First, before anything here loads a program of its own (the trials below do).
+    let bpf_objects = settled_bpf_objects();
+    let ident = kernel::KernelIdentity::read();
+    let privileged = privileges();
+    let mut checks = vec![privileges_check(&privileged), btf_check()];
+    let lockdown = kernel::read_lockdown();
+    checks.push(lockdown_check(lockdown));
+    let kallsyms = Kallsyms::read().unwrap_or_default();
+    let kprobes = kernel::kprobes_supported(&kallsyms);
+    checks.push(kprobes_check(kprobes));
+    checks.push(preemption_check(&ident.release));
+    checks.push(damon_check());
+    checks.push(scenario_check(crate::damon::scenario_leftover(
+        &crate::damon::SysfsRoot::system(),
+    )));
+    checks.push(leftovers_check(&bpf_objects));
+    checks.extend(memlock_check(&ident.release));
+    let ftrace = kernel::ftrace_functions();
+    checks.push(tracefs_check(&ftrace));
+    checks.extend(ftrace_enabled_check());
+    let trials: Vec<ProbeTrial> = if privileged.is_ok() {
+        try_each(functions)
+    } else {
+        Vec::new()
+    };
+    let diag_functions = function_diagnoses(functions, &trials, &kallsyms, ftrace.ok().as_ref());
+    let can_trace = diag_functions.iter().any(|f| f.traceable);
+    let verdict = verdict(&checks, &diag_functions, lockdown, kprobes, can_trace);
+    Diagnosis {
+        kernel_release: ident.release,
+        checks,
+        bpf_objects,
+        functions: diag_functions,
+        can_trace,
+        verdict,
+    }
+}
+
+fn privileges_check(privileged: &Result<String, MissingCaps>) -> Check {
+    match privileged {
+        Ok(found) => check("privileges", Level::Ok, found, None),
+        Err(missing) => Check {
+            name: "privileges",
+            level: Level::Fail,
+            found: missing.found(),
+            remedy: Some(missing.remedy()),
+        },
+    }
+}
+
+fn btf_check() -> Check {
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    if btf {
+        check("btf", Level::Ok, "/sys/kernel/btf/vmlinux present", None)
+    } else {
+        check(
+            "btf",
+            Level::Warn,
+            "no /sys/kernel/btf/vmlinux: fentry/fexit impossible",
+            Some("use a kernel built with CONFIG_DEBUG_INFO_BTF=y; kprobes still work"),
+        )
+    }
+}
+
+fn lockdown_check(lockdown: Option<Lockdown>) -> Check {
+    match lockdown {
+        Some(Lockdown::Confidentiality) => check(
+            "lockdown",
+            Level::Fail,
+            "lockdown=confidentiality forbids fentry/fexit and kprobe programs (they read kernel memory)",
+            Some(
+                "boot with lockdown=none (or without Secure Boot lockdown), or trace in a VM: `cargo xtask vm`",
+            ),
+        ),
+        Some(Lockdown::Integrity) => check(
+            "lockdown",
+            Level::Ok,
+            "lockdown=integrity (does not forbid tracing programs by itself)",
+            None,
+        ),
+        Some(Lockdown::None) => check("lockdown", Level::Ok, "lockdown=none", None),
+        None => check(
+            "lockdown",
+            Level::Ok,
+            "no lockdown LSM (or securityfs unavailable)",
+            None,
+        ),
+    }
+}
+
+/// `kprobes`: the kernel has them (register_kprobe in kallsyms); they may still be disarmed.
+fn kprobes_check(kprobes: bool) -> Check {
+    let kprobes_off = std::fs::read_to_string(KPROBES_ENABLED).is_ok_and(|v| v.trim() == "0");
+    if kprobes && kprobes_off {
+        check(
+            "kprobes",
+            Level::Warn,
+            format!(
+                "kprobes are disabled globally ({KPROBES_ENABLED} is 0): kprobe probes attach but never fire"
+            ),
+            Some(
+                "echo 1 > /sys/kernel/debug/kprobes/enabled (fentry, the default, is not affected)",
+            ),
+        )
+    } else if kprobes {
+        check(
+            "kprobes",
+            Level::Ok,
+            "CONFIG_KPROBES=y (register_kprobe in kallsyms)",
+            None,
+        )
+    } else {
+        check(
+            "kprobes",
+            Level::Warn,
+            "kernel built without kprobes (no register_kprobe in kallsyms): no kprobe fallback",
+            Some("use a kernel with CONFIG_KPROBES=y, or rely on fentry"),
+        )
+    }
+}
+
+/// A kdamond an unfinished scenario left configured (see [`crate::damon::scenario_leftover`]).
+fn scenario_check(leftover: Option<ScenarioLeftover>) -> Check {
+    match leftover {
+        None => check(
+            "scenario",
+            Level::Ok,
+            "no kdamond configured by an unfinished damon-trace scenario",
+            None,
+        ),
+        Some(ScenarioLeftover::Running(found)) => check("scenario", Level::Ok, found, None),
+        Some(ScenarioLeftover::Left { found, remedy }) => {
+            check("scenario", Level::Warn, found, Some(&remedy))
+        }
+    }
+}
+
+/// `ftrace`: the functions ftrace can patch (fentry needs them), or why they cannot be read.
+fn tracefs_check(ftrace: &Result<HashSet<String>, String>) -> Check {
+    match ftrace {
+        Ok(set) => check(
+            "tracefs",
+            Level::Ok,
+            format!("{} functions available to ftrace", set.len()),
+            None,
+        ),
+        Err(e) => check(
+            "tracefs",
+            Level::Warn,
+            e.clone(),
+            Some("fentry needs ftrace; an EPERM here means a security policy restricts tracing"),
+        ),
+    }
+}
+
+/// A warning only when function tracing is switched off.
+fn ftrace_enabled_check() -> Option<Check> {
+    std::fs::read_to_string(FTRACE_ENABLED)
+        .is_ok_and(|v| v.trim() == "0")
+        .then(|| {
+            check(
+                "ftrace",
+                Level::Warn,
+                format!(
+                    "function tracing is off ({FTRACE_ENABLED} is 0): fentry/fexit probes \
+                     attach but never fire"
+                ),
+                Some("sysctl kernel.ftrace_enabled=1, or trace with --attach kprobe"),
+            )
+        })
+}
+
+/// Each selected function: where it appears, and what its attach trial (if any) gave.
+fn function_diagnoses(
+    functions: &[TracedFunction],
+    trials: &[ProbeTrial],
+    kallsyms: &Kallsyms,
+    ftrace: Option<&HashSet<String>>,
+) -> Vec<FunctionDiagnosis> {
+    functions
+        .iter()
+        .map(|f| {
+            let trial = trials.iter().find(|t| t.func == *f);
+            let tried = |result: fn(&ProbeTrial) -> &String| {
+                trial.map_or_else(
+                    || "not tried (no privileges)".to_owned(),
+                    |t| result(t).clone(),
+                )
+            };
+            let fentry = tried(|t| &t.fentry);
+            let kprobe = tried(|t| &t.kprobe);
+            FunctionDiagnosis {
+                name: f.symbol.clone(),
+                kallsyms: kallsyms.presence(&f.symbol),
+                btf: trial.is_some_and(|t| t.in_btf),
+                ftrace: ftrace.map(|s| s.contains(&f.symbol)),
+                traceable: fentry == "ok" || kprobe == "ok",
+                fentry,
+                kprobe,
+            }
+        })
+        .collect()
+}
+
+/// The preemption model and what it means for each attach method (see `Preemption`).
+fn preemption_check(release: &str) -> Check {
+    let p = kernel::Preemption::read();
+    let model = p.model.as_deref().unwrap_or("unknown");
+    let kprobe_skips = if crate::probe::skips::kernel_counts_kprobe_skips(release) {
+        "the kernel counts every probe run it skips (shown as skipped entries/exits)"
+    } else {
+        "this kernel (< 6.7) counts skipped fentry/fexit runs but not skipped kprobe runs"
+    };
+    let found = if p.preempts_trampolines() {
+        format!(
+            "preemption model {model} ({}): a task can be preempted inside a fentry/fexit probe, \
+             and the kernel then skips that probe for the other tasks on the CPU; kprobe probes \
+             run with preemption disabled, so --attach auto uses kprobe here; {kprobe_skips}",
+            p.source
+        )
+    } else {
+        format!(
+            "preemption model {model} ({}): probes are not preempted, so --attach auto uses \
+             fentry/fexit (the cheaper pair); {kprobe_skips}",
+            p.source
+        )
+    };
+    check("preemption", Level::Ok, found, None)
+}
+
+/// kernel.ftrace_enabled: 0 leaves fentry/fexit trampolines unpatched (verified on 7.2: the
+/// attach succeeds and no call is counted).
+const FTRACE_ENABLED: &str = "/proc/sys/kernel/ftrace_enabled";
+
+/// Writing 0 here disarms every kprobe in the kernel without unregistering them (verified on
+/// 7.2: the attach succeeds and no call is counted).
+const KPROBES_ENABLED: &str = "/sys/kernel/debug/kprobes/enabled";
+
+fn damon_check() -> Check {
+    let kdamonds = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
+    if !kdamonds.exists() {
+        return check(
+            "damon",
+            Level::Warn,
+            "no /sys/kernel/mm/damon: DAMON functions will not be called",
+            Some("use a kernel with CONFIG_DAMON_SYSFS=y"),
+        );
+    }
+    // nr_kdamonds is readable by root only.
+    let n: u32 = match std::fs::read_to_string(kdamonds.join("nr_kdamonds")) {
+        Ok(t) => t.trim().parse().unwrap_or(0),
+        Err(e) => {
+            return check(
+                "damon",
+                Level::Ok,
+                format!("DAMON sysfs present (number of kdamonds unreadable: {e})"),
+                None,
+            );
+        }
+    };
+    let running = (0..n)
+        .filter(|i| {
+            std::fs::read_to_string(kdamonds.join(format!("{i}/state")))
+                .is_ok_and(|s| s.trim() == "on")
+        })
+        .count();
+    let found = if running > 0 {
+        format!("DAMON sysfs present ({n} kdamonds, {running} running)")
+    } else {
+        format!(
+            "DAMON sysfs present ({n} kdamonds, none running: the three DAMON functions are \
+             called only while a kdamond runs, e.g. under `damon-trace scenario migrate-hot`)"
+        )
+    };
+    check("damon", Level::Ok, found, None)
+}
+
+/// One sentence: whether tracing works, else the main reason and the remedy.
+fn verdict(
+    checks: &[Check],
+    funcs: &[FunctionDiagnosis],
+    lockdown: Option<Lockdown>,
+    kprobes: bool,
+    can_trace: bool,
+) -> String {
+    if can_trace {
+        let n = funcs.iter().filter(|f| f.traceable).count();
+        return format!(
+            "tracing works: {n} of {} functions can be traced",
+            funcs.len()
+        );
+    }
+    // A process that may not trace, or may not lock its maps: the remedy is on this side.
+    for name in ["privileges", "memlock"] {
+        if let Some(c) = checks
+            .iter()
+            .find(|c| c.name == name && c.level == Level::Fail)
+        {
+            return format!(
+                "cannot trace: {}; {}",
+                c.found,
+                c.remedy.as_deref().unwrap_or("")
+            );
+        }
+    }
+    let fentry_eperm = funcs
+        .iter()
+        .any(|f| f.fentry.contains("Operation not permitted") || f.fentry.contains("EPERM"));
+    let mut reasons = Vec::new();
+    match lockdown {
+        Some(Lockdown::Confidentiality) => reasons.push("kernel lockdown=confidentiality forbids fentry/fexit".to_owned()),
+        Some(mode) if fentry_eperm => reasons.push(format!(
+            "the kernel refuses fentry/fexit program loads with EPERM although lockdown reports `{}`: \
+             a security policy of this kernel forbids tracing programs",
+            serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+        )),
+        None if fentry_eperm => reasons.push("the kernel refuses fentry/fexit program loads with EPERM".to_owned()),
+        _ => {}
+    }
+    if !kprobes {
+        reasons.push("the kernel has no kprobes (CONFIG_KPROBES off)".to_owned());
+    }
+    if funcs.iter().all(|f| f.kallsyms == SymbolPresence::Absent) {
+        reasons.push("none of the selected functions exists in this kernel".to_owned());
+    }
+    if reasons.is_empty() {
+        // Tracing works here; the functions themselves refuse (notrace, blacklisted,
+        // inlined): booting another kernel is not the remedy.
+        let names: Vec<&str> = funcs.iter().map(|f| f.name.as_str()).collect();
+        return format!(
+            "cannot trace the selected functions ({}): see the per-function errors above; \
+             choose functions that `doctor --func NAME` shows as traceable",
+            names.join(", ")
+        );
+    }
+    format!(
+        "cannot trace here: {}. Remedy: boot a kernel with lockdown=none and CONFIG_KPROBES=y, or run inside the VM: `cargo xtask vm --kernel 7.2 -- damon-trace ...`",
+        reasons.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn func(symbol: &str) -> TracedFunction {
+        TracedFunction {
+            id: 9,
+            symbol: symbol.to_owned(),
+        }
+    }
+
+    #[test]
+    fn functions_take_their_trial_or_say_why_there_was_none() {
+        let kallsyms = Kallsyms::parse("ffff0001 T a_fn\nffff0002 t b_fn.isra.0\n");
+        let ftrace: HashSet<String> = ["a_fn".to_owned()].into();
+        let trials = [ProbeTrial {
+            func: func("a_fn"),
+            in_btf: true,
+            fentry: "EPERM".to_owned(),
+            kprobe: "ok".to_owned(),
+        }];
+        let fs = function_diagnoses(
+            &[func("a_fn"), func("b_fn")],
+            &trials,
+            &kallsyms,
+            Some(&ftrace),
+        );
+        let (a, b) = (&fs[0], &fs[1]);
+        assert!(a.traceable && a.btf && a.ftrace == Some(true), "{a:?}");
+        assert_eq!((a.fentry.as_str(), a.kprobe.as_str()), ("EPERM", "ok"));
+        assert_eq!(a.kallsyms, SymbolPresence::Present);
+        assert!(!b.traceable && !b.btf && b.ftrace == Some(false), "{b:?}");
+        assert_eq!(b.fentry, "not tried (no privileges)");
+        assert_eq!(b.kprobe, "not tried (no privileges)");
+        assert!(matches!(b.kallsyms, SymbolPresence::ClonesOnly(_)));
+        let none = function_diagnoses(&[func("a_fn")], &[], &kallsyms, None);
+        assert_eq!(none[0].ftrace, None);
+    }
+
+    #[test]
+    fn pure_checks_pick_their_level() {
+        let missing = MissingCaps(vec!["CAP_BPF"]);
+        let c = privileges_check(&Err(missing));
+        assert_eq!(c.level, Level::Fail);
+        assert!(c.remedy.as_deref().is_some_and(|r| r.contains("setcap")));
+        assert_eq!(
+            privileges_check(&Ok("CAP_SYS_ADMIN".into())).level,
+            Level::Ok
+        );
+        assert_eq!(
+            lockdown_check(Some(Lockdown::Confidentiality)).level,
+            Level::Fail
+        );
+        assert_eq!(lockdown_check(Some(Lockdown::Integrity)).level, Level::Ok);
+        assert_eq!(lockdown_check(None).level, Level::Ok);
+        assert_eq!(scenario_check(None).level, Level::Ok);
+        let left = scenario_check(Some(ScenarioLeftover::Left {
+            found: "kdamond 0".into(),
+            remedy: "echo 0".into(),
+        }));
+        assert_eq!(
+            (left.level, left.remedy.as_deref()),
+            (Level::Warn, Some("echo 0"))
+        );
+        let ok = tracefs_check(&Ok(["x".to_owned()].into()));
+        assert_eq!(
+            (ok.level, ok.found.as_str()),
+            (Level::Ok, "1 functions available to ftrace")
+        );
+        assert_eq!(tracefs_check(&Err("EPERM".into())).level, Level::Warn);
+    }
+
+    #[test]
+    fn verdict_puts_this_process_first_then_the_kernel() {
+        let fail = |name, found: &str| check(name, Level::Fail, found, Some("fix it"));
+        let funcs = function_diagnoses(&[func("a_fn")], &[], &Kallsyms::default(), None);
+        let both = [
+            fail("memlock", "low memlock"),
+            fail("privileges", "no caps"),
+        ];
+        let v = verdict(&both, &funcs, None, true, false);
+        assert_eq!(v, "cannot trace: no caps; fix it");
+        let v = verdict(&both[..1], &funcs, None, true, false);
+        assert_eq!(v, "cannot trace: low memlock; fix it");
+        let v = verdict(&[], &funcs, Some(Lockdown::Confidentiality), false, false);
+        assert!(
+            v.starts_with("cannot trace here: kernel lockdown=confidentiality")
+                && v.contains("no kprobes")
+                && v.contains("none of the selected functions exists"),
+            "{v}"
+        );
+        let traced = FunctionDiagnosis {
+            traceable: true,
+            ..function_diagnoses(&[func("a_fn")], &[], &Kallsyms::default(), None).remove(0)
+        };
+        let v = verdict(&[], &[traced], None, true, true);
+        assert_eq!(v, "tracing works: 1 of 1 functions can be traced");
+    }
+}
