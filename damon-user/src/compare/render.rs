@@ -129,7 +129,7 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
 
 /// Rows of the corrected table (raw minus each side's floor): label, before, after, delta.
 fn corrected_rows(f: &FunctionComparison) -> Option<(String, Vec<[String; 4]>)> {
-    use crate::stats::calibration::format_ns;
+    use crate::report::calibration::format_ns;
     let (b, a) = (f.before.corrected?, f.after.corrected?);
     let row =
         |l: &str, vb: f64, va: f64| [l.to_owned(), format_ns(vb), format_ns(va), signed(va - vb)];

@@ -485,7 +485,7 @@ fn settle_status(cal: &mut Calibration) {
 /// One line per floor for stderr: `probe floor fentry/stream 812 ± 40 ns (20000 calls of
 /// bpf_fentry_test1); held-out bpf_fentry_test2 +2.0 ns; 1.9 s`.
 pub fn summary_lines(cal: &Calibration) -> Vec<String> {
-    use crate::stats::calibration::describe_floor;
+    use crate::report::calibration::describe_floor;
     if cal.status == CalibrationStatus::Skipped {
         return vec!["probe floor not measured (--no-calibrate): latencies are raw only".into()];
     }
@@ -584,7 +584,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     let text = if args.json {
         serde_json::to_string_pretty(&cal)? + "\n"
     } else {
-        crate::stats::calibration::render_text(&cal)
+        crate::report::calibration::render_text(&cal)
     };
     std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     if cal.status != CalibrationStatus::Ok {

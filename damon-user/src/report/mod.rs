@@ -1,5 +1,6 @@
 //! `damon-trace report`: per-function accounting, latency percentiles and range tables of a
 //! capture. Building the report is pure; [`render`] turns it into text, Markdown or CSV.
+pub mod calibration;
 pub mod damon;
 pub mod kernel;
 pub mod render;
@@ -412,7 +413,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
 
 /// What the latency columns are, and what corrected ones subtract (for every format).
 pub fn latencies_note(calibration: Option<&Calibration>) -> String {
-    use crate::stats::calibration::{CalibrationStatus, describe_floor};
+    use crate::{report::calibration::describe_floor, stats::calibration::CalibrationStatus};
     let raw = "raw: measured by the probes, including their own cost";
     match calibration {
         None => format!("{raw}; the capture has no calibration, so there is no corrected value"),

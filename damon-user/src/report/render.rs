@@ -91,7 +91,7 @@ fn numbers(f: &FunctionReport) -> [String; 12] {
 
 /// The corrected latencies in the columns of [`numbers`] (accounting columns blank).
 fn corrected_numbers(f: &FunctionReport) -> Option<[String; 12]> {
-    use crate::stats::calibration::format_ns;
+    use crate::report::calibration::format_ns;
     let c = f.corrected?;
     let mut out: [String; 12] = Default::default();
     out[3] = format!("±{}", format_ns(c.uncertainty_ns.round()));

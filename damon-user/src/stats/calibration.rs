@@ -357,139 +357,6 @@ impl Corrected {
     }
 }
 
-/// A corrected value for a table: whole ns when the floor is exact, one decimal otherwise;
-/// the sign kept (`-3`).
-pub fn format_ns(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-/// `fentry/stream floor 812 ± 40 ns (80000 calls of 4 empty functions)`.
-pub fn describe_floor(f: &Floor) -> String {
-    match (&f.floor, &f.error) {
-        (Some(d), _) => format!(
-            "{}/{} floor {} ± {} ns ({} calls of {}{})",
-            f.attach,
-            f.mode,
-            format_ns(d.median_ns),
-            format_ns(f.uncertainty_ns.round()),
-            d.count,
-            match f.functions.len() {
-                0 | 1 => "an empty function".to_owned(),
-                n => format!("{n} empty functions"),
-            },
-            if f.untimed > 0 {
-                format!(", {} not timed", f.untimed)
-            } else {
-                String::new()
-            }
-        ),
-        (None, Some(e)) => format!("{}/{} floor not measured: {e}", f.attach, f.mode),
-        (None, None) => format!("{}/{} floor not measured", f.attach, f.mode),
-    }
-}
-
-/// What `damon-trace calibrate` prints: per floor its distribution and the held-out check.
-pub fn render_text(c: &Calibration) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    // Floors that failed say why on their own line; the detail is for when there are none.
-    if c.status != CalibrationStatus::Ok && c.floors.is_empty() {
-        let _ = writeln!(
-            out,
-            "no probe floor measured{}",
-            c.detail
-                .as_ref()
-                .map(|d| format!(": {d}"))
-                .unwrap_or_default()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7}  held-out {}",
-        "probe floor",
-        "calls",
-        "p5",
-        "median",
-        "p95",
-        "mean",
-        "spread",
-        "betw.fn",
-        "±",
-        "took",
-        c.floors
-            .iter()
-            .find_map(|f| f.held_out.as_ref())
-            .map_or("(none)", |h| h.function.as_str())
-    );
-    for f in &c.floors {
-        let label = format!("{}/{}", f.attach, f.mode);
-        let took = format!("{:.1} s", f.took_ns as f64 / 1e9);
-        match (&f.floor, &f.error) {
-            (Some(d), _) => {
-                let held = f.held_out.as_ref().map_or_else(
-                    || "-".to_owned(),
-                    |h| {
-                        format!(
-                            "{:+.1} ± {} ns (raw median {})",
-                            h.corrected_median_ns,
-                            format_ns(h.uncertainty_ns.round()),
-                            format_ns(h.median_ns)
-                        )
-                    },
-                );
-                let _ = writeln!(
-                    out,
-                    "{label:<14} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>7} {:>7} {:>7} {took:>7}  {held}",
-                    d.count,
-                    format_ns(d.p5_ns),
-                    format_ns(d.median_ns),
-                    format_ns(d.p95_ns),
-                    d.mean_ns,
-                    format_ns(d.spread_ns.round()),
-                    format_ns(f.between_functions_ns.round()),
-                    format_ns(f.uncertainty_ns.round()),
-                );
-                if !f.functions.is_empty() {
-                    let per: Vec<String> = f
-                        .functions
-                        .iter()
-                        .map(|m| format!("{} {}", m.function, format_ns(m.median_ns)))
-                        .collect();
-                    let _ = writeln!(out, "{:<14} medians: {}", "", per.join(", "));
-                }
-                if f.untimed > 0 {
-                    let _ = writeln!(
-                        out,
-                        "{label:<14} warning: {} calls of {} were not timed (dropped or in flight)",
-                        f.untimed,
-                        c.functions.join(", ")
-                    );
-                }
-            }
-            (None, e) => {
-                let _ = writeln!(
-                    out,
-                    "{label:<14} not measured: {}",
-                    e.as_deref().unwrap_or("unknown reason")
-                );
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "ns, timing {} (pooled) with the session's own programs; corrected = raw − median; \
-         spread = (p95 − p5)/2 (+ half a bucket in kernel mode); betw.fn = 95 % prediction \
-         half-width of a new function's median from the pooled ones'; ± = √(spread² + betw.fn²); \
-         the held-out function's corrected median should be within ± of 0",
-        c.functions.join(", ")
-    );
-    out
-}
-
 /// A fentry/stream floor of one function, and a settled calibration of such floors: the
 /// fixtures of the report, compare and screen tests.
 #[cfg(test)]
@@ -611,8 +478,6 @@ mod tests {
         assert_eq!(c.p50_ns, raw.p50_ns as f64 - 44.0);
         assert_eq!(c.max_ns, 956.0);
         assert!((c.mean_ns - (raw.mean_ns - 44.0)).abs() < 1e-9);
-        assert_eq!(format_ns(c.min_ns), "-3");
-        assert_eq!(format_ns(2.25), "2.2");
     }
 
     #[test]
@@ -625,16 +490,8 @@ mod tests {
             calls: 3,
             method: METHOD.into(),
             floors: vec![Floor {
-                attach: "fentry".into(),
-                mode: "stream".into(),
-                floor: Some(floor.clone()),
-                functions: Vec::new(),
-                between_functions_ns: 0.0,
-                uncertainty_ns: 0.0,
-                held_out: None,
-                untimed: 0,
-                error: None,
                 took_ns: 5,
+                ..Floor::for_tests(Some(floor.clone()))
             }],
         }
         .settled();
@@ -663,74 +520,6 @@ mod tests {
     }
 
     #[test]
-    fn renders_floors_held_out_and_failures() {
-        let floor = FloorDistribution::from_durations(&(90..=110).collect::<Vec<u64>>());
-        let held = HeldOut {
-            function: "bpf_fentry_test2".into(),
-            count: 21,
-            median_ns: 102.0,
-            corrected_median_ns: 2.0,
-            uncertainty_ns: 9.0,
-        };
-        let cal = Calibration {
-            status: CalibrationStatus::Ok,
-            detail: None,
-            functions: vec!["bpf_fentry_test1".into()],
-            calls: 21,
-            method: METHOD.into(),
-            floors: vec![
-                Floor {
-                    attach: "fentry".into(),
-                    mode: "stream".into(),
-                    floor,
-                    functions: Vec::new(),
-                    between_functions_ns: 0.0,
-                    uncertainty_ns: 0.0,
-                    held_out: Some(held),
-                    untimed: 0,
-                    error: None,
-                    took_ns: 1_500_000_000,
-                },
-                Floor {
-                    attach: "kprobe".into(),
-                    mode: "stream".into(),
-                    floor: None,
-                    functions: Vec::new(),
-                    between_functions_ns: 0.0,
-                    uncertainty_ns: 0.0,
-                    held_out: None,
-                    untimed: 0,
-                    error: Some("kernel has no kprobes".into()),
-                    took_ns: 0,
-                },
-            ],
-        }
-        .settled();
-        let text = render_text(&cal);
-        let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].ends_with("held-out bpf_fentry_test2"), "{text}");
-        assert!(
-            lines[1].starts_with("fentry/stream       21       91      100      109"),
-            "{text}"
-        );
-        assert!(lines[1].contains("+2.0 ± 9 ns (raw median 102)"), "{text}");
-        assert!(lines[1].contains("1.5 s"), "{text}");
-        assert_eq!(
-            lines[2],
-            "kprobe/stream  not measured: kernel has no kprobes"
-        );
-        let failed = Calibration::not_run(CalibrationStatus::Failed, "fentry/stream: EPERM".into());
-        assert!(render_text(&failed).starts_with("no probe floor measured: fentry/stream: EPERM"));
-        // With floors, each failed one says why on its line, once.
-        let mut both_failed = cal.clone();
-        both_failed.status = CalibrationStatus::Failed;
-        both_failed.floors.remove(0);
-        let text = render_text(&both_failed);
-        assert!(!text.contains("no probe floor measured"), "{text}");
-        assert_eq!(text.matches("kernel has no kprobes").count(), 1, "{text}");
-    }
-
-    #[test]
     fn uncertainty_adds_the_spread_between_functions() {
         // Four functions with medians 690, 720, 700, 670: s = 20.82, t(0.975, 3) = 3.182,
         // √(1 + 1/4) = 1.118: a new function's median within ± 74.1 ns.
@@ -741,9 +530,6 @@ mod tests {
         assert_eq!(prediction_half_width(&[5.0, 5.0, 5.0]), 0.0);
         let dist = FloorDistribution::from_durations(&(650..=750).collect::<Vec<u64>>());
         let mut f = Floor {
-            attach: "fentry".into(),
-            mode: "stream".into(),
-            floor: dist,
             functions: medians
                 .iter()
                 .enumerate()
@@ -753,8 +539,6 @@ mod tests {
                     median_ns: m,
                 })
                 .collect(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
             held_out: Some(HeldOut {
                 function: "bpf_fentry_test3".into(),
                 count: 10,
@@ -762,9 +546,7 @@ mod tests {
                 corrected_median_ns: -60.0,
                 uncertainty_ns: 0.0,
             }),
-            untimed: 0,
-            error: None,
-            took_ns: 0,
+            ..Floor::for_tests(dist)
         };
         f.settle_uncertainty();
         let spread = f.floor.as_ref().expect("floor").spread_ns;
@@ -773,36 +555,6 @@ mod tests {
         assert_eq!(
             f.held_out.as_ref().map(|h| h.uncertainty_ns),
             Some(f.uncertainty_ns)
-        );
-    }
-
-    #[test]
-    fn describes_a_floor() {
-        let mut f = Floor {
-            attach: "kprobe".into(),
-            mode: "stream".into(),
-            floor: FloorDistribution::from_durations(&[100, 110, 120, 130, 140]),
-            functions: Vec::new(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
-            held_out: None,
-            untimed: 2,
-            error: None,
-            took_ns: 0,
-        };
-        f.settle_uncertainty();
-        assert_eq!(
-            describe_floor(&f),
-            "kprobe/stream floor 120 ± 20 ns (5 calls of an empty function, 2 not timed)"
-        );
-        let failed = Floor {
-            floor: None,
-            error: Some("EPERM".into()),
-            ..f
-        };
-        assert_eq!(
-            describe_floor(&failed),
-            "kprobe/stream floor not measured: EPERM"
         );
     }
 

@@ -1,3 +1,5 @@
+mod calibration;
+
 use std::{collections::BTreeMap, path::Path};
 
 use damon_common::CallRecord;
