@@ -21,9 +21,8 @@ fn corrected(c: &Capture, attach: &str, stats: Option<&LatencyStats>) -> Option<
 
 mod runs;
 #[cfg(test)]
-mod simulation;
-#[cfg(test)]
 mod tests;
+pub mod values;
 mod verdict;
 
 pub use verdict::{p_text, signed};
@@ -196,7 +195,7 @@ pub struct FunctionComparison {
     /// Before/after distributions of the returned value and recorded arguments (scores, pages
     /// migrated, target nodes, region nr_accesses/age), runs pooled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<crate::report::values::DistComparison>,
+    pub values: Vec<values::DistComparison>,
     /// Log-spaced bins over both samples, for `--plot` (latencies span decades).
     #[serde(skip)]
     pub log_bins: Vec<plot::LogBin>,
@@ -585,7 +584,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         let values = if resolution.is_some() {
             Vec::new()
         } else {
-            crate::report::values::compare(
+            values::compare(
                 name,
                 &rb.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
                 &ra.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),

@@ -1,3 +1,9 @@
+mod intervals;
+mod kernel;
+mod runs;
+mod simulation;
+mod values;
+
 use std::{collections::BTreeMap, path::Path};
 
 use damon_common::CallRecord;
@@ -592,4 +598,29 @@ fn real_a_a_runs_show_no_significant_difference() {
             "{name}: the A/A runs vary by {measured:.4} of the median, the advice uses {typical}"
         );
     }
+}
+
+/// Against an uncalibrated capture, compare says only one side can be corrected.
+#[test]
+fn a_calibrated_run_against_an_uncalibrated_one_is_said() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let before =
+        crate::capture::format::read_file(&data.join("migrate-hot-7.2.dtcap")).expect("fixture");
+    let after =
+        crate::capture::format::read_file(&data.join("calibrated-7.2.dtcap")).expect("fixture");
+    let cmp = build(
+        &Inputs::pair(
+            ("migrate-hot-7.2.dtcap", &before),
+            ("calibrated-7.2.dtcap", &after),
+        ),
+        &opts(),
+    )
+    .expect("compare");
+    assert!(
+        cmp.warnings.iter().any(|w| w.contains(
+            "only 1 of the 2 runs have a probe calibration (before 0 of 1, after 1 of 1)"
+        )),
+        "{:?}",
+        cmp.warnings
+    );
 }
