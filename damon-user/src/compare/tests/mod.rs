@@ -299,7 +299,7 @@ fn warns_about_attach_mode_and_cpu_model_and_small_samples() {
     assert!(f.verdict.contains("weak comparison"), "{}", f.verdict);
     assert_eq!(
         f.calls_test.map(|m| m.method),
-        Some(ranktest::PMethod::Exact)
+        Some(crate::stats::ranktest::PMethod::Exact)
     );
 }
 
