@@ -1,34 +1,13 @@
 use damon_common::{AGGREGATION_MARK, CallRecord};
 
 use crate::{
-    capture::{Capture, KernelIdentity, Meta},
+    capture::Capture,
     compare::intervals::{IntervalComparison, compare, lines, of_run},
     stats::intervals::PerInterval,
 };
 
 fn bare_capture() -> Capture {
-    Capture {
-        meta: Meta {
-            tool_version: "0.1.0".into(),
-            kernel: KernelIdentity::default(),
-            hostname: String::new(),
-            start_unix_ns: 0,
-            start_monotonic_ns: 0,
-            command_line: Vec::new(),
-            mode: "stream".into(),
-            ring_size: 4096,
-            functions: Vec::new(),
-            damon: None,
-            cpu_model: String::new(),
-            calibration: None,
-            intervals: None,
-            args: Vec::new(),
-        },
-        records: Vec::new(),
-        summary: None,
-        marks: Vec::new(),
-        hist_snapshots: Vec::new(),
-    }
+    crate::report::tests::stream_capture(Vec::new(), Vec::new(), None)
 }
 
 fn with(durations_per_interval: &[u64]) -> Capture {

@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, path::Path};
 use damon_common::CallRecord;
 
 use super::*;
-use crate::capture::{AttachState, FunctionCounters, FunctionStatus, Meta, Summary};
+use crate::capture::{AttachState, FunctionCounters, FunctionStatus};
 
 fn opts() -> ReportOptions {
     ReportOptions {
@@ -47,39 +47,16 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
         attach,
         detail: None,
     };
-    Capture {
-        meta: Meta {
-            tool_version: "0.1.0".into(),
-            kernel: Default::default(),
-            hostname: String::new(),
-            start_unix_ns: 0,
-            start_monotonic_ns: 0,
-            command_line: vec![],
-            mode: "stream".into(),
-            ring_size: 4096,
-            functions: vec![
-                status("damon_migrate_pages", 2, migrate),
-                status("lock_timer_base", 3, attach),
-            ],
-            damon: None,
-            cpu_model: cpu.into(),
-            calibration: None,
-            intervals: None,
-            args: Vec::new(),
-        },
+    let mut c = crate::report::tests::stream_capture(
+        vec![
+            status("damon_migrate_pages", 2, migrate),
+            status("lock_timer_base", 3, attach),
+        ],
         records,
-        summary: Some(Summary {
-            duration_ns: 1_000_000_000,
-            end_reason: "duration".into(),
-            counters,
-            malformed_items: 0,
-            damon_end: None,
-            intervals: None,
-            kernel_hist: Default::default(),
-        }),
-        marks: Vec::new(),
-        hist_snapshots: Vec::new(),
-    }
+        Some((1_000_000_000, counters)),
+    );
+    c.meta.cpu_model = cpu.into();
+    c
 }
 
 /// A capture with lock_timer_base (id 3) and damon_migrate_pages (id 2) calls of these

@@ -57,6 +57,17 @@ pub(crate) fn capture(summary: bool) -> Capture {
             ..Default::default()
         },
     );
+    stream_capture(functions, records, summary.then_some((1, counters)))
+}
+
+/// A stream capture of these functions and records by damon-trace 0.1.0 (4 KiB ring), with
+/// the summary of a recorder that finished after `duration_ns` with these counters (`None`:
+/// it was killed).
+pub(crate) fn stream_capture(
+    functions: Vec<FunctionStatus>,
+    records: Vec<CallRecord>,
+    end: Option<(u64, BTreeMap<u32, FunctionCounters>)>,
+) -> Capture {
     Capture {
         meta: Meta {
             tool_version: "0.1.0".into(),
@@ -75,8 +86,8 @@ pub(crate) fn capture(summary: bool) -> Capture {
             args: Vec::new(),
         },
         records,
-        summary: summary.then(|| Summary {
-            duration_ns: 1,
+        summary: end.map(|(duration_ns, counters)| Summary {
+            duration_ns,
             end_reason: "duration".into(),
             counters,
             malformed_items: 0,
