@@ -11,7 +11,7 @@ pub use table::table;
 use super::{Comparison, FunctionComparison, SideMeta, p_text, signed};
 use crate::{
     report::{calibration::format_ns, render::percent as pct},
-    stats::{buckets::BucketRow, ranktest},
+    stats::{buckets::BucketRow, ranktest, runs::Interval},
 };
 
 fn label(lo: u64, hi: Option<u64>) -> String {
@@ -81,18 +81,28 @@ fn mean_spread(runs: &[super::runs::RunSummary]) -> Option<[f64; 2]> {
     super::runs::spread(&super::runs::values(runs, |r| r.mean_ns))
 }
 
+/// A row of exact values (min, max): no spread, no interval.
+fn exact_row(label: &str, b: u64, a: u64) -> [String; 5] {
+    [
+        label.to_owned(),
+        b.to_string(),
+        a.to_string(),
+        signed(a as f64 - b as f64),
+        String::new(),
+    ]
+}
+
+/// `[lo, hi]`, both signed.
+fn interval_text(i: Interval) -> String {
+    format!("[{}, {}]", signed(i.lo), signed(i.hi))
+}
+
 /// Rows of the percentile table: label, before, after, delta, interval.
 fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
     let mut rows = Vec::new();
     let (sb, sa) = (f.before.stats, f.after.stats);
     if let (Some(b), Some(a)) = (sb, sa) {
-        rows.push([
-            "min".into(),
-            b.min_ns.to_string(),
-            a.min_ns.to_string(),
-            signed(a.min_ns as f64 - b.min_ns as f64),
-            String::new(),
-        ]);
+        rows.push(exact_row("min", b.min_ns, a.min_ns));
     }
     let multi = f.runs.before.len() > 1 && f.runs.after.len() > 1;
     for d in &f.percentiles {
@@ -102,7 +112,7 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
             with_spread(d.after_ns.to_string(), d.after_runs),
             signed(d.after_ns as f64 - d.before_ns as f64),
             match d.interval {
-                Some(i) => format!("[{}, {}]", signed(i.lo), signed(i.hi)),
+                Some(i) => interval_text(i),
                 None if multi => "(too few calls in this tail)".to_owned(),
                 None => String::new(),
             },
@@ -114,17 +124,9 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
             with_spread(format!("{:.1}", b.mean_ns), mean_spread(&f.runs.before)),
             with_spread(format!("{:.1}", a.mean_ns), mean_spread(&f.runs.after)),
             signed(a.mean_ns - b.mean_ns),
-            f.mean.map_or_else(String::new, |i| {
-                format!("[{}, {}]", signed(i.lo), signed(i.hi))
-            }),
+            f.mean.map_or_else(String::new, interval_text),
         ]);
-        rows.push([
-            "max".into(),
-            b.max_ns.to_string(),
-            a.max_ns.to_string(),
-            signed(a.max_ns as f64 - b.max_ns as f64),
-            String::new(),
-        ]);
+        rows.push(exact_row("max", b.max_ns, a.max_ns));
     }
     rows
 }
