@@ -17,7 +17,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     let text = if args.json {
         serde_json::to_string_pretty(&cal)? + "\n"
     } else {
-        crate::stats::calibration::render_text(&cal)
+        crate::probe::calibration_text::render_text(&cal)
     };
     std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
     if cal.status != CalibrationStatus::Ok {

@@ -1,5 +1,5 @@
 //! The one-line verdict of a comparison: what may honestly be said about one function.
-use super::{ALPHA, FEW, FunctionComparison, runs::RunsNeeded};
+use super::{ALPHA, FEW, FunctionComparison, PercentileDelta, runs::RunsNeeded};
 use crate::stats::ranktest;
 
 /// Formats ns with a sign, for deltas.
@@ -35,48 +35,7 @@ pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<Ru
     };
     let Some(t) = f.test else {
         // One run on a side: no variation to test against. Describe, and say what it takes.
-        let d = p50.after_ns as f64 - p50.before_ns as f64;
-        let needed = super::runs::needed(&f.name, d, p50.before_ns as f64, None, ALPHA);
-        let which = match (nb, na) {
-            (1, 1) => "one run a side".to_owned(),
-            (1, _) => "one run before".to_owned(),
-            _ => "one run after".to_owned(),
-        };
-        let rel = if p50.before_ns > 0 {
-            format!(" ({:+.1} %)", d * 100.0 / p50.before_ns as f64)
-        } else {
-            String::new()
-        };
-        let delta = f.calls_test.map_or_else(String::new, |m| {
-            format!(
-                ", Cliff's δ={:+.2} ({}) over their calls",
-                m.cliffs_delta,
-                ranktest::magnitude(m.cliffs_delta)
-            )
-        });
-        let advice = match &needed {
-            Some(n) => match n.per_side {
-                Some(k) => format!(
-                    "; at {}, resolving a difference of this size takes about {k} runs a side",
-                    n.basis
-                ),
-                None => format!(
-                    "; at {}, a difference of this size would take more than {} runs a side",
-                    n.basis,
-                    super::runs::MAX_RUNS
-                ),
-            },
-            None => String::new(),
-        };
-        return (
-            false,
-            format!(
-                "{which}: run-to-run variation unknown, nothing is claimed about the kernels; \
-                 these runs differ by {} ns at the median{rel}{delta}{advice}{few}",
-                signed(d)
-            ),
-            needed,
-        );
+        return described(f, p50, &few);
     };
     let p_holm = f.p_holm.unwrap_or(t.p_value);
     let p = if tests > 1 {
@@ -126,5 +85,57 @@ pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<Ru
             t.lo.abs().max(t.hi.abs()),
         ),
         None,
+    )
+}
+
+/// The verdict with one run on a side: the difference described, never judged, and the runs
+/// it would take to resolve it.
+fn described(
+    f: &FunctionComparison,
+    p50: &PercentileDelta,
+    few: &str,
+) -> (bool, String, Option<RunsNeeded>) {
+    let (nb, na) = (f.runs.before.len(), f.runs.after.len());
+    let d = p50.after_ns as f64 - p50.before_ns as f64;
+    let needed = super::runs::needed(&f.name, d, p50.before_ns as f64, None, ALPHA);
+    let which = match (nb, na) {
+        (1, 1) => "one run a side".to_owned(),
+        (1, _) => "one run before".to_owned(),
+        _ => "one run after".to_owned(),
+    };
+    let rel = if p50.before_ns > 0 {
+        format!(" ({:+.1} %)", d * 100.0 / p50.before_ns as f64)
+    } else {
+        String::new()
+    };
+    let delta = f.calls_test.map_or_else(String::new, |m| {
+        format!(
+            ", Cliff's δ={:+.2} ({}) over their calls",
+            m.cliffs_delta,
+            ranktest::magnitude(m.cliffs_delta)
+        )
+    });
+    let advice = match &needed {
+        Some(n) => match n.per_side {
+            Some(k) => format!(
+                "; at {}, resolving a difference of this size takes about {k} runs a side",
+                n.basis
+            ),
+            None => format!(
+                "; at {}, a difference of this size would take more than {} runs a side",
+                n.basis,
+                super::runs::MAX_RUNS
+            ),
+        },
+        None => String::new(),
+    };
+    (
+        false,
+        format!(
+            "{which}: run-to-run variation unknown, nothing is claimed about the kernels; \
+             these runs differ by {} ns at the median{rel}{delta}{advice}{few}",
+            signed(d)
+        ),
+        needed,
     )
 }

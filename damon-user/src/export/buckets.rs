@@ -8,7 +8,10 @@ use std::io::Write;
 
 use super::Exporter;
 use crate::{
-    capture::Capture, error::UsageError, report::ReportOptions, stats::buckets::BucketGrid,
+    capture::Capture,
+    error::UsageError,
+    report::ReportOptions,
+    stats::buckets::{BucketGrid, BucketRow},
 };
 
 pub struct Buckets(pub ReportOptions);
@@ -38,19 +41,14 @@ impl Exporter for Buckets {
             };
             let grid = BucketGrid::plan(self.0.bucket_ns, self.0.max_ns, &[&sel.durations])
                 .map_err(|e| UsageError(e.to_string()))?;
-            let total = sel.durations.len() as f64;
-            for row in grid.count(&sel.durations) {
-                // An empty hi_ns is the open-ended last row.
-                let hi = row.hi_ns.map(|h| h.to_string()).unwrap_or_default();
-                writeln!(
-                    out,
-                    "{},{},{hi},{},{:.4},{accounting}",
-                    status.name,
-                    row.lo_ns,
-                    row.count,
-                    row.count as f64 * 100.0 / total
-                )?;
-            }
+            let rows = grid.count(&sel.durations);
+            write_rows(
+                out,
+                &status.name,
+                &rows,
+                sel.durations.len() as u64,
+                &accounting,
+            )?;
         }
         Ok(())
     }
@@ -78,17 +76,30 @@ fn kernel_rows(c: &Capture, opts: &ReportOptions, out: &mut dyn Write) -> anyhow
         }
         let grid = kernel_hist::plan_grid(opts.bucket_ns, opts.max_ns, &[h])
             .map_err(|e| UsageError(e.to_string()))?;
-        for row in kernel_hist::count_rows(&grid, h) {
-            let hi = row.hi_ns.map(|h| h.to_string()).unwrap_or_default();
-            writeln!(
-                out,
-                "{},{},{hi},{},{:.4},{accounting}",
-                status.name,
-                row.lo_ns,
-                row.count,
-                row.count as f64 * 100.0 / total as f64
-            )?;
-        }
+        let rows = kernel_hist::count_rows(&grid, h);
+        write_rows(out, &status.name, &rows, total, &accounting)?;
+    }
+    Ok(())
+}
+
+/// One function's range rows, each with its share of `total` and the function's accounting.
+fn write_rows(
+    out: &mut dyn Write,
+    name: &str,
+    rows: &[BucketRow],
+    total: u64,
+    accounting: &str,
+) -> anyhow::Result<()> {
+    for row in rows {
+        // An empty hi_ns is the open-ended last row.
+        let hi = row.hi_ns.map(|h| h.to_string()).unwrap_or_default();
+        writeln!(
+            out,
+            "{name},{},{hi},{},{:.4},{accounting}",
+            row.lo_ns,
+            row.count,
+            row.count as f64 * 100.0 / total as f64
+        )?;
     }
     Ok(())
 }

@@ -157,6 +157,39 @@ fn family(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &s
 /// Renders the OpenMetrics exposition, `# EOF` included.
 pub fn render(s: &MetricsSnapshot) -> String {
     let mut out = String::new();
+    histogram(&mut out, s);
+    counters(&mut out, s);
+    info(&mut out, s);
+    counter_single(
+        &mut out,
+        "damon_trace_malformed_items",
+        "Ring buffer items of unexpected size, discarded.",
+        s.malformed_items,
+    );
+    out.push_str("# EOF\n");
+    out
+}
+
+/// One sample per function: `{metric}{function="…"<labels>} <value>`, where `sample` gives
+/// the further labels (each with its leading comma) and the value.
+fn per_function(
+    out: &mut String,
+    s: &MetricsSnapshot,
+    metric: &str,
+    sample: &dyn Fn(&FunctionMetrics) -> (String, String),
+) {
+    for f in &s.functions {
+        let (labels, value) = sample(f);
+        let _ = writeln!(
+            out,
+            "{metric}{{function=\"{}\"{labels}}} {value}",
+            escape(&f.name)
+        );
+    }
+}
+
+/// The latency histogram of every function.
+fn histogram(out: &mut String, s: &MetricsSnapshot) {
     let h = "damon_trace_call_duration_seconds";
     let help = if s.mode == "kernel" {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost; \
@@ -164,7 +197,7 @@ pub fn render(s: &MetricsSnapshot) -> String {
     } else {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost)."
     };
-    family(&mut out, h, "histogram", Some("seconds"), help);
+    family(out, h, "histogram", Some("seconds"), help);
     for f in &s.functions {
         let fl = format!("function=\"{}\"", escape(&f.name));
         let mut cumulative = 0;
@@ -178,26 +211,25 @@ pub fn render(s: &MetricsSnapshot) -> String {
         let _ = writeln!(out, "{h}_sum{{{fl}}} {}", seconds(f.sum_ns));
         let _ = writeln!(out, "{h}_count{{{fl}}} {}", f.count);
     }
+}
+
+/// Calls, drops by reason, orphan exits and calls in flight of every function.
+fn counters(out: &mut String, s: &MetricsSnapshot) {
     let counter =
-        |out: &mut String, name: &str, help: &str, value: &dyn Fn(&FunctionCounters) -> u64| {
+        |out: &mut String, name: &str, help: &str, value: fn(&FunctionCounters) -> u64| {
             family(out, name, "counter", None, help);
-            for f in &s.functions {
-                let _ = writeln!(
-                    out,
-                    "{name}_total{{function=\"{}\"}} {}",
-                    escape(&f.name),
-                    value(&f.counters)
-                );
-            }
+            per_function(out, s, &format!("{name}_total"), &|f| {
+                (String::new(), value(&f.counters).to_string())
+            });
         };
     counter(
-        &mut out,
+        out,
         "damon_trace_calls",
         "Calls the kernel made while traced (entries seen plus entry runs it skipped).",
-        &|c| c.made(),
+        |c| c.made(),
     );
     family(
-        &mut out,
+        out,
         "damon_trace_dropped",
         "counter",
         None,
@@ -221,45 +253,41 @@ pub fn render(s: &MetricsSnapshot) -> String {
         }
     }
     counter(
-        &mut out,
+        out,
         "damon_trace_orphan_exits",
         "Exits without their invocation's entry: calls that began before the probes were \
          attached, or whose entry run the kernel skipped.",
-        &|c| c.orphan_exits,
+        |c| c.orphan_exits,
     );
     family(
-        &mut out,
+        out,
         "damon_trace_in_flight",
         "gauge",
         None,
         "Calls entered and not yet exited.",
     );
-    for f in &s.functions {
-        let _ = writeln!(
-            out,
-            "damon_trace_in_flight{{function=\"{}\"}} {}",
-            escape(&f.name),
-            f.counters.in_flight
-        );
-    }
+    per_function(out, s, "damon_trace_in_flight", &|f| {
+        (String::new(), f.counters.in_flight.to_string())
+    });
+}
+
+/// How each function is traced, and the build and kernel.
+fn info(out: &mut String, s: &MetricsSnapshot) {
     family(
-        &mut out,
+        out,
         "damon_trace_function",
         "info",
         None,
         "How each function is traced (fentry, kprobe) or why not (missing, inlined, failed).",
     );
-    for f in &s.functions {
-        let _ = writeln!(
-            out,
-            "damon_trace_function_info{{function=\"{}\",attach=\"{}\",mode=\"{}\"}} 1",
-            escape(&f.name),
-            f.attach,
-            escape(&s.mode)
-        );
-    }
+    per_function(out, s, "damon_trace_function_info", &|f| {
+        (
+            format!(",attach=\"{}\",mode=\"{}\"", f.attach, escape(&s.mode)),
+            "1".to_owned(),
+        )
+    });
     family(
-        &mut out,
+        out,
         "damon_trace_build",
         "info",
         None,
@@ -271,14 +299,6 @@ pub fn render(s: &MetricsSnapshot) -> String {
         env!("CARGO_PKG_VERSION"),
         escape(&s.kernel_release)
     );
-    counter_single(
-        &mut out,
-        "damon_trace_malformed_items",
-        "Ring buffer items of unexpected size, discarded.",
-        s.malformed_items,
-    );
-    out.push_str("# EOF\n");
-    out
 }
 
 fn counter_single(out: &mut String, name: &str, help: &str, v: u64) {

@@ -2,6 +2,7 @@
 pub mod attach;
 pub mod btf;
 pub mod calibrate;
+pub mod calibration_text;
 pub mod folio_node;
 pub mod globals;
 pub mod intervals;

@@ -1,5 +1,6 @@
 //! `damon-trace report`: per-function accounting, latency percentiles and range tables of a
 //! capture. Building the report is pure; [`render`] turns it into text, Markdown or CSV.
+mod build;
 pub mod damon;
 pub mod kernel;
 pub mod render;
@@ -7,19 +8,20 @@ pub mod render;
 pub(crate) mod tests;
 pub mod values;
 
+pub use build::build;
 use std::{collections::BTreeMap, process::ExitCode};
 
 use damon_common::FunctionId;
 use serde::Serialize;
 
 use crate::{
-    capture::{Capture, FunctionCounters, format::load_file},
+    capture::{Capture, FunctionCounters, FunctionStatus, format::load_file},
     cli::{BucketArgs, RecordFilter, ReportArgs, ReportFormat},
     error::UsageError,
     stats::{
         LatencyStats, ValueStats,
         buckets::{BucketGrid, BucketRow},
-        calibration::{Calibration, Corrected},
+        calibration::Corrected,
     },
 };
 
@@ -242,87 +244,24 @@ pub fn counters(capture: &Capture, id: u32, count: u64) -> FunctionCounters {
     }
 }
 
-/// Builds the report of a capture (pure).
-pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageError> {
-    check_functions(capture, &opts.functions)?;
-    let kernel_mode = capture.is_kernel_mode();
-    let hists = if kernel_mode {
-        kernel::check_options(opts)?;
-        capture.final_hists()
-    } else {
-        None
-    };
-    let mut selected = select(capture, opts);
-    let mut warnings = Vec::new();
-    if capture.summary.is_none() && kernel_mode {
-        warnings.push(kernel::incomplete_warning(hists.as_ref()));
-    } else if capture.summary.is_none() {
-        warnings.push(
-            "capture is incomplete (the recorder did not finish): calls and drops are unknown, \
-             `calls` below counts records only"
-                .to_owned(),
-        );
-    }
-    let calibration = Calibration::from_meta(capture.meta.calibration.as_ref());
-    if capture.meta.calibration.is_some() && calibration.is_none() {
-        warnings.push(
-            "the capture's calibration is in a shape this damon-trace does not know: latencies \
-             are shown raw only"
-                .to_owned(),
-        );
-    }
-    let mut functions = Vec::new();
-    for status in &capture.meta.functions {
-        if !opts.functions.is_empty() && !opts.functions.contains(&status.name) {
-            continue;
-        }
-        if kernel_mode {
-            let (f, k) = kernel::function(
-                status,
-                hists.as_ref(),
-                opts,
-                capture.meta.calibration.as_ref(),
-            )?;
-            accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
-            functions.push(f);
-            continue;
-        }
-        let mut sel = selected.remove(&status.id).unwrap_or_default();
-        let k = counters(capture, status.id, sel.count);
-        let lat = LatencyStats::from_durations(&mut sel.durations);
-        let vname = FunctionId::try_from(status.id).ok().and_then(value_name);
-        let value = vname.and_then(|_| ValueStats::from_values(sel.values.iter().copied()));
-        let values = FunctionId::try_from(status.id).ok().and_then(|func| {
-            let records: Vec<_> = capture
-                .records
-                .iter()
-                .filter(|r| r.func == status.id && opts.keeps(r.cpu, r.pid))
-                .collect();
-            values::function_values(capture, func, &records)
-        });
-        let buckets = if sel.durations.is_empty() {
-            None
-        } else {
-            let grid = BucketGrid::plan(opts.bucket_ns, opts.max_ns, &[&sel.durations])
-                .map_err(|e| UsageError(e.to_string()))?;
-            Some(BucketTable {
-                rows: grid.count(&sel.durations),
-                grid,
-            })
-        };
-        let mode = "stream";
-        let corrected = calibration
-            .as_ref()
-            .and_then(|c| c.floor(status.attach.as_str(), &capture.meta.mode))
-            .zip(lat)
-            .map(|(floor, lat)| Corrected::new(floor, &lat));
-        let f = FunctionReport {
+impl FunctionReport {
+    /// A function's accounting (`k`, `count` records kept) and raw latencies over `matched`
+    /// records, in `mode`; everything else empty, for the caller to fill.
+    pub fn new(
+        status: &FunctionStatus,
+        mode: &'static str,
+        k: &FunctionCounters,
+        count: u64,
+        matched: u64,
+        lat: Option<LatencyStats>,
+    ) -> FunctionReport {
+        FunctionReport {
             name: status.name.clone(),
             attach: status.attach.as_str(),
             attach_detail: status.detail.clone(),
             mode,
             calls: k.made(),
-            count: sel.count,
+            count,
             emitted: k.emitted,
             dropped: k.dropped(),
             in_flight: k.in_flight,
@@ -333,7 +272,7 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             stale_entries: k.stale_entries,
             skipped_entries: k.skipped_entries,
             skipped_exits: k.skipped_exits,
-            matched: sel.durations.len() as u64,
+            matched,
             min_ns: lat.map(|l| l.min_ns),
             mean_ns: lat.map(|l| l.mean_ns),
             p50_ns: lat.map(|l| l.p50_ns),
@@ -342,126 +281,15 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             p99_ns: lat.map(|l| l.p99_ns),
             p999_ns: lat.map(|l| l.p999_ns),
             max_ns: lat.map(|l| l.max_ns),
-            corrected,
-            value_name: vname,
-            value,
-            values,
-            buckets,
+            corrected: None,
+            value_name: None,
+            value: None,
+            values: None,
+            buckets: None,
             per_interval: None,
             resolution: None,
-        };
-        accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
-        functions.push(f);
+        }
     }
-    let intervals = if kernel_mode {
-        None
-    } else {
-        let ids: Vec<u32> = capture
-            .meta
-            .functions
-            .iter()
-            .filter(|s| opts.functions.is_empty() || opts.functions.contains(&s.name))
-            .map(|s| s.id)
-            .collect();
-        let mut pairs: Vec<(u32, &mut FunctionReport)> =
-            ids.into_iter().zip(functions.iter_mut()).collect();
-        damon::add_intervals(capture, &mut pairs, &mut warnings)
-    };
-    if let Some(s) = &capture.summary
-        && s.malformed_items > 0
-    {
-        warnings.push(format!(
-            "{} ring items of unexpected size were discarded",
-            s.malformed_items
-        ));
-    }
-    let m = &capture.meta;
-    let filtered = !opts.cpu.is_empty() || !opts.pid.is_empty();
-    Ok(Report {
-        meta: ReportMeta {
-            kernel_release: m.kernel.release.clone(),
-            kernel_version: m.kernel.version.clone(),
-            boot_id: m.kernel.boot_id.clone(),
-            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-            capture_tool_version: m.tool_version.clone(),
-            cpu_model: m.cpu_model.clone(),
-            start_unix_ns: m.start_unix_ns,
-            duration_ns: capture.summary.as_ref().map(|s| s.duration_ns),
-            end_reason: capture.summary.as_ref().map(|s| s.end_reason.clone()),
-            mode: capture.meta.mode.clone(),
-            ring_size: m.ring_size,
-            complete: capture.summary.is_some(),
-            calibration: m.calibration.clone(),
-            latencies: latencies_note(calibration.as_ref()),
-            filter: filtered.then(|| FilterEcho {
-                cpu: opts.cpu.clone(),
-                pid: opts.pid.clone(),
-            }),
-            damon: damon::context(capture),
-        },
-        functions,
-        intervals,
-        warnings,
-        notes: if kernel_mode {
-            vec![kernel::NOT_AVAILABLE.to_owned()]
-        } else {
-            Vec::new()
-        },
-    })
-}
-
-/// What the latency columns are, and what corrected ones subtract (for every format).
-pub fn latencies_note(calibration: Option<&Calibration>) -> String {
-    use crate::stats::calibration::{CalibrationStatus, describe_floor};
-    let raw = "raw: measured by the probes, including their own cost";
-    match calibration {
-        None => format!("{raw}; the capture has no calibration, so there is no corrected value"),
-        Some(c) if c.status != CalibrationStatus::Ok => format!(
-            "{raw}; calibration {}{}, so there is no corrected value",
-            match c.status {
-                CalibrationStatus::Skipped => "was skipped",
-                _ => "failed",
-            },
-            c.detail
-                .as_ref()
-                .map(|d| format!(" ({d})"))
-                .unwrap_or_default()
-        ),
-        Some(c) => format!(
-            "{raw}; corrected: raw minus the probe floor's median for the function's attach \
-             method and trace mode, ± its uncertainty (per-call and between-function spread of \
-             the probe's cost; negative: below the floor); {}",
-            c.floors
-                .iter()
-                .map(describe_floor)
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
-    }
-}
-
-fn accounting_warnings(
-    f: &FunctionReport,
-    k: &FunctionCounters,
-    ring_size: u32,
-    warnings: &mut Vec<String>,
-) {
-    warnings.extend(crate::accounting::identity_warning(
-        &f.name,
-        f.calls,
-        f.count,
-        f.dropped,
-        f.in_flight,
-    ));
-    if f.emitted != f.count {
-        warnings.push(format!(
-            "{}: the kernel wrote {} records into the ring buffer but the capture holds {}",
-            f.name, f.emitted, f.count
-        ));
-    }
-    warnings.extend(crate::accounting::drop_warning(
-        &f.name, f.attach, k, ring_size,
-    ));
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {

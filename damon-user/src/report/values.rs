@@ -58,6 +58,45 @@ fn width_for(lo: i64, hi: i64) -> i128 {
     }
 }
 
+/// Rows of equal width (1, 2 or 5 times a power of ten), at most [`MAX_ROWS`], that cover
+/// `min..=max`: the grid of a value histogram, and of two side by side.
+#[derive(Debug, Clone, Copy)]
+pub struct ValueGrid {
+    width: i128,
+    first: i128,
+    /// How many rows.
+    pub rows: usize,
+}
+
+impl ValueGrid {
+    pub fn new(min: i64, max: i64) -> ValueGrid {
+        let width = width_for(min, max);
+        let first = i128::from(min).div_euclid(width);
+        let rows = (i128::from(max).div_euclid(width) - first + 1) as usize;
+        ValueGrid { width, first, rows }
+    }
+
+    /// How many of `values` (all within the grid) each row holds.
+    pub fn count(&self, values: &[i64]) -> Vec<u64> {
+        let mut counts = vec![0u64; self.rows];
+        for &v in values {
+            counts[(i128::from(v).div_euclid(self.width) - self.first) as usize] += 1;
+        }
+        counts
+    }
+
+    /// The values of row `i`: `lo..=hi`.
+    pub fn bounds(&self, i: usize) -> (i64, i64) {
+        let lo = (self.first + i as i128) * self.width;
+        (saturate(lo), saturate(lo + self.width - 1))
+    }
+}
+
+/// `v` as an i64, saturated at its ends.
+fn saturate(v: i128) -> i64 {
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
 impl ValueDist {
     pub fn new(mut values: Vec<i64>) -> Option<ValueDist> {
         if values.is_empty() {
@@ -67,22 +106,16 @@ impl ValueDist {
         let (min, max) = (values[0], values[values.len() - 1]);
         let sum: i128 = values.iter().map(|&v| i128::from(v)).sum();
         let n = values.len() as u64;
-        let width = width_for(min, max);
-        let first = i128::from(min).div_euclid(width);
-        let rows = (i128::from(max).div_euclid(width) - first + 1) as usize;
-        let mut counts = vec![0u64; rows];
-        for &v in &values {
-            counts[(i128::from(v).div_euclid(width) - first) as usize] += 1;
-        }
-        let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        let histogram = counts
+        let grid = ValueGrid::new(min, max);
+        let histogram = grid
+            .count(&values)
             .into_iter()
             .enumerate()
             .map(|(i, count)| {
-                let lo = (first + i as i128) * width;
+                let (lo, hi) = grid.bounds(i);
                 ValueRow {
-                    lo: clamp(lo),
-                    hi: clamp(lo + width - 1),
+                    lo,
+                    hi,
                     count,
                     percent: 100.0 * count as f64 / n as f64,
                 }
@@ -96,7 +129,7 @@ impl ValueDist {
             p90: rank(&values, 90.0),
             p99: rank(&values, 99.0),
             max,
-            sum: sum.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+            sum: saturate(sum),
             histogram,
         })
     }
@@ -142,6 +175,11 @@ pub struct OnDestination {
     pub on_destination: u64,
 }
 
+/// Argument `col` (0 or 1) of a record.
+pub fn arg(r: &CallRecord, col: usize) -> i64 {
+    if col == 0 { r.arg0 } else { r.arg1 }
+}
+
 /// Names of the arguments a capture recorded for `func` with their column (0 or 1).
 pub fn recorded_args(capture: &Capture, func: FunctionId) -> Vec<(usize, &'static str)> {
     let Some(status) = capture
@@ -174,10 +212,7 @@ pub fn function_values(
     let value = value_name.and_then(|_| ValueDist::new(records.iter().map(|r| r.value).collect()));
     let mut dists = BTreeMap::new();
     for &(col, name) in &args {
-        let vals = records
-            .iter()
-            .map(|r| if col == 0 { r.arg0 } else { r.arg1 })
-            .collect();
+        let vals = records.iter().map(|r| arg(r, col)).collect();
         if let Some(d) = ValueDist::new(vals) {
             dists.insert(name.to_owned(), d);
         }
@@ -231,402 +266,4 @@ pub fn function_values(
         already_on_destination,
         missing,
     })
-}
-
-/// One distribution as text: a summary line and the histogram rows.
-pub fn render_dist(out: &mut String, label: &str, d: &ValueDist) {
-    use std::fmt::Write as _;
-    let _ = writeln!(
-        out,
-        "  {label}: n {} min {} p50 {} p90 {} p99 {} max {} mean {:.1} sum {}",
-        d.count, d.min, d.p50, d.p90, d.p99, d.max, d.mean, d.sum
-    );
-    for row in &d.histogram {
-        let range = if row.lo == row.hi {
-            format!("{}", row.lo)
-        } else {
-            format!("{}..{}", row.lo, row.hi)
-        };
-        let bar = "#".repeat((row.percent / 5.0).round() as usize);
-        let _ = writeln!(
-            out,
-            "    {range:>13} | {:>7} | {:>5.1}% {bar}",
-            row.count, row.percent
-        );
-    }
-}
-
-/// The values block of one function as text.
-pub fn render(out: &mut String, name: &str, v: &FunctionValues) {
-    use std::fmt::Write as _;
-    let _ = writeln!(out, "{name}: values");
-    if let (Some(vn), Some(d)) = (v.value_name, &v.value) {
-        render_dist(out, vn, d);
-    }
-    for (arg, d) in &v.args {
-        render_dist(out, arg, d);
-    }
-    if !v.by_target_nid.is_empty() {
-        let _ = writeln!(out, "  per target node: node | calls | pages migrated");
-        for b in &v.by_target_nid {
-            let _ = writeln!(out, "    {:>4} | {:>7} | {}", b.arg, b.calls, b.value_sum);
-        }
-    }
-    if let Some(o) = &v.already_on_destination {
-        let _ = writeln!(
-            out,
-            "  already on destination: {} of {} calls (node and destination known for {})",
-            o.on_destination, o.calls, o.known
-        );
-    }
-    if let Some(m) = &v.missing {
-        let _ = writeln!(out, "  {m}");
-    }
-}
-
-/// One row of a before/after histogram on a shared grid.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SideRow {
-    pub lo: i64,
-    pub hi: i64,
-    pub before: u64,
-    pub after: u64,
-}
-
-/// One value (the returned value or an argument) of one function in two captures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DistComparison {
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub before: Option<ValueDist>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub after: Option<ValueDist>,
-    /// Both histograms on one grid (at most 10 rows).
-    pub rows: Vec<SideRow>,
-}
-
-/// Counts both samples on one grid of at most 10 equal rows.
-pub fn side_by_side(before: &[i64], after: &[i64]) -> Vec<SideRow> {
-    let all = || before.iter().chain(after);
-    let (Some(&min), Some(&max)) = (all().min(), all().max()) else {
-        return Vec::new();
-    };
-    let width = width_for(min, max);
-    let first = i128::from(min).div_euclid(width);
-    let n = (i128::from(max).div_euclid(width) - first + 1) as usize;
-    let count = |vals: &[i64]| {
-        let mut c = vec![0u64; n];
-        for &v in vals {
-            c[(i128::from(v).div_euclid(width) - first) as usize] += 1;
-        }
-        c
-    };
-    let (cb, ca) = (count(before), count(after));
-    let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-    (0..n)
-        .map(|i| {
-            let lo = (first + i as i128) * width;
-            SideRow {
-                lo: clamp(lo),
-                hi: clamp(lo + width - 1),
-                before: cb[i],
-                after: ca[i],
-            }
-        })
-        .collect()
-}
-
-/// The values of one column of `func`'s selected records (None = the returned value).
-fn column(
-    capture: &Capture,
-    id: u32,
-    col: Option<usize>,
-    keep: &dyn Fn(&CallRecord) -> bool,
-) -> Vec<i64> {
-    capture
-        .records
-        .iter()
-        .filter(|r| r.func == id && keep(r))
-        .map(|r| match col {
-            None => r.value,
-            Some(0) => r.arg0,
-            Some(_) => r.arg1,
-        })
-        .collect()
-}
-
-/// Before/after distributions of the returned value and of every argument any capture
-/// recorded, for the function `name`; each side's runs (capture, id of `name` in it) pooled.
-pub fn compare(
-    name: &str,
-    before: &[(&Capture, u32)],
-    after: &[(&Capture, u32)],
-    keep: &dyn Fn(&CallRecord) -> bool,
-) -> Vec<DistComparison> {
-    let Some(func) = FunctionId::from_symbol(name) else {
-        return Vec::new();
-    };
-    let mut wanted: Vec<(String, Option<usize>)> = Vec::new();
-    if let Some(vn) = super::value_name(func) {
-        wanted.push((vn.to_owned(), None));
-    }
-    for (col, arg) in before
-        .iter()
-        .chain(after)
-        .flat_map(|&(c, _)| recorded_args(c, func))
-    {
-        if !wanted.iter().any(|(n, _)| n == arg) {
-            wanted.push((arg.to_owned(), Some(col)));
-        }
-    }
-    let has = |c: &Capture, col: Option<usize>, n: &str| {
-        col.is_none() || recorded_args(c, func).iter().any(|&(_, a)| a == n)
-    };
-    let side = |runs: &[(&Capture, u32)], col: Option<usize>, n: &str| -> Vec<i64> {
-        runs.iter()
-            .filter(|&&(c, _)| has(c, col, n))
-            .flat_map(|&(c, id)| column(c, id, col, keep))
-            .collect()
-    };
-    wanted
-        .into_iter()
-        .filter_map(|(n, col)| {
-            let (b, a) = (side(before, col, &n), side(after, col, &n));
-            if b.is_empty() && a.is_empty() {
-                return None;
-            }
-            Some(DistComparison {
-                rows: side_by_side(&b, &a),
-                before: ValueDist::new(b),
-                after: ValueDist::new(a),
-                name: n,
-            })
-        })
-        .collect()
-}
-
-/// Before/after value distributions as text.
-pub fn render_comparison(out: &mut String, cmp: &[DistComparison]) {
-    use std::fmt::Write as _;
-    for d in cmp {
-        let line = |s: &Option<ValueDist>| match s {
-            Some(d) => format!(
-                "n {} min {} p50 {} p90 {} max {} mean {:.1} sum {}",
-                d.count, d.min, d.p50, d.p90, d.max, d.mean, d.sum
-            ),
-            None => "not recorded".to_owned(),
-        };
-        let _ = writeln!(out, "\n{}:", d.name);
-        let _ = writeln!(out, "  before: {}", line(&d.before));
-        let _ = writeln!(out, "  after:  {}", line(&d.after));
-        let nb = d.before.as_ref().map_or(0, |x| x.count);
-        let na = d.after.as_ref().map_or(0, |x| x.count);
-        let pct = |c: u64, n: u64| {
-            if n == 0 {
-                "-".to_owned()
-            } else {
-                format!("{:.1}%", 100.0 * c as f64 / n as f64)
-            }
-        };
-        let _ = writeln!(out, "  {:>13} {:>17} {:>17}", "Range", "Before", "After");
-        for r in &d.rows {
-            let range = if r.lo == r.hi {
-                format!("{}", r.lo)
-            } else {
-                format!("{}..{}", r.lo, r.hi)
-            };
-            let _ = writeln!(
-                out,
-                "  {range:>13} {:>8} {:>8} {:>8} {:>8}",
-                r.before,
-                pct(r.before, nb),
-                r.after,
-                pct(r.after, na)
-            );
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn histogram_rows_are_nice_and_cover_every_value() {
-        let d = ValueDist::new((0..100).collect()).unwrap();
-        assert_eq!(d.histogram.len(), 10);
-        assert_eq!((d.histogram[0].lo, d.histogram[0].hi), (0, 9));
-        assert!(d.histogram.iter().all(|r| r.count == 10));
-        assert_eq!((d.min, d.p50, d.p90, d.p99, d.max), (0, 49, 89, 98, 99));
-        let d = ValueDist::new(vec![3, 3, 5]).unwrap();
-        assert_eq!(d.histogram.len(), 3);
-        assert_eq!(d.histogram[1].count, 0);
-        assert_eq!(d.histogram.iter().map(|r| r.count).sum::<u64>(), 3);
-        let d = ValueDist::new(vec![-7, 12]).unwrap();
-        assert!(d.histogram.len() <= 10);
-        assert!(d.histogram[0].lo <= -7 && d.histogram.last().unwrap().hi >= 12);
-        let d = ValueDist::new(vec![i64::MIN, i64::MAX]).unwrap();
-        assert_eq!(d.histogram.iter().map(|r| r.count).sum::<u64>(), 2);
-        assert!(ValueDist::new(Vec::new()).is_none());
-    }
-
-    #[test]
-    fn side_by_side_shares_one_grid() {
-        let rows = side_by_side(&[0, 5, 5, 50], &[99, 98]);
-        assert_eq!(rows.len(), 10);
-        assert_eq!(rows.iter().map(|r| r.before).sum::<u64>(), 4);
-        assert_eq!(rows.iter().map(|r| r.after).sum::<u64>(), 2);
-        assert_eq!((rows[9].lo, rows[9].hi, rows[9].after), (90, 99, 2));
-        assert!(side_by_side(&[], &[]).is_empty());
-    }
-}
-
-#[cfg(test)]
-mod capture_tests {
-    use std::path::Path;
-
-    use super::*;
-    use crate::{
-        capture::format::read_file,
-        report::{ReportOptions, build},
-    };
-
-    fn load(name: &str) -> Capture {
-        read_file(
-            &Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data")
-                .join(name),
-        )
-        .expect("fixture reads")
-    }
-
-    /// A capture written before arguments existed: the scores and pages are shown, no
-    /// argument is (its records' argument columns are absent, read as 0).
-    #[test]
-    fn old_capture_shows_returned_values_only() {
-        let c = load("migrate-hot-7.2.dtcap");
-        assert!(c.meta.args.is_empty());
-        let opts = ReportOptions {
-            bucket_ns: 20,
-            ..Default::default()
-        };
-        let r = build(&c, &opts).expect("report");
-        let hot = r
-            .functions
-            .iter()
-            .find(|f| f.name == "damon_hot_score")
-            .unwrap();
-        let v = hot.values.as_ref().expect("values");
-        assert!(v.args.is_empty() && v.by_target_nid.is_empty());
-        let score = v.value.as_ref().expect("scores");
-        assert_eq!(score.count, hot.matched);
-        assert!(score.min >= 0 && score.max <= 99, "{score:?}");
-        assert_eq!(
-            score.histogram.iter().map(|r| r.count).sum::<u64>(),
-            score.count
-        );
-        let old = hot.value.expect("min/mean/max kept");
-        assert_eq!(
-            (old.min, old.max, old.sum),
-            (score.min, score.max, score.sum)
-        );
-        let table = crate::report::render::table(&r, None);
-        assert!(
-            table.contains("damon_hot_score: values\n  hotness_score: n "),
-            "{table}"
-        );
-    }
-
-    /// compare: a capture against itself gives identical before/after histograms of the
-    /// scores on one grid.
-    #[test]
-    fn compare_shows_value_distributions_side_by_side() {
-        let c = load("migrate-hot-7.2.dtcap");
-        let cmp = compare("damon_hot_score", &[(&c, 0)], &[(&c, 0)], &|_| true);
-        assert_eq!(cmp.len(), 1, "{cmp:?}");
-        let d = &cmp[0];
-        assert_eq!(d.name, "hotness_score");
-        assert!(d.rows.iter().all(|r| r.before == r.after));
-        let n = d.before.as_ref().unwrap().count;
-        assert_eq!(d.rows.iter().map(|r| r.after).sum::<u64>(), n);
-        let mut text = String::new();
-        render_comparison(&mut text, &cmp);
-        assert!(text.contains("hotness_score:\n  before: n "), "{text}");
-        assert!(compare("lock_timer_base", &[(&c, 3)], &[(&c, 3)], &|_| true).is_empty());
-    }
-
-    /// A real 7.2 capture (`xtask/tests/vm_values.rs` under `scenario migrate-hot`, fentry):
-    /// scores, region inputs, pages per target node, folios on their destination.
-    #[test]
-    fn real_capture_with_arguments() {
-        let c = load("values-7.2.dtcap");
-        let names: Vec<_> = c.meta.args.iter().map(|a| a.function.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "damon_hot_score",
-                "damos_va_migrate_dests_add",
-                "damon_migrate_pages"
-            ]
-        );
-        assert!(c.meta.args.iter().all(|a| a.missing.is_empty()));
-        let opts = ReportOptions {
-            bucket_ns: 20,
-            ..Default::default()
-        };
-        let r = build(&c, &opts).expect("report");
-        let f = |name: &str| {
-            r.functions
-                .iter()
-                .find(|f| f.name == name)
-                .and_then(|f| f.values.clone())
-                .unwrap_or_else(|| panic!("{name} has no values"))
-        };
-        let ctx = &c.meta.damon.as_ref().expect("damon")["kdamonds"][0]["contexts"][0];
-        let max_acc =
-            (ctx["aggr_us"].as_i64().unwrap() / ctx["sample_us"].as_i64().unwrap()).max(1);
-        let target = ctx["schemes"][0]["target_nid"].as_i64().unwrap();
-
-        let hot = f("damon_hot_score");
-        let score = hot.value.as_ref().unwrap();
-        assert!(score.min >= 0 && score.max <= 99);
-        assert_eq!(score.count, 2244);
-        let acc = &hot.args["nr_accesses"];
-        assert!(acc.min >= 0 && acc.max <= max_acc, "{acc:?} max {max_acc}");
-        assert!(hot.args["age"].min >= 0);
-
-        let mig = f("damon_migrate_pages");
-        assert_eq!(mig.args["target_nid"].min, target);
-        assert_eq!(mig.args["target_nid"].max, target);
-        assert_eq!(mig.by_target_nid.len(), 1);
-        assert_eq!(
-            mig.by_target_nid[0].value_sum,
-            mig.value.as_ref().unwrap().sum
-        );
-
-        let add = f("damos_va_migrate_dests_add");
-        let on = add.already_on_destination.as_ref().unwrap();
-        assert_eq!((on.on_destination, on.calls, on.known), (11, 34, 34));
-        assert_eq!(add.args["dest_nid"].min, target);
-        // Every folio not already on node 1 was a 2 MiB THP that damon_migrate_pages moved.
-        assert_eq!(
-            mig.value.as_ref().unwrap().sum,
-            (on.calls - on.on_destination) as i64 * 512
-        );
-
-        let table = crate::report::render::table(&r, None);
-        assert!(
-            table.contains(
-                "  already on destination: 11 of 34 calls (node and destination known for 34)"
-            ),
-            "{table}"
-        );
-        assert!(table.contains(
-            "  per target node: node | calls | pages migrated\n       1 |      22 | 11776"
-        ));
-        let json = serde_json::to_value(&r).unwrap();
-        let v = &json["functions"][0]["values"];
-        assert_eq!(v["value_name"], "hotness_score");
-        assert!(v["args"]["nr_accesses"]["histogram"].is_array(), "{v}");
-    }
 }

@@ -22,140 +22,7 @@
 //!   uncertainty of zero. Clamping at 0 would hide that and bias averages upwards.
 use serde::{Deserialize, Serialize};
 
-use super::nearest_rank;
-
-/// One histogram bucket of a floor: durations in `[lo_ns, hi_ns)` (`hi_ns == lo_ns + 1` for an
-/// exact duration; `u64::MAX` for the open-ended last kernel bucket), and how many calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FloorBucket {
-    pub lo_ns: u64,
-    pub hi_ns: u64,
-    pub count: u64,
-}
-
-impl FloorBucket {
-    /// The value a bucket stands for: the middle of the integers it holds (the value itself
-    /// for an exact bucket; the low edge for the open-ended one).
-    fn value(&self) -> f64 {
-        if self.hi_ns == u64::MAX {
-            self.lo_ns as f64
-        } else {
-            (self.lo_ns as f64 + self.hi_ns as f64 - 1.0) / 2.0
-        }
-    }
-
-    fn width(&self) -> u64 {
-        self.hi_ns.saturating_sub(self.lo_ns)
-    }
-}
-
-/// A floor distribution: the whole histogram and the numbers derived from it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FloorDistribution {
-    /// Timed calls of the empty function.
-    pub count: u64,
-    pub min_ns: u64,
-    pub max_ns: u64,
-    pub mean_ns: f64,
-    pub p5_ns: f64,
-    pub p25_ns: f64,
-    /// The central value subtracted from raw latencies.
-    pub median_ns: f64,
-    pub p75_ns: f64,
-    pub p95_ns: f64,
-    /// Per-call spread: `(p95 − p5) / 2 + (resolution − 1) / 2` (see the module
-    /// documentation).
-    pub spread_ns: f64,
-    /// Widest bucket between p5 and p95 (1: exact durations, stream mode).
-    pub resolution_ns: u64,
-    /// Non-empty buckets, lowest first.
-    pub buckets: Vec<FloorBucket>,
-}
-
-impl FloorDistribution {
-    /// From exact durations (stream mode). `None` without any.
-    pub fn from_durations(durations: &[u64]) -> Option<FloorDistribution> {
-        let mut sorted = durations.to_vec();
-        sorted.sort_unstable();
-        let mut buckets: Vec<FloorBucket> = Vec::new();
-        for &d in &sorted {
-            match buckets.last_mut() {
-                Some(b) if b.lo_ns == d => b.count += 1,
-                _ => buckets.push(FloorBucket {
-                    lo_ns: d,
-                    hi_ns: d.saturating_add(1),
-                    count: 1,
-                }),
-            }
-        }
-        let sum: u128 = sorted.iter().map(|&d| u128::from(d)).sum();
-        Self::from_buckets(buckets, Some(sum), *sorted.first()?, *sorted.last()?)
-    }
-
-    /// From histogram buckets (kernel mode: the kernel's buckets, with its exact sum, min and
-    /// max). Buckets may come in any order; empty ones are dropped. `None` when all are empty.
-    pub fn from_buckets(
-        mut buckets: Vec<FloorBucket>,
-        sum_ns: Option<u128>,
-        min_ns: u64,
-        max_ns: u64,
-    ) -> Option<FloorDistribution> {
-        buckets.retain(|b| b.count > 0);
-        buckets.sort_unstable_by_key(|b| b.lo_ns);
-        let count: u64 = buckets.iter().map(|b| b.count).sum();
-        if count == 0 {
-            return None;
-        }
-        let at = |p: f64| -> (f64, u64) {
-            let rank = nearest_rank(p, count);
-            let mut seen = 0;
-            for (i, b) in buckets.iter().enumerate() {
-                seen += b.count;
-                if seen >= rank {
-                    return (b.value(), i as u64);
-                }
-            }
-            (buckets[buckets.len() - 1].value(), buckets.len() as u64 - 1)
-        };
-        let (p5, i5) = at(5.0);
-        let (p95, i95) = at(95.0);
-        let resolution = buckets[i5 as usize..=i95 as usize]
-            .iter()
-            .map(FloorBucket::width)
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        let mean = match sum_ns {
-            Some(s) => s as f64 / count as f64,
-            None => {
-                buckets
-                    .iter()
-                    .map(|b| b.value() * b.count as f64)
-                    .sum::<f64>()
-                    / count as f64
-            }
-        };
-        Some(FloorDistribution {
-            count,
-            min_ns,
-            max_ns,
-            mean_ns: mean,
-            p5_ns: p5,
-            p25_ns: at(25.0).0,
-            median_ns: at(50.0).0,
-            p75_ns: at(75.0).0,
-            p95_ns: p95,
-            spread_ns: (p95 - p5) / 2.0 + (resolution as f64 - 1.0) / 2.0,
-            resolution_ns: resolution,
-            buckets,
-        })
-    }
-
-    /// A raw latency with the floor's central value taken out (may be negative).
-    pub fn correct(&self, raw_ns: f64) -> f64 {
-        raw_ns - self.median_ns
-    }
-}
+pub use super::floor::{FloorBucket, FloorDistribution};
 
 /// The check of a calibration: a second empty function, timed in the same run, corrected
 /// with the floor. Its corrected median should be 0 within the floor's uncertainty.
@@ -357,139 +224,6 @@ impl Corrected {
     }
 }
 
-/// A corrected value for a table: whole ns when the floor is exact, one decimal otherwise;
-/// the sign kept (`-3`).
-pub fn format_ns(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-/// `fentry/stream floor 812 ± 40 ns (80000 calls of 4 empty functions)`.
-pub fn describe_floor(f: &Floor) -> String {
-    match (&f.floor, &f.error) {
-        (Some(d), _) => format!(
-            "{}/{} floor {} ± {} ns ({} calls of {}{})",
-            f.attach,
-            f.mode,
-            format_ns(d.median_ns),
-            format_ns(f.uncertainty_ns.round()),
-            d.count,
-            match f.functions.len() {
-                0 | 1 => "an empty function".to_owned(),
-                n => format!("{n} empty functions"),
-            },
-            if f.untimed > 0 {
-                format!(", {} not timed", f.untimed)
-            } else {
-                String::new()
-            }
-        ),
-        (None, Some(e)) => format!("{}/{} floor not measured: {e}", f.attach, f.mode),
-        (None, None) => format!("{}/{} floor not measured", f.attach, f.mode),
-    }
-}
-
-/// What `damon-trace calibrate` prints: per floor its distribution and the held-out check.
-pub fn render_text(c: &Calibration) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    // Floors that failed say why on their own line; the detail is for when there are none.
-    if c.status != CalibrationStatus::Ok && c.floors.is_empty() {
-        let _ = writeln!(
-            out,
-            "no probe floor measured{}",
-            c.detail
-                .as_ref()
-                .map(|d| format!(": {d}"))
-                .unwrap_or_default()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7}  held-out {}",
-        "probe floor",
-        "calls",
-        "p5",
-        "median",
-        "p95",
-        "mean",
-        "spread",
-        "betw.fn",
-        "±",
-        "took",
-        c.floors
-            .iter()
-            .find_map(|f| f.held_out.as_ref())
-            .map_or("(none)", |h| h.function.as_str())
-    );
-    for f in &c.floors {
-        let label = format!("{}/{}", f.attach, f.mode);
-        let took = format!("{:.1} s", f.took_ns as f64 / 1e9);
-        match (&f.floor, &f.error) {
-            (Some(d), _) => {
-                let held = f.held_out.as_ref().map_or_else(
-                    || "-".to_owned(),
-                    |h| {
-                        format!(
-                            "{:+.1} ± {} ns (raw median {})",
-                            h.corrected_median_ns,
-                            format_ns(h.uncertainty_ns.round()),
-                            format_ns(h.median_ns)
-                        )
-                    },
-                );
-                let _ = writeln!(
-                    out,
-                    "{label:<14} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>7} {:>7} {:>7} {took:>7}  {held}",
-                    d.count,
-                    format_ns(d.p5_ns),
-                    format_ns(d.median_ns),
-                    format_ns(d.p95_ns),
-                    d.mean_ns,
-                    format_ns(d.spread_ns.round()),
-                    format_ns(f.between_functions_ns.round()),
-                    format_ns(f.uncertainty_ns.round()),
-                );
-                if !f.functions.is_empty() {
-                    let per: Vec<String> = f
-                        .functions
-                        .iter()
-                        .map(|m| format!("{} {}", m.function, format_ns(m.median_ns)))
-                        .collect();
-                    let _ = writeln!(out, "{:<14} medians: {}", "", per.join(", "));
-                }
-                if f.untimed > 0 {
-                    let _ = writeln!(
-                        out,
-                        "{label:<14} warning: {} calls of {} were not timed (dropped or in flight)",
-                        f.untimed,
-                        c.functions.join(", ")
-                    );
-                }
-            }
-            (None, e) => {
-                let _ = writeln!(
-                    out,
-                    "{label:<14} not measured: {}",
-                    e.as_deref().unwrap_or("unknown reason")
-                );
-            }
-        }
-    }
-    let _ = writeln!(
-        out,
-        "ns, timing {} (pooled) with the session's own programs; corrected = raw − median; \
-         spread = (p95 − p5)/2 (+ half a bucket in kernel mode); betw.fn = 95 % prediction \
-         half-width of a new function's median from the pooled ones'; ± = √(spread² + betw.fn²); \
-         the held-out function's corrected median should be within ± of 0",
-        c.functions.join(", ")
-    );
-    out
-}
-
 /// A fentry/stream floor of one function, and a settled calibration of such floors: the
 /// fixtures of the report, compare and screen tests.
 #[cfg(test)]
@@ -531,73 +265,6 @@ mod tests {
     use crate::stats::LatencyStats;
 
     #[test]
-    fn median_and_spread_of_exact_durations() {
-        // 1..=100: nearest-rank p5 = 5, p50 = 50, p95 = 95.
-        let d: Vec<u64> = (1..=100).rev().collect();
-        let f = FloorDistribution::from_durations(&d).expect("floor");
-        assert_eq!(f.count, 100);
-        assert_eq!((f.p5_ns, f.median_ns, f.p95_ns), (5.0, 50.0, 95.0));
-        assert_eq!((f.p25_ns, f.p75_ns), (25.0, 75.0));
-        assert_eq!(f.resolution_ns, 1);
-        assert_eq!(f.spread_ns, 45.0);
-        assert_eq!((f.min_ns, f.max_ns), (1, 100));
-        assert!((f.mean_ns - 50.5).abs() < 1e-9);
-        assert_eq!(f.buckets.len(), 100);
-        assert_eq!(FloorDistribution::from_durations(&[]), None);
-    }
-
-    #[test]
-    fn interrupts_move_the_mean_not_the_median() {
-        // 10 000 probe costs of 300..=309 ns, and 50 calls an interrupt stretched to 40 µs.
-        let mut d: Vec<u64> = (0..10_000).map(|i| 300 + i % 10).collect();
-        d.extend(std::iter::repeat_n(40_000, 50));
-        let f = FloorDistribution::from_durations(&d).expect("floor");
-        assert_eq!(f.median_ns, 305.0);
-        assert!(f.mean_ns > 500.0, "{}", f.mean_ns);
-        assert_eq!((f.p5_ns, f.p95_ns), (300.0, 309.0));
-        assert_eq!(f.spread_ns, 4.5);
-        // Repeated durations share one bucket.
-        assert_eq!(f.buckets.len(), 11);
-        assert_eq!(f.buckets[0].count, 1000);
-    }
-
-    #[test]
-    fn kernel_buckets_round_to_their_middle_and_add_their_width() {
-        // 10 ns linear buckets [300,310) 60 calls, [310,320) 40 calls.
-        let b = |lo, count| FloorBucket {
-            lo_ns: lo,
-            hi_ns: lo + 10,
-            count,
-        };
-        let f = FloorDistribution::from_buckets(
-            vec![b(310, 40), b(300, 60), b(900, 0)],
-            Some(30_800),
-            301,
-            318,
-        )
-        .expect("floor");
-        assert_eq!(f.count, 100);
-        assert_eq!(f.buckets.len(), 2, "empty buckets are dropped");
-        assert_eq!(f.median_ns, 304.5);
-        assert_eq!((f.p5_ns, f.p95_ns), (304.5, 314.5));
-        assert_eq!(f.resolution_ns, 10);
-        assert_eq!(f.spread_ns, 5.0 + 4.5);
-        assert!((f.mean_ns - 308.0).abs() < 1e-9);
-        assert_eq!(
-            FloorDistribution::from_buckets(vec![b(0, 0)], None, 0, 0),
-            None
-        );
-        // The open-ended last bucket stands for its low edge.
-        let open = FloorBucket {
-            lo_ns: 1 << 40,
-            hi_ns: u64::MAX,
-            count: 1,
-        };
-        let f = FloorDistribution::from_buckets(vec![open], None, 1 << 40, 1 << 41).expect("f");
-        assert_eq!(f.median_ns, (1u64 << 40) as f64);
-    }
-
-    #[test]
     fn corrections_subtract_the_median_and_keep_negatives() {
         let floor = FloorDistribution::from_durations(&[40, 42, 44, 46, 48]).expect("floor");
         assert_eq!(floor.median_ns, 44.0);
@@ -611,8 +278,6 @@ mod tests {
         assert_eq!(c.p50_ns, raw.p50_ns as f64 - 44.0);
         assert_eq!(c.max_ns, 956.0);
         assert!((c.mean_ns - (raw.mean_ns - 44.0)).abs() < 1e-9);
-        assert_eq!(format_ns(c.min_ns), "-3");
-        assert_eq!(format_ns(2.25), "2.2");
     }
 
     #[test]
@@ -625,16 +290,8 @@ mod tests {
             calls: 3,
             method: METHOD.into(),
             floors: vec![Floor {
-                attach: "fentry".into(),
-                mode: "stream".into(),
-                floor: Some(floor.clone()),
-                functions: Vec::new(),
-                between_functions_ns: 0.0,
-                uncertainty_ns: 0.0,
-                held_out: None,
-                untimed: 0,
-                error: None,
                 took_ns: 5,
+                ..Floor::for_tests(Some(floor.clone()))
             }],
         }
         .settled();
@@ -663,74 +320,6 @@ mod tests {
     }
 
     #[test]
-    fn renders_floors_held_out_and_failures() {
-        let floor = FloorDistribution::from_durations(&(90..=110).collect::<Vec<u64>>());
-        let held = HeldOut {
-            function: "bpf_fentry_test2".into(),
-            count: 21,
-            median_ns: 102.0,
-            corrected_median_ns: 2.0,
-            uncertainty_ns: 9.0,
-        };
-        let cal = Calibration {
-            status: CalibrationStatus::Ok,
-            detail: None,
-            functions: vec!["bpf_fentry_test1".into()],
-            calls: 21,
-            method: METHOD.into(),
-            floors: vec![
-                Floor {
-                    attach: "fentry".into(),
-                    mode: "stream".into(),
-                    floor,
-                    functions: Vec::new(),
-                    between_functions_ns: 0.0,
-                    uncertainty_ns: 0.0,
-                    held_out: Some(held),
-                    untimed: 0,
-                    error: None,
-                    took_ns: 1_500_000_000,
-                },
-                Floor {
-                    attach: "kprobe".into(),
-                    mode: "stream".into(),
-                    floor: None,
-                    functions: Vec::new(),
-                    between_functions_ns: 0.0,
-                    uncertainty_ns: 0.0,
-                    held_out: None,
-                    untimed: 0,
-                    error: Some("kernel has no kprobes".into()),
-                    took_ns: 0,
-                },
-            ],
-        }
-        .settled();
-        let text = render_text(&cal);
-        let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].ends_with("held-out bpf_fentry_test2"), "{text}");
-        assert!(
-            lines[1].starts_with("fentry/stream       21       91      100      109"),
-            "{text}"
-        );
-        assert!(lines[1].contains("+2.0 ± 9 ns (raw median 102)"), "{text}");
-        assert!(lines[1].contains("1.5 s"), "{text}");
-        assert_eq!(
-            lines[2],
-            "kprobe/stream  not measured: kernel has no kprobes"
-        );
-        let failed = Calibration::not_run(CalibrationStatus::Failed, "fentry/stream: EPERM".into());
-        assert!(render_text(&failed).starts_with("no probe floor measured: fentry/stream: EPERM"));
-        // With floors, each failed one says why on its line, once.
-        let mut both_failed = cal.clone();
-        both_failed.status = CalibrationStatus::Failed;
-        both_failed.floors.remove(0);
-        let text = render_text(&both_failed);
-        assert!(!text.contains("no probe floor measured"), "{text}");
-        assert_eq!(text.matches("kernel has no kprobes").count(), 1, "{text}");
-    }
-
-    #[test]
     fn uncertainty_adds_the_spread_between_functions() {
         // Four functions with medians 690, 720, 700, 670: s = 20.82, t(0.975, 3) = 3.182,
         // √(1 + 1/4) = 1.118: a new function's median within ± 74.1 ns.
@@ -741,9 +330,6 @@ mod tests {
         assert_eq!(prediction_half_width(&[5.0, 5.0, 5.0]), 0.0);
         let dist = FloorDistribution::from_durations(&(650..=750).collect::<Vec<u64>>());
         let mut f = Floor {
-            attach: "fentry".into(),
-            mode: "stream".into(),
-            floor: dist,
             functions: medians
                 .iter()
                 .enumerate()
@@ -753,8 +339,6 @@ mod tests {
                     median_ns: m,
                 })
                 .collect(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
             held_out: Some(HeldOut {
                 function: "bpf_fentry_test3".into(),
                 count: 10,
@@ -762,9 +346,7 @@ mod tests {
                 corrected_median_ns: -60.0,
                 uncertainty_ns: 0.0,
             }),
-            untimed: 0,
-            error: None,
-            took_ns: 0,
+            ..Floor::for_tests(dist)
         };
         f.settle_uncertainty();
         let spread = f.floor.as_ref().expect("floor").spread_ns;
@@ -773,36 +355,6 @@ mod tests {
         assert_eq!(
             f.held_out.as_ref().map(|h| h.uncertainty_ns),
             Some(f.uncertainty_ns)
-        );
-    }
-
-    #[test]
-    fn describes_a_floor() {
-        let mut f = Floor {
-            attach: "kprobe".into(),
-            mode: "stream".into(),
-            floor: FloorDistribution::from_durations(&[100, 110, 120, 130, 140]),
-            functions: Vec::new(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
-            held_out: None,
-            untimed: 2,
-            error: None,
-            took_ns: 0,
-        };
-        f.settle_uncertainty();
-        assert_eq!(
-            describe_floor(&f),
-            "kprobe/stream floor 120 ± 20 ns (5 calls of an empty function, 2 not timed)"
-        );
-        let failed = Floor {
-            floor: None,
-            error: Some("EPERM".into()),
-            ..f
-        };
-        assert_eq!(
-            describe_floor(&failed),
-            "kprobe/stream floor not measured: EPERM"
         );
     }
 

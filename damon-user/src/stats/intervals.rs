@@ -121,23 +121,7 @@ pub fn per_interval(calls: &[CallRecord], bounds: &Boundaries) -> Option<PerInte
     if bounds.is_empty() {
         return None;
     }
-    let mut callers: Vec<u32> = calls
-        .iter()
-        .map(|r| r.tid)
-        .filter(|t| bounds.intervals_of(*t) > 0)
-        .collect();
-    callers.sort_unstable();
-    callers.dedup();
-    let kdamonds: Vec<u32> = if callers.is_empty() {
-        bounds
-            .by_kdamond
-            .iter()
-            .filter(|(_, v)| v.len() > 1)
-            .map(|(t, _)| *t)
-            .collect()
-    } else {
-        callers
-    };
+    let kdamonds = counted_kdamonds(calls, bounds);
     let mut out = PerInterval {
         intervals: 0,
         kdamonds: kdamonds.clone(),
@@ -200,22 +184,50 @@ pub fn per_interval(calls: &[CallRecord], bounds: &Boundaries) -> Option<PerInte
         out.total_ns_in_intervals += d;
     }
     if out.intervals > 0 {
-        let n = out.intervals as f64;
-        out.intervals_with_calls = out.per_interval_calls.iter().filter(|&&c| c > 0).count() as u64;
-        out.mean_calls = out.calls_in_intervals as f64 / n;
-        out.mean_total_ns = out.total_ns_in_intervals as f64 / n;
-        out.mean_interval_ns = span_ns as f64 / n;
-        let mut calls = out.per_interval_calls.clone();
-        calls.sort_unstable();
-        out.p50_calls = percentile(&calls, 50.0).unwrap_or(0);
-        out.max_calls = calls.last().copied().unwrap_or(0);
-        let mut totals = out.per_interval_totals.clone();
-        totals.sort_unstable();
-        out.p50_total_ns = percentile(&totals, 50.0).unwrap_or(0);
-        out.p99_total_ns = percentile(&totals, 99.0).unwrap_or(0);
-        out.max_total_ns = totals.last().copied().unwrap_or(0);
+        summarise(&mut out, span_ns);
     }
     Some(out)
+}
+
+/// The kdamonds whose intervals count: those that made the calls, or every kdamond with a
+/// complete interval when none did.
+fn counted_kdamonds(calls: &[CallRecord], bounds: &Boundaries) -> Vec<u32> {
+    let mut callers: Vec<u32> = calls
+        .iter()
+        .map(|r| r.tid)
+        .filter(|t| bounds.intervals_of(*t) > 0)
+        .collect();
+    callers.sort_unstable();
+    callers.dedup();
+    if callers.is_empty() {
+        bounds
+            .by_kdamond
+            .iter()
+            .filter(|(_, v)| v.len() > 1)
+            .map(|(t, _)| *t)
+            .collect()
+    } else {
+        callers
+    }
+}
+
+/// Means, percentiles and maxima over the intervals (at least one), `span_ns` their total
+/// length.
+fn summarise(out: &mut PerInterval, span_ns: u128) {
+    let n = out.intervals as f64;
+    out.intervals_with_calls = out.per_interval_calls.iter().filter(|&&c| c > 0).count() as u64;
+    out.mean_calls = out.calls_in_intervals as f64 / n;
+    out.mean_total_ns = out.total_ns_in_intervals as f64 / n;
+    out.mean_interval_ns = span_ns as f64 / n;
+    let mut calls = out.per_interval_calls.clone();
+    calls.sort_unstable();
+    out.p50_calls = percentile(&calls, 50.0).unwrap_or(0);
+    out.max_calls = calls.last().copied().unwrap_or(0);
+    let mut totals = out.per_interval_totals.clone();
+    totals.sort_unstable();
+    out.p50_total_ns = percentile(&totals, 50.0).unwrap_or(0);
+    out.p99_total_ns = percentile(&totals, 99.0).unwrap_or(0);
+    out.max_total_ns = totals.last().copied().unwrap_or(0);
 }
 
 /// Whole-session interval facts, for reports: per kdamond, its intervals and their spacing.

@@ -2,6 +2,7 @@
 pub mod buckets;
 pub mod calibration;
 pub mod dist;
+pub mod floor;
 pub mod histogram;
 pub mod intervals;
 pub mod kernel_hist;

@@ -1,16 +1,19 @@
-//! Renderers of a [`Comparison`]: aligned text (like a kernel patch mail) and Markdown.
+//! Renderers of a [`Comparison`], one file a format: aligned text like a kernel patch mail
+//! ([`table`]) and Markdown ([`markdown`]); JSON is serde's. This file holds what they share.
+mod markdown;
+mod table;
+
 use std::fmt::Write as _;
 
-use super::{Comparison, FunctionComparison, SideMeta, p_text, signed};
-use crate::stats::{buckets::BucketRow, ranktest};
+pub use markdown::markdown;
+pub use table::table;
 
-fn pct(count: u64, total: u64) -> String {
-    if total == 0 {
-        "-".to_owned()
-    } else {
-        format!("{:.2}%", count as f64 * 100.0 / total as f64)
-    }
-}
+use super::{Comparison, FunctionComparison, SideMeta, p_text, signed};
+use crate::{
+    probe::calibration_text::format_ns,
+    report::render::percent as pct,
+    stats::{buckets::BucketRow, ranktest, runs::Interval},
+};
 
 fn label(lo: u64, hi: Option<u64>) -> String {
     BucketRow {
@@ -79,18 +82,28 @@ fn mean_spread(runs: &[super::runs::RunSummary]) -> Option<[f64; 2]> {
     super::runs::spread(&super::runs::values(runs, |r| r.mean_ns))
 }
 
+/// A row of exact values (min, max): no spread, no interval.
+fn exact_row(label: &str, b: u64, a: u64) -> [String; 5] {
+    [
+        label.to_owned(),
+        b.to_string(),
+        a.to_string(),
+        signed(a as f64 - b as f64),
+        String::new(),
+    ]
+}
+
+/// `[lo, hi]`, both signed.
+fn interval_text(i: Interval) -> String {
+    format!("[{}, {}]", signed(i.lo), signed(i.hi))
+}
+
 /// Rows of the percentile table: label, before, after, delta, interval.
 fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
     let mut rows = Vec::new();
     let (sb, sa) = (f.before.stats, f.after.stats);
     if let (Some(b), Some(a)) = (sb, sa) {
-        rows.push([
-            "min".into(),
-            b.min_ns.to_string(),
-            a.min_ns.to_string(),
-            signed(a.min_ns as f64 - b.min_ns as f64),
-            String::new(),
-        ]);
+        rows.push(exact_row("min", b.min_ns, a.min_ns));
     }
     let multi = f.runs.before.len() > 1 && f.runs.after.len() > 1;
     for d in &f.percentiles {
@@ -100,7 +113,7 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
             with_spread(d.after_ns.to_string(), d.after_runs),
             signed(d.after_ns as f64 - d.before_ns as f64),
             match d.interval {
-                Some(i) => format!("[{}, {}]", signed(i.lo), signed(i.hi)),
+                Some(i) => interval_text(i),
                 None if multi => "(too few calls in this tail)".to_owned(),
                 None => String::new(),
             },
@@ -112,24 +125,15 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
             with_spread(format!("{:.1}", b.mean_ns), mean_spread(&f.runs.before)),
             with_spread(format!("{:.1}", a.mean_ns), mean_spread(&f.runs.after)),
             signed(a.mean_ns - b.mean_ns),
-            f.mean.map_or_else(String::new, |i| {
-                format!("[{}, {}]", signed(i.lo), signed(i.hi))
-            }),
+            f.mean.map_or_else(String::new, interval_text),
         ]);
-        rows.push([
-            "max".into(),
-            b.max_ns.to_string(),
-            a.max_ns.to_string(),
-            signed(a.max_ns as f64 - b.max_ns as f64),
-            String::new(),
-        ]);
+        rows.push(exact_row("max", b.max_ns, a.max_ns));
     }
     rows
 }
 
 /// Rows of the corrected table (raw minus each side's floor): label, before, after, delta.
 fn corrected_rows(f: &FunctionComparison) -> Option<(String, Vec<[String; 4]>)> {
-    use crate::stats::calibration::format_ns;
     let (b, a) = (f.before.corrected?, f.after.corrected?);
     let row =
         |l: &str, vb: f64, va: f64| [l.to_owned(), format_ns(vb), format_ns(va), signed(va - vb)];
@@ -197,6 +201,24 @@ fn test_lines(f: &FunctionComparison) -> Vec<String> {
     out
 }
 
+/// The range table's rows as cells: range, before, its percent, after, its percent (each
+/// percent with the spread over runs, when a side has several).
+fn range_cells(f: &FunctionComparison) -> Vec<[String; 5]> {
+    let (b, a) = (&f.before, &f.after);
+    f.rows
+        .iter()
+        .map(|r| {
+            [
+                label(r.lo_ns, r.hi_ns),
+                r.before.to_string(),
+                pct_spread(r.before, b.matched, r.before_runs_pct),
+                r.after.to_string(),
+                pct_spread(r.after, a.matched, r.after_runs_pct),
+            ]
+        })
+        .collect()
+}
+
 fn grid_note(f: &FunctionComparison) -> Option<String> {
     crate::report::render::note_for(&f.grid)
 }
@@ -241,166 +263,4 @@ fn ci_head(f: &FunctionComparison) -> &'static str {
     } else {
         "95% CI (needs 2+ runs a side)"
     }
-}
-
-/// Text for a terminal or a mail.
-pub fn table(c: &Comparison) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "before: {}", side_line(&c.before));
-    let _ = writeln!(out, "after:  {}", side_line(&c.after));
-    for f in &c.functions {
-        let (b, a) = (&f.before, &f.after);
-        let _ = writeln!(
-            out,
-            "\n{} ({} → {}): {} → {} records",
-            f.name, b.attach, a.attach, b.matched, a.matched
-        );
-        let w = if f.rows.iter().any(|r| r.before_runs_pct.is_some()) {
-            22
-        } else {
-            8
-        };
-        let _ = writeln!(
-            out,
-            "{:<22} {:>b$} {:>b$}",
-            "Range (ns)",
-            "Before",
-            "After",
-            b = w + 9
-        );
-        for r in &f.rows {
-            let _ = writeln!(
-                out,
-                "{:<22} {:>8} {:>w$} {:>8} {:>w$}",
-                label(r.lo_ns, r.hi_ns),
-                r.before,
-                pct_spread(r.before, b.matched, r.before_runs_pct),
-                r.after,
-                pct_spread(r.after, a.matched, r.after_runs_pct)
-            );
-        }
-        if let Some(note) = grid_note(f) {
-            let _ = writeln!(out, "({note})");
-        }
-        let rows = stat_rows(f);
-        let w = rows
-            .iter()
-            .map(|r| r[1].chars().count().max(r[2].chars().count()))
-            .max()
-            .unwrap_or(0)
-            .max(12);
-        let _ = writeln!(
-            out,
-            "\n{:<6} {:>w$} {:>w$} {:>12}  {}",
-            "ns",
-            "before",
-            "after",
-            "after−before",
-            ci_head(f)
-        );
-        for [l, vb, va, d, ci] in rows {
-            let line = format!("{l:<6} {vb:>w$} {va:>w$} {d:>12}  {ci}");
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
-        if let Some((head, rows)) = corrected_rows(f) {
-            let _ = writeln!(out, "{head}");
-            for [l, vb, va, d] in rows {
-                let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}");
-            }
-        }
-        for t in test_lines(f) {
-            let _ = writeln!(out, "{t}");
-        }
-        let _ = writeln!(out, "verdict: {}", f.verdict);
-        if let Some(iv) = &f.per_interval {
-            let _ = writeln!(out);
-            for line in super::intervals::lines(iv) {
-                let _ = writeln!(out, "{}", line.trim_end());
-            }
-        }
-        crate::report::values::render_comparison(&mut out, &f.values);
-    }
-    let _ = writeln!(
-        out,
-        "\nlatencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
-         largest per-run value; verdicts: {}",
-        corrected_note(c),
-        c.method.verdict
-    );
-    footer(c, &mut out, "");
-    out
-}
-
-/// Markdown for a pull request or a mail that renders it.
-pub fn markdown(c: &Comparison) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "**damon-trace compare**\n");
-    let _ = writeln!(out, "- before: {}", side_line(&c.before));
-    let _ = writeln!(out, "- after: {}", side_line(&c.after));
-    for f in &c.functions {
-        let (b, a) = (&f.before, &f.after);
-        let _ = writeln!(
-            out,
-            "\n### `{}` ({} → {} records)\n\n**{}**\n",
-            f.name, b.matched, a.matched, f.verdict
-        );
-        let _ = writeln!(
-            out,
-            "| Range (ns) | Before | % | After | % |\n|---|--:|--:|--:|--:|"
-        );
-        for r in &f.rows {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} |",
-                label(r.lo_ns, r.hi_ns),
-                r.before,
-                pct_spread(r.before, b.matched, r.before_runs_pct),
-                r.after,
-                pct_spread(r.after, a.matched, r.after_runs_pct)
-            );
-        }
-        if let Some(note) = grid_note(f) {
-            let _ = writeln!(out, "\n_{note}_");
-        }
-        let _ = writeln!(
-            out,
-            "\n| ns | before | after | after − before | {} |\n|---|--:|--:|--:|---|",
-            ci_head(f)
-        );
-        for [l, vb, va, d, ci] in stat_rows(f) {
-            let _ = writeln!(out, "| {l} | {vb} | {va} | {d} | {ci} |");
-        }
-        if let Some((head, rows)) = corrected_rows(f) {
-            let _ = writeln!(
-                out,
-                "\n{head}:\n\n| ns | before | after | after − before |\n|---|--:|--:|--:|"
-            );
-            for [l, vb, va, d] in rows {
-                let _ = writeln!(out, "| {l} | {vb} | {va} | {d} |");
-            }
-        }
-        let tests = test_lines(f);
-        if !tests.is_empty() {
-            let _ = writeln!(out);
-        }
-        for t in tests {
-            let _ = writeln!(out, "{t}  ");
-        }
-        if let Some(iv) = &f.per_interval {
-            let _ = writeln!(out, "\nTime per DAMON aggregation interval:\n\n```");
-            for line in super::intervals::lines(iv) {
-                let _ = writeln!(out, "{}", line.trim_end());
-            }
-            let _ = writeln!(out, "```");
-        }
-    }
-    let _ = writeln!(
-        out,
-        "\nLatencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
-         largest per-run value. Verdicts: {}.",
-        corrected_note(c),
-        c.method.verdict
-    );
-    footer(c, &mut out, "\n> ");
-    out
 }

@@ -1,9 +1,15 @@
+mod intervals;
+mod kernel;
+mod runs;
+mod simulation;
+mod values;
+
 use std::{collections::BTreeMap, path::Path};
 
 use damon_common::CallRecord;
 
 use super::*;
-use crate::capture::{AttachState, FunctionCounters, FunctionStatus, Meta, Summary};
+use crate::capture::{AttachState, FunctionCounters, FunctionStatus};
 
 fn opts() -> ReportOptions {
     ReportOptions {
@@ -41,39 +47,16 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
         attach,
         detail: None,
     };
-    Capture {
-        meta: Meta {
-            tool_version: "0.1.0".into(),
-            kernel: Default::default(),
-            hostname: String::new(),
-            start_unix_ns: 0,
-            start_monotonic_ns: 0,
-            command_line: vec![],
-            mode: "stream".into(),
-            ring_size: 4096,
-            functions: vec![
-                status("damon_migrate_pages", 2, migrate),
-                status("lock_timer_base", 3, attach),
-            ],
-            damon: None,
-            cpu_model: cpu.into(),
-            calibration: None,
-            intervals: None,
-            args: Vec::new(),
-        },
+    let mut c = crate::report::tests::stream_capture(
+        vec![
+            status("damon_migrate_pages", 2, migrate),
+            status("lock_timer_base", 3, attach),
+        ],
         records,
-        summary: Some(Summary {
-            duration_ns: 1_000_000_000,
-            end_reason: "duration".into(),
-            counters,
-            malformed_items: 0,
-            damon_end: None,
-            intervals: None,
-            kernel_hist: Default::default(),
-        }),
-        marks: Vec::new(),
-        hist_snapshots: Vec::new(),
-    }
+        Some((1_000_000_000, counters)),
+    );
+    c.meta.cpu_model = cpu.into();
+    c
 }
 
 /// A capture with lock_timer_base (id 3) and damon_migrate_pages (id 2) calls of these
@@ -293,7 +276,7 @@ fn warns_about_attach_mode_and_cpu_model_and_small_samples() {
     assert!(f.verdict.contains("weak comparison"), "{}", f.verdict);
     assert_eq!(
         f.calls_test.map(|m| m.method),
-        Some(ranktest::PMethod::Exact)
+        Some(crate::stats::ranktest::PMethod::Exact)
     );
 }
 
@@ -592,4 +575,29 @@ fn real_a_a_runs_show_no_significant_difference() {
             "{name}: the A/A runs vary by {measured:.4} of the median, the advice uses {typical}"
         );
     }
+}
+
+/// Against an uncalibrated capture, compare says only one side can be corrected.
+#[test]
+fn a_calibrated_run_against_an_uncalibrated_one_is_said() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let before =
+        crate::capture::format::read_file(&data.join("migrate-hot-7.2.dtcap")).expect("fixture");
+    let after =
+        crate::capture::format::read_file(&data.join("calibrated-7.2.dtcap")).expect("fixture");
+    let cmp = build(
+        &Inputs::pair(
+            ("migrate-hot-7.2.dtcap", &before),
+            ("calibrated-7.2.dtcap", &after),
+        ),
+        &opts(),
+    )
+    .expect("compare");
+    assert!(
+        cmp.warnings.iter().any(|w| w.contains(
+            "only 1 of the 2 runs have a probe calibration (before 0 of 1, after 1 of 1)"
+        )),
+        "{:?}",
+        cmp.warnings
+    );
 }

@@ -7,7 +7,7 @@
 //! about their nominal rate; a shift of the size `runs_needed` is computed for must be found
 //! with about the promised power. Run on the same code `compare` runs: the per-run summaries
 //! and `median_test`, Holm and, end to end, `build` on captures.
-use super::runs::{RunSummary, median_test};
+use crate::compare::runs::{RunSummary, median_test};
 use crate::stats::{rng::Rng, runs as stats_runs};
 
 /// Relative SD of the run effect (the committed 7.2 runs: SD of the median ~30 %, scaled
@@ -62,7 +62,7 @@ fn a_a_sets_are_significant_at_the_nominal_rate_and_intervals_cover() {
         for _ in 0..trials {
             let (b, a) = (side(&mut rng, nb, 0.0), side(&mut rng, na, 0.0));
             let t = median_test(&b, &a).expect("two runs a side");
-            hits += usize::from(t.p_value < super::ALPHA);
+            hits += usize::from(t.p_value < crate::compare::ALPHA);
             covered += usize::from(t.lo <= 0.0 && 0.0 <= t.hi);
         }
         let fpr = hits as f64 / trials as f64;
@@ -149,7 +149,8 @@ fn the_stated_runs_find_a_shift_of_realistic_size() {
     let sd =
         (medians.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (medians.len() - 1) as f64).sqrt();
     let shift = -0.06 * m;
-    let n = stats_runs::runs_needed(sd, shift, super::ALPHA, 50).expect("a number of runs");
+    let n =
+        stats_runs::runs_needed(sd, shift, crate::compare::ALPHA, 50).expect("a number of runs");
     assert!(
         (3..=20).contains(&n),
         "{n} runs for {shift:.0} ns at sd {sd:.0}"
@@ -161,7 +162,7 @@ fn the_stated_runs_find_a_shift_of_realistic_size() {
             let a: Vec<RunSummary> = (0..n)
                 .map(|_| summary(&run(&mut rng, 300, shift)))
                 .collect();
-            median_test(&b, &a).expect("test").p_value < super::ALPHA
+            median_test(&b, &a).expect("test").p_value < crate::compare::ALPHA
         })
         .count();
     let power = found as f64 / trials as f64;
@@ -177,7 +178,7 @@ fn the_stated_runs_find_a_shift_of_realistic_size() {
 /// never.
 #[test]
 fn build_on_simulated_captures_keeps_the_rate() {
-    use super::{Inputs, build, tests::capture_of};
+    use crate::compare::{Inputs, build, tests::capture_of};
     let mut rng = Rng::new(21);
     let trials = 300;
     let mut significant = 0;

@@ -1,0 +1,80 @@
+//! A comparison as Markdown, for a pull request or a mail that renders it.
+use std::fmt::Write as _;
+
+use super::{
+    ci_head, corrected_note, corrected_rows, footer, grid_note, range_cells, side_line, stat_rows,
+    test_lines,
+};
+use crate::compare::{Comparison, FunctionComparison};
+
+/// Markdown for a pull request or a mail that renders it.
+pub fn markdown(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "**damon-trace compare**\n");
+    let _ = writeln!(out, "- before: {}", side_line(&c.before));
+    let _ = writeln!(out, "- after: {}", side_line(&c.after));
+    for f in &c.functions {
+        function(&mut out, f);
+    }
+    let _ = writeln!(
+        out,
+        "\nLatencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
+         largest per-run value. Verdicts: {}.",
+        corrected_note(c),
+        c.method.verdict
+    );
+    footer(c, &mut out, "\n> ");
+    out
+}
+
+/// One function: verdict, range table, latency table, corrected rows, tests, time per
+/// interval.
+fn function(out: &mut String, f: &FunctionComparison) {
+    let (b, a) = (&f.before, &f.after);
+    let _ = writeln!(
+        out,
+        "\n### `{}` ({} → {} records)\n\n**{}**\n",
+        f.name, b.matched, a.matched, f.verdict
+    );
+    let _ = writeln!(
+        out,
+        "| Range (ns) | Before | % | After | % |\n|---|--:|--:|--:|--:|"
+    );
+    for cells in range_cells(f) {
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if let Some(note) = grid_note(f) {
+        let _ = writeln!(out, "\n_{note}_");
+    }
+    let _ = writeln!(
+        out,
+        "\n| ns | before | after | after − before | {} |\n|---|--:|--:|--:|---|",
+        ci_head(f)
+    );
+    for [l, vb, va, d, ci] in stat_rows(f) {
+        let _ = writeln!(out, "| {l} | {vb} | {va} | {d} | {ci} |");
+    }
+    if let Some((head, rows)) = corrected_rows(f) {
+        let _ = writeln!(
+            out,
+            "\n{head}:\n\n| ns | before | after | after − before |\n|---|--:|--:|--:|"
+        );
+        for [l, vb, va, d] in rows {
+            let _ = writeln!(out, "| {l} | {vb} | {va} | {d} |");
+        }
+    }
+    let tests = test_lines(f);
+    if !tests.is_empty() {
+        let _ = writeln!(out);
+    }
+    for t in tests {
+        let _ = writeln!(out, "{t}  ");
+    }
+    if let Some(iv) = &f.per_interval {
+        let _ = writeln!(out, "\nTime per DAMON aggregation interval:\n\n```");
+        for line in crate::compare::intervals::lines(iv) {
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        let _ = writeln!(out, "```");
+    }
+}

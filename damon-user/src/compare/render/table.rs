@@ -1,0 +1,144 @@
+//! A comparison as aligned text, for a terminal or a mail.
+use std::fmt::Write as _;
+
+use super::{
+    ci_head, corrected_note, corrected_rows, footer, grid_note, range_cells, side_line, stat_rows,
+    test_lines,
+};
+use crate::{
+    compare::{Comparison, FunctionComparison, values::DistComparison},
+    report::{render::range_label, values::ValueDist},
+};
+
+/// Text for a terminal or a mail.
+pub fn table(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "before: {}", side_line(&c.before));
+    let _ = writeln!(out, "after:  {}", side_line(&c.after));
+    for f in &c.functions {
+        function(&mut out, f);
+    }
+    let _ = writeln!(
+        out,
+        "\nlatencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
+         largest per-run value; verdicts: {}",
+        corrected_note(c),
+        c.method.verdict
+    );
+    footer(c, &mut out, "");
+    out
+}
+
+/// One function: range table, latency table, corrected rows, tests, verdict, time per
+/// interval and values.
+fn function(out: &mut String, f: &FunctionComparison) {
+    let (b, a) = (&f.before, &f.after);
+    let _ = writeln!(
+        out,
+        "\n{} ({} → {}): {} → {} records",
+        f.name, b.attach, a.attach, b.matched, a.matched
+    );
+    ranges(out, f);
+    latencies(out, f);
+    if let Some((head, rows)) = corrected_rows(f) {
+        let _ = writeln!(out, "{head}");
+        for [l, vb, va, d] in rows {
+            let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}");
+        }
+    }
+    for t in test_lines(f) {
+        let _ = writeln!(out, "{t}");
+    }
+    let _ = writeln!(out, "verdict: {}", f.verdict);
+    if let Some(iv) = &f.per_interval {
+        let _ = writeln!(out);
+        for line in crate::compare::intervals::lines(iv) {
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    values(out, &f.values);
+}
+
+/// The side-by-side range table.
+fn ranges(out: &mut String, f: &FunctionComparison) {
+    let w = if f.rows.iter().any(|r| r.before_runs_pct.is_some()) {
+        22
+    } else {
+        8
+    };
+    let _ = writeln!(
+        out,
+        "{:<22} {:>b$} {:>b$}",
+        "Range (ns)",
+        "Before",
+        "After",
+        b = w + 9
+    );
+    for [range, before, pb, after, pa] in range_cells(f) {
+        let _ = writeln!(out, "{range:<22} {before:>8} {pb:>w$} {after:>8} {pa:>w$}");
+    }
+    if let Some(note) = grid_note(f) {
+        let _ = writeln!(out, "({note})");
+    }
+}
+
+/// The latency table: min, percentiles, mean and max, their difference and interval.
+fn latencies(out: &mut String, f: &FunctionComparison) {
+    let rows = stat_rows(f);
+    let w = rows
+        .iter()
+        .map(|r| r[1].chars().count().max(r[2].chars().count()))
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    let _ = writeln!(
+        out,
+        "\n{:<6} {:>w$} {:>w$} {:>12}  {}",
+        "ns",
+        "before",
+        "after",
+        "after−before",
+        ci_head(f)
+    );
+    for [l, vb, va, d, ci] in rows {
+        let line = format!("{l:<6} {vb:>w$} {va:>w$} {d:>12}  {ci}");
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+/// Before/after value distributions as text.
+fn values(out: &mut String, cmp: &[DistComparison]) {
+    for d in cmp {
+        let line = |s: &Option<ValueDist>| match s {
+            Some(d) => format!(
+                "n {} min {} p50 {} p90 {} max {} mean {:.1} sum {}",
+                d.count, d.min, d.p50, d.p90, d.max, d.mean, d.sum
+            ),
+            None => "not recorded".to_owned(),
+        };
+        let _ = writeln!(out, "\n{}:", d.name);
+        let _ = writeln!(out, "  before: {}", line(&d.before));
+        let _ = writeln!(out, "  after:  {}", line(&d.after));
+        let nb = d.before.as_ref().map_or(0, |x| x.count);
+        let na = d.after.as_ref().map_or(0, |x| x.count);
+        let pct = |c: u64, n: u64| {
+            if n == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.1}%", 100.0 * c as f64 / n as f64)
+            }
+        };
+        let _ = writeln!(out, "  {:>13} {:>17} {:>17}", "Range", "Before", "After");
+        for r in &d.rows {
+            let _ = writeln!(
+                out,
+                "  {:>13} {:>8} {:>8} {:>8} {:>8}",
+                range_label(r.lo, r.hi),
+                r.before,
+                pct(r.before, nb),
+                r.after,
+                pct(r.after, na)
+            );
+        }
+    }
+}

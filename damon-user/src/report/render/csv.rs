@@ -1,0 +1,63 @@
+//! The report as CSV: one row per function.
+use std::fmt::Write as _;
+
+use crate::report::Report;
+
+/// One CSV row per function (kernel symbol names and attach states never need quoting).
+pub fn csv(r: &Report) -> String {
+    let mut out = String::from(
+        "name,attach,mode,calls,count,matched,dropped,in_flight,orphan_exits,min_ns,mean_ns,\
+         p50_ns,p90_ns,p95_ns,p99_ns,p999_ns,max_ns,percentile_bound_ns,floor_ns,\
+         floor_uncertainty_ns,corrected_min_ns,corrected_mean_ns,corrected_p50_ns,corrected_p90_ns,\
+         corrected_p95_ns,corrected_p99_ns,corrected_p999_ns,corrected_max_ns,stale_entries,\
+         skipped_entries,skipped_exits\n",
+    );
+    let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for f in &r.functions {
+        let corrected = f.corrected.map_or_else(
+            || ",".repeat(9),
+            |c| {
+                [
+                    c.floor_ns,
+                    c.uncertainty_ns,
+                    c.min_ns,
+                    c.mean_ns,
+                    c.p50_ns,
+                    c.p90_ns,
+                    c.p95_ns,
+                    c.p99_ns,
+                    c.p999_ns,
+                    c.max_ns,
+                ]
+                .map(|v| format!("{v:.3}"))
+                .join(",")
+            },
+        );
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{corrected},{},{},{}",
+            f.name,
+            f.attach,
+            f.mode,
+            f.calls,
+            f.count,
+            f.matched,
+            f.dropped,
+            f.in_flight,
+            f.orphan_exits,
+            o(f.min_ns),
+            f.mean_ns.map(|m| format!("{m:.3}")).unwrap_or_default(),
+            o(f.p50_ns),
+            o(f.p90_ns),
+            o(f.p95_ns),
+            o(f.p99_ns),
+            o(f.p999_ns),
+            o(f.max_ns),
+            o(f.resolution.as_ref().map(|r| r.bound_ns)),
+            f.stale_entries,
+            o(f.skipped_entries),
+            o(f.skipped_exits),
+        );
+    }
+    out
+}

@@ -1,0 +1,98 @@
+//! The report as Markdown, ready for a mail or a pull request.
+use std::fmt::Write as _;
+
+use super::{
+    corrected_numbers, grid_note, headline, numbers, per_interval_cells, range_cells,
+    resolution_line, traced,
+};
+use crate::report::Report;
+
+/// The report as Markdown, ready for a mail or a pull request.
+pub fn markdown(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "**damon-trace report** — {}\n", headline(r));
+    let _ = writeln!(
+        out,
+        "| function | attach | calls | records | dropped | in flight | min | mean | p50 | p90 | p95 | p99 | p99.9 | max |"
+    );
+    let _ = writeln!(out, "|---|---|{}", "--:|".repeat(12));
+    for f in &r.functions {
+        let cells = if traced(f) {
+            numbers(f).join(" | ")
+        } else {
+            ["-"; 12].join(" | ")
+        };
+        let _ = writeln!(out, "| `{}` | {} | {cells} |", f.name, f.attach);
+        if let Some(c) = corrected_numbers(f) {
+            let _ = writeln!(out, "| ↳ corrected | | {} |", c.join(" | "));
+        }
+    }
+    let _ = writeln!(out, "\nLatencies in ns, {}.", r.meta.latencies);
+    for f in &r.functions {
+        if let Some(res) = &f.resolution {
+            let _ = writeln!(out, "\n{}", resolution_line(&f.name, res));
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "\n_{n}_");
+    }
+    per_interval(&mut out, r);
+    for f in &r.functions {
+        if let Some(t) = &f.buckets {
+            let _ = writeln!(out, "\n### `{}` ({} records)\n", f.name, f.matched);
+            let _ = writeln!(out, "| Range (ns) | Count | Percent |\n|---|--:|--:|");
+            for [range, count, pct] in range_cells(f, t) {
+                let _ = writeln!(out, "| {range} | {count} | {pct} |");
+            }
+            if let Some(note) = grid_note(t) {
+                let _ = writeln!(out, "\n_{note}_");
+            }
+        }
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "\n> warning: {w}");
+    }
+    out
+}
+
+/// The per-interval table (nothing without per-interval numbers).
+fn per_interval(out: &mut String, r: &Report) {
+    let Some(iv) = r.intervals.as_ref().filter(|iv| iv.attached) else {
+        return;
+    };
+    if r.functions.iter().all(|f| f.per_interval.is_none()) {
+        return;
+    }
+    let kdamonds: Vec<String> = iv
+        .kdamonds
+        .iter()
+        .map(|k| {
+            format!(
+                "kdamond {}: {} intervals of {:.1} ms on average",
+                k.tid,
+                k.intervals,
+                k.mean_interval_ns / 1e6
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "\n### Time per DAMON aggregation interval\n\n_{}; {}; {} boundaries lost._\n",
+        iv.hook,
+        kdamonds.join(", "),
+        iv.markers_dropped
+    );
+    let _ = writeln!(
+        out,
+        "| function | intervals | with calls | calls/interval | mean ns | p50 ns | p99 ns | max ns | calls outside |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+    );
+    for f in &r.functions {
+        let Some(p) = &f.per_interval else { continue };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} |",
+            f.name,
+            per_interval_cells(p).join(" | ")
+        );
+    }
+}
