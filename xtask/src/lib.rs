@@ -9,6 +9,7 @@ pub mod bootstrap;
 pub mod build;
 pub mod demo;
 pub mod elf;
+pub mod guest;
 pub mod host;
 pub mod initramfs;
 pub mod kernel;

@@ -26,13 +26,15 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 use serde_json::Value;
 
 use crate::{
+    guest::{Guest, GuestRun},
     kernel::Kernel,
+    script,
     util::{self, status},
-    vm::{self, VmOptions},
+    vm::VmOptions,
 };
 
 /// Width of the range tables' rows.
@@ -74,7 +76,7 @@ pub struct SeedOptions {
     /// Receives the captures and rendered outputs; each guest's /out lands in a `guest-*`
     /// subdirectory of it.
     pub out_dir: PathBuf,
-    /// The static damon-trace for the guests (None: as [`vm::run`] chooses).
+    /// The static damon-trace for the guests (None: as [`crate::vm::run`] chooses).
     pub binary: Option<PathBuf>,
     /// More shell for the last guest, run after the seed's own commands (under `set -e`; for
     /// hot-score and lock-timer-ab while the scenario still runs). The A/B test in
@@ -216,38 +218,21 @@ fn helpers() -> String {
     )
 }
 
-/// Shell that starts `damon-trace scenario migrate-hot --duration SCENARIO_SECONDS
-/// SCENARIO_ARGS` in the background (pid in `$scenario`, output in /out/scenario.{out,err}),
-/// waits until its kdamond is on, then runs `damon-trace record -o /out/CAPTURE RECORD_ARGS`.
-/// Follow it with [`STOP`]. The seeds and `cargo xtask ab` record this way.
-pub fn record_under_scenario(
-    scenario_seconds: u64,
-    scenario_args: &str,
-    capture: &str,
-    record_args: &str,
-) -> String {
-    format!(
-        "damon-trace scenario migrate-hot --duration {scenario_seconds}s {scenario_args} > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-# Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
-i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
-sleep 1
-damon-trace record -o /out/{capture} {record_args}"
-    )
-}
-
-/// A seed's recording: RECORD_SECONDS of FUNCTIONS with fentry under migrate-hot.
-fn record(scenario_args: &str, capture: &str, functions: &str) -> String {
-    record_under_scenario(
+/// A seed's recording under migrate-hot (SCENARIO_ARGS): RECORD_SECONDS of FUNCTIONS with
+/// fentry into /out/CAPTURE, then BODY while the scenario still runs, then the scenario stopped.
+fn record(scenario_args: &str, capture: &str, functions: &str, body: &str) -> String {
+    script::with_scenario(
         90,
         scenario_args,
-        capture,
-        &format!("--duration {RECORD_SECONDS}s --functions {functions} --attach fentry"),
+        &format!(
+            "{}\n{body}",
+            script::record_settled(
+                capture,
+                &format!("--duration {RECORD_SECONDS}s --functions {functions} --attach fentry"),
+            )
+        ),
     )
 }
-
-/// Stops the scenario [`record_under_scenario`] started (it restores DAMON's sysfs state).
-pub const STOP: &str = "kill -INT $scenario 2>/dev/null || true\nwait $scenario || true";
 
 /// `report` of CAPTURE on the seed grid into /out/report.{txt,json,md}.
 fn report(capture: &str, function: &str) -> String {
@@ -260,33 +245,12 @@ damon-trace report /out/{capture} $G --format markdown > /out/report.md"
     )
 }
 
-fn guest(kernel: Kernel, cmd: String, dir: PathBuf, opts: &SeedOptions) -> Result<vm::VmOutcome> {
-    let mut o = VmOptions::new(kernel, cmd);
-    o.out_dir = dir;
-    o.timeout = Duration::from_secs(360);
-    o.binary = opts.binary.clone();
-    run_guest(&o)
-}
-
-/// Runs a guest whose command started a scenario with [`record_under_scenario`]; a non-zero
-/// status is an error carrying the guest's kernel release, the scenario's stderr and the end
-/// of the console.
-pub fn run_guest(o: &VmOptions) -> Result<vm::VmOutcome> {
-    let outcome = vm::run(o)?;
-    if outcome.status != 0 {
-        let err = fs::read_to_string(o.out_dir.join("scenario.err")).unwrap_or_default();
-        // The console holds the recorder's own errors; its end is enough when it was not
-        // echoed (`ab` keeps stdout for its result).
-        let lines: Vec<&str> = outcome.console.lines().collect();
-        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-        bail!(
-            "the guest command failed with status {} on {}\n--- scenario.err ---\n{err}\n\
-             --- console (end) ---\n{tail}",
-            outcome.status,
-            outcome.kernel_release
-        );
-    }
-    Ok(outcome)
+fn guest(kernel: Kernel, cmd: String, dir: PathBuf, opts: &SeedOptions) -> Result<GuestRun> {
+    Guest::new(kernel, cmd)
+        .out_dir(dir)
+        .timeout(Duration::from_secs(360))
+        .binary(opts.binary.clone())
+        .run_ok()
 }
 
 fn copy(from: &Path, to: &Path, names: &[(&str, &str)]) -> Result<()> {
@@ -315,10 +279,10 @@ pub fn run(seed: Seed, opts: &SeedOptions) -> Result<SeedOutcome> {
     let extra = &opts.extra;
     let (guests, releases, text_name, json_name, md_name) = match seed {
         Seed::HotScore => {
+            let body = format!("{}\n{extra}", report("hot-score.dtcap", "damon_hot_score"));
             let cmd = format!(
-                "set -e\n{h}{}\n{}\n{extra}\n{STOP}",
-                record("", "hot-score.dtcap", "damon_hot_score"),
-                report("hot-score.dtcap", "damon_hot_score"),
+                "set -e\n{h}{}",
+                record("", "hot-score.dtcap", "damon_hot_score", &body),
             );
             let dir = out.join("guest-7.2");
             let o = guest(Kernel::Debian72, cmd, dir.clone(), opts)?;
@@ -335,7 +299,7 @@ pub fn run(seed: Seed, opts: &SeedOptions) -> Result<SeedOutcome> {
             )?;
             (
                 vec![dir],
-                vec![o.kernel_release],
+                vec![o.outcome.kernel_release],
                 "report.txt",
                 "report.json",
                 "report.md",
@@ -344,8 +308,8 @@ pub fn run(seed: Seed, opts: &SeedOptions) -> Result<SeedOutcome> {
         Seed::SameNode => {
             let functions = "damos_va_migrate_dests_add,damon_migrate_pages";
             let cmd = format!(
-                "set -e\n{h}{}\n{STOP}\n{}\ndamon-trace export /out/same-node.dtcap --format csv -o /out/calls.csv\n{extra}",
-                record("--dest-node same", "same-node.dtcap", functions),
+                "set -e\n{h}{}\n{}\ndamon-trace export /out/same-node.dtcap --format csv -o /out/calls.csv\n{extra}",
+                record("--dest-node same", "same-node.dtcap", functions, ""),
                 report("same-node.dtcap", "damos_va_migrate_dests_add"),
             );
             let dir = out.join("guest-7.2");
@@ -364,7 +328,7 @@ pub fn run(seed: Seed, opts: &SeedOptions) -> Result<SeedOutcome> {
             )?;
             (
                 vec![dir],
-                vec![o.kernel_release],
+                vec![o.outcome.kernel_release],
                 "report.txt",
                 "report.json",
                 "report.md",
@@ -916,7 +880,7 @@ pub fn check_same_node(
     // So the pages damon_migrate_pages moved are pages that left the other node. Nothing
     // arrives there (the workload prefers the destination node and runs on its CPUs; the
     // check above holds its count from rising), and the recording lies between the two
-    // numa_maps reads (it starts after the kdamond is on and ends before `STOP` makes the
+    // numa_maps reads (it starts after the kdamond is on and ends before the scenario's stop makes the
     // scenario read `after`), so at most `before - after` of them can have moved. Adding
     // `after` instead, as this once did, counted pages that stayed put as movable.
     let mp = function(report, "damon_migrate_pages")?;
