@@ -13,6 +13,7 @@ pub mod guest;
 pub mod host;
 pub mod initramfs;
 pub mod kernel;
+pub mod parse;
 pub mod script;
 pub mod seed;
 pub mod soak;
