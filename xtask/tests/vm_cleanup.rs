@@ -10,7 +10,7 @@ use common::{
 };
 use xtask::{
     kernel::Kernel,
-    vm::{self, Interactive, KeyStep, Screen, VmOptions},
+    vm::{KeyStep, Screen},
 };
 
 /// Guest shell helpers. `snap NAME` saves the kernel's full BPF object listing (doctor's
@@ -84,7 +84,6 @@ fn status(dir: &Path, name: &str) -> i32 {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_and_serve_leave_no_bpf_object_and_end_well_on_signals() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{HELPERS}{CAPTURE_HELPERS}
 snap before
@@ -146,12 +145,8 @@ damon-trace doctor --json --functions lock_timer_base > /out/kprobes-off.json
 echo 1 > /sys/kernel/debug/kprobes/enabled
 exit 0"
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(720);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(720));
+    let dir = outcome.dir();
 
     let before = objects(dir, "before");
     println!("kernel BPF objects before: {before}");
@@ -308,7 +303,6 @@ exit 0"
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_scenario_restores_damon_after_sigkill_sigterm_sigint_and_sighup() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{DAMON_HELPERS}{}",
         r#"
@@ -372,12 +366,8 @@ echo 0 > $kd/nr_kdamonds
 damon-trace doctor --json --functions lock_timer_base > /out/clean-doctor.json
 exit 0"#
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
+    let dir = outcome.dir();
     let before = read(dir, "before.txt");
     for line in [
         "kdamonds/0/contexts/0/operations:paddr",
@@ -483,7 +473,6 @@ fn timer_calls_shown(screen: &str) -> bool {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_record_ends_well_on_q_sigint_sigterm_sighup_and_sigkill() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{HELPERS}{CAPTURE_HELPERS}{}",
         r#"
@@ -516,23 +505,19 @@ done
 damon-trace export /out/live-KILL.dtcap --format json -o /out/live-KILL-export.json
 exit 0"#
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    opts.interactive = Some(Interactive::script(
-        24,
-        80,
-        vec![KeyStep::when(
+    let outcome = common::run_live(
+        cmd,
+        Duration::from_secs(600),
+        KeyStep::when(
             "lock_timer_base with calls > 0",
             Duration::from_secs(240),
             timer_calls_shown,
             "q",
-        )],
-    ));
-    let outcome = vm::run(&opts).expect("the guest runs");
+        ),
+    );
     let log = outcome.terminal.as_ref().expect("terminal log");
     assert_eq!(outcome.status, 0, "last screen:\n{}", log.screen());
-    let dir = &opts.out_dir;
+    let dir = outcome.dir();
     let before = objects(dir, "live-before");
     println!("kernel BPF objects before live: {before}");
     let stty_before = read(dir, "stty-before.txt");

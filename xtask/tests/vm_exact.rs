@@ -14,10 +14,7 @@ use std::time::Duration;
 
 mod common;
 use common::{json, u};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::kernel::Kernel;
 
 /// Calls per task; three tasks per run.
 const CALLS: u64 = 20_000;
@@ -73,14 +70,10 @@ fn script() -> String {
 
 /// Boots `kernel` with `append` on its command line, runs every configuration and checks each.
 fn exact(kernel: Kernel, append: &[&str]) {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, script());
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    opts.kernel_args = append.iter().map(|s| (*s).to_owned()).collect();
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::boot_ok(
+        common::guest(kernel, script(), Duration::from_secs(600)).kernel_args(append),
+    );
+    let dir = outcome.dir();
     let preempt = std::fs::read_to_string(dir.join("preempt")).expect("preempt");
     // The active model is the one in parentheses; a kernel without the file is not dynamic.
     let model = preempt

@@ -4,7 +4,7 @@
 use std::{fs, time::Duration};
 
 mod common;
-use common::{FOUR, function, json, run_guest};
+use common::{FOUR, function, json, run_script};
 use xtask::kernel::{self, Kernel};
 
 /// Doctor (its status: 0 when at least one of the selected functions can be traced), the
@@ -19,11 +19,11 @@ cat /proc/modules > /out/modules.txt";
 fn boot(kernel: Kernel, prefix: &str) -> (serde_json::Value, String) {
     let expected = kernel::fetch(&kernel).expect("the kernel resolves").release;
     assert!(expected.starts_with(prefix), "{kernel} resolved {expected}");
-    let out = run_guest(kernel, CMD, Duration::from_secs(240));
-    let dir = out.path().join("out");
+    let run = run_script(kernel, CMD, Duration::from_secs(240));
+    let dir = run.dir();
     let read = |n: &str| fs::read_to_string(dir.join(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
     assert_eq!(read("uname.txt").trim(), expected);
-    let doctor = json(&dir, "doctor.json");
+    let doctor = json(dir, "doctor.json");
     assert_eq!(doctor["kernel_release"], expected.as_str(), "{doctor}");
     assert_eq!(doctor["can_trace"], true, "{doctor}");
     assert_eq!(read("doctor.status").trim(), "0", "{doctor}");

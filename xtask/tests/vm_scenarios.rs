@@ -6,10 +6,7 @@ use std::{collections::BTreeMap, fs, time::Duration};
 
 mod common;
 use common::{DAMON_HELPERS, FOUR, assert_same_damon, function, json, u};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::kernel::Kernel;
 
 const PRESETS: [&str; 5] = [
     "migrate-hot",
@@ -85,7 +82,6 @@ fn node_pages(list: &str, node: u32) -> u64 {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_scenario_presets_exercise_what_they_claim_and_restore_state() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{DAMON_HELPERS}{GUEST_HELPERS}
 # A stopped kdamond someone left configured: every preset must put it back.
@@ -115,12 +111,8 @@ state term.after
 exit 0",
         presets = PRESETS.join(" ")
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
+    let dir = outcome.dir();
 
     let list_text = read(dir, "list.txt");
     println!("{list_text}");
@@ -312,7 +304,6 @@ exit 0",
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_scenario_presets_fall_back_to_paddr_and_claim_only_what_exists() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{DAMON_HELPERS}{GUEST_HELPERS}
 damon_leave_stopped_kdamond
@@ -323,12 +314,8 @@ for p in {presets}; do run $p $p --duration 3s; done
 exit 0",
         presets = PRESETS.join(" ")
     );
-    let mut opts = VmOptions::new(Kernel::Debian612, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian612, cmd, Duration::from_secs(300));
+    let dir = outcome.dir();
     let list = json(dir, "list.json");
     println!("{}", read(dir, "list.txt"));
     assert_eq!(list["features"]["has_dests"], false, "{list}");

@@ -16,20 +16,16 @@ use xtask::kernel::Kernel;
 
 /// One capture with fentry, one with kprobes, both reported as JSON and table; the fentry
 /// capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
-const CMD: &str = "set -e
-damon-trace scenario migrate-hot --duration 240s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-# Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
-i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
-sleep 1
+fn cmd() -> String {
+    let body = "sleep 1
 damon-trace record -o /out/fentry.dtcap --attach fentry --duration 20s 2> /out/fentry.err
 damon-trace record -o /out/kprobe.dtcap --attach kprobe --duration 20s 2> /out/kprobe.err
 for m in fentry kprobe; do
   damon-trace report /out/$m.dtcap --format json > /out/$m.json
   damon-trace report /out/$m.dtcap > /out/$m.txt
-done
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true";
+done";
+    format!("set -e\n{}", xtask::script::with_scenario(240, "", body))
+}
 
 fn i(v: &serde_json::Value, key: &str) -> i64 {
     v[key]
@@ -253,8 +249,8 @@ fn check_scores_of(c: &dtcap::Capture, label: &str) {
 }
 
 fn run(kernel: Kernel, with_migrate: bool) {
-    let out = common::run_guest(kernel, CMD, Duration::from_secs(400));
-    let dir = &out.path().join("out");
+    let run = common::run_script(kernel, cmd(), Duration::from_secs(400));
+    let dir = run.dir();
     // VM_VALUES_KEEP=DIR keeps the captures (how the host fixture was made).
     if let Some(keep) = std::env::var_os("VM_VALUES_KEEP").filter(|k| !k.is_empty()) {
         for mode in ["fentry", "kprobe"] {

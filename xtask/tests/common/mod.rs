@@ -4,27 +4,73 @@
 use std::{fs, time::Duration};
 
 use xtask::{
+    guest::{Guest, GuestRun},
     kernel::Kernel,
-    vm::{self, VmOptions},
+    script::STOP_SCENARIO,
+    vm::{Interactive, KeyStep},
 };
 
-/// Runs `cmd` as root in a guest of `kernel` and asserts it exited 0 (showing the console and,
-/// when a scenario ran in the background, its `scenario.err`). The guest's /out is
-/// `<returned dir>/out`.
-pub fn run_guest(kernel: Kernel, cmd: &str, timeout: Duration) -> tempfile::TempDir {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = timeout;
-    let outcome = vm::run(&opts).expect("the guest runs");
+/// A guest of `kernel` running `cmd` within `timeout`, its /out in a fresh temp dir.
+pub fn guest(kernel: Kernel, cmd: impl Into<String>, timeout: Duration) -> Guest {
+    Guest::new(kernel, cmd).temp_out().timeout(timeout)
+}
+
+/// Boots `guest`; whatever the command's exit status, it is the outcome's.
+pub fn boot(guest: Guest) -> GuestRun {
+    guest.run().expect("the guest runs")
+}
+
+/// Boots `guest` and asserts that its command exited 0 (showing the console and, when a
+/// scenario ran in the background, its `scenario.err`).
+pub fn boot_ok(guest: Guest) -> GuestRun {
+    let run = boot(guest);
     assert_eq!(
-        outcome.status,
+        run.status,
         0,
         "console:\n{}\nscenario:\n{}",
-        outcome.console,
-        fs::read_to_string(opts.out_dir.join("scenario.err")).unwrap_or_default()
+        run.console,
+        run.read("scenario.err")
     );
-    out
+    run
+}
+
+/// Runs `cmd` as root in a guest of `kernel` and asserts it exited 0 ([`boot_ok`]); the
+/// guest's /out is the returned run's `dir()`.
+pub fn run_script(kernel: Kernel, cmd: impl Into<String>, timeout: Duration) -> GuestRun {
+    boot_ok(guest(kernel, cmd, timeout))
+}
+
+/// `cmd` on 7.2 with the serial console as an 80x24 terminal, `step` typing its keys, within
+/// `timeout`; whatever the exit status, it is the outcome's (see [`first_screen`]).
+pub fn run_live(cmd: impl Into<String>, timeout: Duration, step: KeyStep) -> GuestRun {
+    boot(guest(Kernel::Debian72, cmd, timeout).interactive(Interactive::script(24, 80, vec![step])))
+}
+
+/// Guest script of a `live` test: `start` (the scenario's start fragment, see
+/// `xtask::script`), `damon-trace live --record /out/live.dtcap LIVE_ARGS`, the scenario
+/// stopped, the capture's JSON report into /out/live.json, `after`; exits with live's status.
+pub fn live_script(start: &str, live_args: &str, after: &str) -> String {
+    format!(
+        "{start}damon-trace live{live_args} --record /out/live.dtcap
+rc=$?
+{STOP_SCENARIO}
+damon-trace report /out/live.dtcap --format json > /out/live.json
+{after}exit $rc"
+    )
+}
+
+/// The screen the first key step of a [`run_live`] saw; panics, with the last screen, when the
+/// program ended before it showed `what`.
+pub fn first_screen<'a>(run: &'a GuestRun, what: &str) -> &'a str {
+    let log = run.terminal.as_ref().expect("terminal log");
+    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
+        panic!(
+            "live ended (status {}) before {what}; last screen:\n{}",
+            run.status,
+            log.screen()
+        );
+    };
+    shown
 }
 
 /// What `--attach auto` (the default) picks on a Debian kernel: kprobe on the 7.x kernels, which
