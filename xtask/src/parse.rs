@@ -30,6 +30,16 @@ pub fn function<'a>(report: &'a Value, name: &str) -> Result<&'a Value> {
         .with_context(|| format!("{name} is not in the output"))
 }
 
+/// The element of the array `list` whose `key` is `value` (a doctor check by `name`, an
+/// export's accounting by `function`, …).
+pub fn entry<'a>(list: &'a Value, key: &str, value: &str) -> Result<&'a Value> {
+    list.as_array()
+        .with_context(|| format!("not an array: {list}"))?
+        .iter()
+        .find(|e| e[key] == value)
+        .with_context(|| format!("no {key} = {value:?} in {list}"))
+}
+
 /// The value of `key` among the `key=value` fields of a line (a scenario's summary line).
 pub fn summary_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace()

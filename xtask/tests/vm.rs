@@ -388,24 +388,6 @@ fn metric(
 /// calls).
 const UNAME_CALLS: u64 = 300;
 
-/// Guest shell: `uname` [`UNAME_CALLS`] times after the scrape /out/`prev` of `serve` on
-/// 127.0.0.1:9464, then scrapes into /out/`file` until its `_count`, `in_flight` and drops of
-/// __x64_sys_newuname add up to that many above `prev`'s (serve folds what arrived once a second), for
-/// at most 30 s.
-fn uname_then_scrape(prev: &str, file: &str) -> String {
-    format!(
-        "seen() {{ grep -E '^damon_trace_(call_duration_seconds_count|in_flight|dropped_total)[{{]' $1 \
-| grep -F 'function=\"__x64_sys_newuname\"' | awk '{{ s += $NF }} END {{ print s + 0 }}'; }}
-prev=$(seen /out/{prev})
-n=0; while [ $n -lt {UNAME_CALLS} ]; do uname > /dev/null; n=$((n+1)); done
-i=0
-until wget -q -O /out/{file} http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {UNAME_CALLS})) ]; do
-  i=$((i+1)); [ $i -gt 60 ] && break; sleep 0.5
-done
-"
-    )
-}
-
 /// The workflow of a patch author: record lock_timer_base and damon_hot_score under the same
 /// scenario on the older kernel (6.12) and the newer one (7.2), one run each, then compare them
 /// (on the host, as `cargo xtask seed lock-timer-ab --runs 1`): one run a side is described,
@@ -608,7 +590,7 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_serve_is_scraped_with_wget() {
     let builtins = FOUR.join(",");
-    let uname = uname_then_scrape("m2.txt", "m3.txt");
+    let uname = common::uname_then_scrape("m2.txt", "m3.txt", UNAME_CALLS);
     let start = start_scenario(90, "");
     let cmd = format!(
         "set -e

@@ -177,12 +177,7 @@ exit 0"
     for attach in ["fentry", "kprobe"] {
         let during = json(dir, &format!("during-{attach}.json"));
         let pid = read(dir, &format!("during-{attach}.pid"));
-        let left = during["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["name"] == "leftovers")
-            .unwrap_or_else(|| panic!("no leftovers check: {during}"));
+        let left = common::entry(&during["checks"], "name", "leftovers");
         assert_eq!(left["level"], "warn", "{left}");
         let found = left["found"].as_str().expect("found");
         println!("doctor while a {attach} recorder runs: {found}");
@@ -284,14 +279,9 @@ exit 0"
         ("kprobes-off.json", "kprobes", "kprobes/enabled is 0"),
     ] {
         let d = json(dir, file);
-        let c = d["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("{file}: no {name} check: {d}"));
+        let c = common::entry(&d["checks"], "name", name);
         assert_eq!(c["level"], "warn", "{c}");
-        assert!(c["found"].as_str().is_some_and(|f| f.contains(what)), "{c}");
+        common::assert_says(c, "found", what);
     }
 }
 
@@ -369,14 +359,10 @@ exit 0"#
     let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
     let dir = outcome.dir();
     let before = read(dir, "before.txt");
-    for line in [
-        "kdamonds/0/contexts/0/operations:paddr",
+    common::assert_left_kdamond(
+        &before,
         "kdamonds/0/contexts/0/monitoring_attrs/intervals/sample_us:7000",
-        "kdamonds/0/contexts/0/schemes/0/quotas/ms:17",
-        "kdamonds/0/state:off",
-    ] {
-        assert!(before.lines().any(|l| l == line), "{line} not in\n{before}");
-    }
+    );
     if dir.join("damon_stat.txt").exists() {
         assert!(before.contains("damon_stat=Y"), "{before}");
     }
@@ -406,30 +392,14 @@ exit 0"#
     assert!(stale.is_empty(), "still running after SIGKILL:\n{stale}");
     let check = |file: &str| {
         let d = json(dir, file);
-        d["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["name"] == "scenario")
-            .unwrap_or_else(|| panic!("{file}: no scenario check: {d}"))
-            .clone()
+        common::entry(&d["checks"], "name", "scenario").clone()
     };
     println!("DAMON state saved and restored each time:\n{before}");
     let stale = check("stale-doctor.json");
     println!("doctor after scenario and guardian were SIGKILLed: {stale}");
     assert_eq!(stale["level"], "warn", "{stale}");
-    assert!(
-        stale["found"]
-            .as_str()
-            .is_some_and(|f| f.contains("did not finish")),
-        "{stale}"
-    );
-    assert!(
-        stale["remedy"]
-            .as_str()
-            .is_some_and(|r| r.contains("nr_kdamonds")),
-        "{stale}"
-    );
+    common::assert_says(&stale, "found", "did not finish");
+    common::assert_says(&stale, "remedy", "nr_kdamonds");
     assert_eq!(check("clean-doctor.json")["level"], "ok");
 }
 

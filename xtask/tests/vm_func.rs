@@ -51,12 +51,7 @@ fn run_func_script(kernel: Kernel, body: &str) -> GuestRun {
 
 /// The function's entry in the capture's metadata: its id and how it was attached.
 fn status<'a>(export: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    export["meta"]["functions"]
-        .as_array()
-        .expect("meta.functions")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not in meta.functions: {}", export["meta"]))
+    common::entry(&export["meta"]["functions"], "name", name)
 }
 
 /// The summary's kernel counters of function `id`.
@@ -95,12 +90,7 @@ fn check_stream_run(dir: &std::path::Path, name: &str, attach: &str, mode: &str)
             "{name}: ids in --func order: {st}"
         );
         assert_eq!(st["attach"], attach, "{name}: {st}");
-        let acc = export["accounting"]
-            .as_array()
-            .expect("accounting")
-            .iter()
-            .find(|a| a["function"] == *f)
-            .expect("accounting entry");
+        let acc = common::entry(&export["accounting"], "function", f);
         let (calls, records) = (u(acc, "calls"), u(acc, "records"));
         assert_eq!(
             calls,
@@ -190,12 +180,7 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
         for &x in &d {
             expect[hist_bucket(x, 50) as usize] += 1;
         }
-        let got: Vec<u64> = k["buckets"]
-            .as_array()
-            .expect("buckets")
-            .iter()
-            .map(|b| b.as_u64().expect("count"))
-            .collect();
+        let got: Vec<u64> = common::u64s(&k["buckets"]);
         let differ: BTreeMap<usize, (u64, u64)> = expect
             .iter()
             .zip(&got)
@@ -290,15 +275,7 @@ damon-trace record --func rcu_is_watching --attach kprobe --duration 1s -o /out/
     let read = |n: &str| std::fs::read_to_string(dir.join(n)).expect(n);
     let doctor = json(dir, "doctor.json");
     assert_eq!(read("doctor.status").trim(), "0", "vfs_read is traceable");
-    let f = |name: &str| {
-        doctor["functions"]
-            .as_array()
-            .expect("functions")
-            .iter()
-            .find(|f| f["name"] == name)
-            .unwrap_or_else(|| panic!("{name} missing: {doctor}"))
-            .clone()
-    };
+    let f = |name: &str| common::entry(&doctor["functions"], "name", name).clone();
     let plain = f("vfs_read");
     assert_eq!(
         (&plain["fentry"], &plain["kprobe"], &plain["traceable"]),
@@ -306,29 +283,14 @@ damon-trace record --func rcu_is_watching --attach kprobe --duration 1s -o /out/
         "{plain}"
     );
     let int3 = f("do_int3");
-    assert!(
-        int3["kprobe"]
-            .as_str()
-            .is_some_and(|s| s.contains("kprobe blacklist")),
-        "{int3}"
-    );
+    common::assert_says(&int3, "kprobe", "kprobe blacklist");
     let noinstr = f("rcu_is_watching");
     assert_eq!(noinstr["traceable"], false, "{noinstr}");
     assert_eq!(noinstr["ftrace"], false, "{noinstr}");
-    assert!(
-        noinstr["fentry"]
-            .as_str()
-            .is_some_and(|s| s.contains("not in available_filter_functions")),
-        "{noinstr}"
-    );
+    common::assert_says(&noinstr, "fentry", "not in available_filter_functions");
     let typo = f("vfs_wrte");
     assert_eq!(typo["kallsyms"], "absent", "{typo}");
-    assert!(
-        typo["fentry"]
-            .as_str()
-            .is_some_and(|s| s.contains("did you mean `vfs_write`?")),
-        "{typo}"
-    );
+    common::assert_says(&typo, "fentry", "did you mean `vfs_write`?");
     assert_eq!(read("record.status").trim(), "1");
     let err = read("record.err");
     assert!(

@@ -143,18 +143,8 @@ fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_jso
             "{name}: per-interval time differs from the per-call sum: {p}"
         );
         // The per-interval series add up to the in-interval totals, one entry per interval.
-        let calls: Vec<u64> = p["calls_per_interval"]
-            .as_array()
-            .expect("calls_per_interval")
-            .iter()
-            .map(|v| v.as_u64().expect("u64"))
-            .collect();
-        let ns: Vec<u64> = p["ns_per_interval"]
-            .as_array()
-            .expect("ns_per_interval")
-            .iter()
-            .map(|v| v.as_u64().expect("u64"))
-            .collect();
+        let calls: Vec<u64> = common::u64s(&p["calls_per_interval"]);
+        let ns: Vec<u64> = common::u64s(&p["ns_per_interval"]);
         assert_eq!(u(p, "intervals"), intervals, "{name}: {p}");
         assert_eq!(calls.len() as u64, intervals, "{name}");
         assert_eq!(ns.len() as u64, intervals, "{name}");

@@ -151,12 +151,7 @@ damon-trace export /out/both.dtcap --format json -o /out/both.json
             .push(u(r, "duration_ns"));
     }
     for name in FOUR {
-        let acc = export["accounting"]
-            .as_array()
-            .expect("accounting")
-            .iter()
-            .find(|a| a["function"] == name)
-            .unwrap_or_else(|| panic!("{name}: no accounting"));
+        let acc = common::entry(&export["accounting"], "function", name);
         // Both paths see the same timed calls only when the ring lost none.
         assert_eq!(u(acc, "ring_full"), 0, "{name}: {acc}");
         assert_eq!(
@@ -172,12 +167,7 @@ damon-trace export /out/both.dtcap --format json -o /out/both.json
         for &v in &d {
             mine[damon_common::hist_bucket(v, width) as usize] += 1;
         }
-        let kernel: Vec<u64> = h["buckets"]
-            .as_array()
-            .expect("buckets")
-            .iter()
-            .map(|n| n.as_u64().expect("count"))
-            .collect();
+        let kernel: Vec<u64> = common::u64s(&h["buckets"]);
         assert_eq!(
             kernel, mine,
             "{name}: kernel buckets != records bucketed here"
@@ -230,7 +220,7 @@ wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
 wait $srv
 {STOP_SCENARIO}",
         BUILTINS = FOUR.join(","),
-        UNAME_THEN_SCRAPE = uname_then_scrape("m2.txt", "m3.txt"),
+        UNAME_THEN_SCRAPE = common::uname_then_scrape("m2.txt", "m3.txt", N),
     );
     let run = run_script(&cmd);
     let dir = run.dir();
@@ -354,23 +344,6 @@ wait $srv
 /// call, which nothing else in the guest calls).
 const N: u64 = 300;
 
-/// Guest shell: `uname` N times after the scrape /out/`prev` of `serve` on 127.0.0.1:9464, then
-/// scrapes into /out/`file` until its `_count`, `in_flight` and drops of __x64_sys_newuname add
-/// up to N or more above `prev`'s (serve folds what arrived once a second), for at most 30 s.
-fn uname_then_scrape(prev: &str, file: &str) -> String {
-    format!(
-        "seen() {{ grep -E '^damon_trace_(call_duration_seconds_count|in_flight|dropped_total)[{{]' $1 \
-| grep -F 'function=\"__x64_sys_newuname\"' | awk '{{ s += $NF }} END {{ print s + 0 }}'; }}
-prev=$(seen /out/{prev})
-n=0; while [ $n -lt {N} ]; do uname > /dev/null; n=$((n+1)); done
-i=0
-until wget -q -O /out/{file} http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {N})) ]; do
-  i=$((i+1)); [ $i -gt 60 ] && break; sleep 0.5
-done
-"
-    )
-}
-
 fn record_driven(mode: &str, file: &str) -> String {
     format!(
         "damon-trace record --mode {mode} --func __x64_sys_newuname -o /out/{file} --duration 300s 2> /out/{file}.err &
@@ -416,12 +389,7 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
         assert_eq!(u(f, "count"), N, "{f}");
     }
     let cmp = json(dir, "cmp.json");
-    let c = cmp["functions"]
-        .as_array()
-        .expect("functions")
-        .iter()
-        .find(|f| f["name"] == name)
-        .expect("compared");
+    let c = common::entry(&cmp["functions"], "name", name);
     assert_eq!((u(&c["before"], "calls"), u(&c["after"], "calls")), (N, N));
     let rows: u64 = c["rows"]
         .as_array()

@@ -127,12 +127,7 @@ fn vm_7_2_overload_counts_every_dropped_call() {
 
     // Every export format says how many were dropped.
     let export = json(dir, "export.json");
-    let acc = export["accounting"]
-        .as_array()
-        .expect("accounting")
-        .iter()
-        .find(|a| a["function"] == "damon_hot_score")
-        .expect("hot score accounting");
+    let acc = common::entry(&export["accounting"], "function", "damon_hot_score");
     assert_eq!(
         (u(acc, "calls"), u(acc, "records"), u(acc, "dropped")),
         (hot_calls, hot_records, hot_dropped),

@@ -98,12 +98,43 @@ pub fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
 }
 
 pub fn function<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["functions"]
-        .as_array()
-        .expect("functions array")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("{name} missing from report"))
+    xtask::parse::function(report, name).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// The element of the array `list` whose `key` is `value` (see [`xtask::parse::entry`]).
+pub fn entry<'a>(list: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    xtask::parse::entry(list, key, value).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// An array of u64s.
+pub fn u64s(v: &serde_json::Value) -> Vec<u64> {
+    xtask::parse::u64s(v).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// `v[key]` is a string containing `needle`.
+pub fn assert_says(v: &serde_json::Value, key: &str, needle: &str) {
+    assert!(
+        v[key].as_str().is_some_and(|s| s.contains(needle)),
+        "{key} does not say {needle:?}: {v}"
+    );
+}
+
+/// Guest shell: `uname` N times after the scrape /out/`prev` of `serve` on 127.0.0.1:9464,
+/// then scrapes into /out/`file` until its `_count`, `in_flight` and drops of
+/// __x64_sys_newuname (which nothing else in the guest calls) add up to N or more above
+/// `prev`'s (serve folds what arrived once a second), for at most 30 s.
+pub fn uname_then_scrape(prev: &str, file: &str, n: u64) -> String {
+    format!(
+        "seen() {{ grep -E '^damon_trace_(call_duration_seconds_count|in_flight|dropped_total)[{{]' $1 \
+| grep -F 'function=\"__x64_sys_newuname\"' | awk '{{ s += $NF }} END {{ print s + 0 }}'; }}
+prev=$(seen /out/{prev})
+n=0; while [ $n -lt {n} ]; do uname > /dev/null; n=$((n+1)); done
+i=0
+until wget -q -O /out/{file} http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {n})) ]; do
+  i=$((i+1)); [ $i -gt 60 ] && break; sleep 0.5
+done
+"
+    )
 }
 
 pub fn u(f: &serde_json::Value, key: &str) -> u64 {
@@ -324,6 +355,19 @@ damon_leave_stopped_kdamond() {
     return 0
 }
 "#;
+
+/// A `damon_dump` (see [`DAMON_HELPERS`]) taken after `damon_leave_stopped_kdamond` holds its
+/// paddr context, quota and stopped state, and the line `also`.
+pub fn assert_left_kdamond(dump: &str, also: &str) {
+    for line in [
+        "kdamonds/0/contexts/0/operations:paddr",
+        also,
+        "kdamonds/0/contexts/0/schemes/0/quotas/ms:17",
+        "kdamonds/0/state:off",
+    ] {
+        assert!(dump.lines().any(|l| l == line), "{line} not in\n{dump}");
+    }
+}
 
 /// Two `damon_dump`s (see [`DAMON_HELPERS`]) are equal; the message lists the lines only one
 /// of them has.
