@@ -158,12 +158,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     }
 
     let fentry = json(dir, "fentry.json");
-    for name in [
-        "damon_hot_score",
-        "damos_va_migrate_dests_add",
-        "damon_migrate_pages",
-        "lock_timer_base",
-    ] {
+    for name in FOUR {
         assert_traced(function(&fentry, name), "fentry");
     }
     // The scheme's scores: DAMOS hotness is 0..=99 (DAMOS_MAX_SCORE).
@@ -177,12 +172,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     );
 
     let kprobe = json(dir, "kprobe.json");
-    for name in [
-        "damon_hot_score",
-        "damos_va_migrate_dests_add",
-        "damon_migrate_pages",
-        "lock_timer_base",
-    ] {
+    for name in FOUR {
         assert_traced(function(&kprobe, name), "kprobe");
     }
 
@@ -290,12 +280,11 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
     let outcome = common::run_live(
         cmd,
         Duration::from_secs(300),
-        KeyStep::when(
+        (
             "all four functions with calls > 0",
             Duration::from_secs(150),
-            all_four_called,
-            "q",
         ),
+        all_four_called,
     );
     let shown = common::first_screen(&outcome, "all four functions showed calls");
     let log = outcome.terminal.as_ref().expect("terminal log");

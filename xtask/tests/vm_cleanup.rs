@@ -8,10 +8,7 @@ use common::{
     CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_sigkill_loss_records,
     assert_traced, auto_attach, function, json, killed_at, u,
 };
-use xtask::{
-    kernel::Kernel,
-    vm::{KeyStep, Screen},
-};
+use xtask::{kernel::Kernel, vm::Screen};
 
 /// Guest shell helpers. `snap NAME` saves the kernel's full BPF object listing (doctor's
 /// `bpf_objects`, taken before doctor's own trial attaches) with the kprobe and ftrace hook
@@ -478,12 +475,8 @@ exit 0"#
     let outcome = common::run_live(
         cmd,
         Duration::from_secs(600),
-        KeyStep::when(
-            "lock_timer_base with calls > 0",
-            Duration::from_secs(240),
-            timer_calls_shown,
-            "q",
-        ),
+        ("lock_timer_base with calls > 0", Duration::from_secs(240)),
+        timer_calls_shown,
     );
     let log = outcome.terminal.as_ref().expect("terminal log");
     assert_eq!(outcome.status, 0, "last screen:\n{}", log.screen());

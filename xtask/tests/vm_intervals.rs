@@ -10,7 +10,6 @@ use common::{function, json, u};
 use xtask::{
     kernel::Kernel,
     script::{spawn_scenario, with_scenario},
-    vm::KeyStep,
 };
 
 /// Record 15 s under the migrate-hot scenario; report (JSON and table) and export the calls.
@@ -228,12 +227,8 @@ fn vm_7_2_live_shows_time_per_interval() {
     let outcome = common::run_live(
         cmd,
         Duration::from_secs(300),
-        KeyStep::when(
-            "a DAMON panel with 10 intervals",
-            Duration::from_secs(150),
-            |s| intervals_shown(s).iter().any(|&n| n >= 10),
-            "q",
-        ),
+        ("a DAMON panel with 10 intervals", Duration::from_secs(150)),
+        |s| intervals_shown(s).iter().any(|&n| n >= 10),
     );
     let shown = common::first_screen(&outcome, "a per-interval line showed");
     eprintln!("{shown}");

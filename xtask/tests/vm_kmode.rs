@@ -18,7 +18,7 @@ use xtask::{
     guest::GuestRun,
     kernel::Kernel,
     script::{STOP_SCENARIO, start_scenario},
-    vm::{self, KeyStep, VmOptions},
+    vm::{self, VmOptions},
 };
 
 /// Starts the migrate-hot scenario in the background, waits for its kdamond (failing the
@@ -391,20 +391,12 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
     let cmp = json(dir, "cmp.json");
     let c = common::entry(&cmp["functions"], "name", name);
     assert_eq!((u(&c["before"], "calls"), u(&c["after"], "calls")), (N, N));
-    let rows: u64 = c["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| u(r, "after"))
-        .sum();
-    assert_eq!(rows, N);
-    let before_rows: u64 = c["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| u(r, "before"))
-        .sum();
-    assert_eq!(before_rows, N);
+    let rows = |side: &str| -> u64 {
+        let rows = c["rows"].as_array().expect("rows");
+        rows.iter().map(|r| u(r, side)).sum()
+    };
+    assert_eq!(rows("after"), N);
+    assert_eq!(rows("before"), N);
     let verdict = c["verdict"].as_str().expect("verdict");
     assert!(verdict.contains("at bucket resolution: 10 ns"), "{verdict}");
     // The stream capture's percentiles, bucketed, lie on the same grid as the kernel's: each
@@ -438,12 +430,11 @@ fn vm_7_2_live_mode_kernel_panels_from_histograms() {
     let outcome = common::run_live(
         cmd,
         Duration::from_secs(300),
-        KeyStep::when(
+        (
             "damon_hot_score with 200 calls in kernel mode",
             Duration::from_secs(150),
-            |s| s.contains("KERNEL 10ns") && calls_shown(s, "damon_hot_score").unwrap_or(0) >= 200,
-            "q",
         ),
+        |s| s.contains("KERNEL 10ns") && calls_shown(s, "damon_hot_score").unwrap_or(0) >= 200,
     );
     let shown = common::first_screen(&outcome, "the panels filled");
     eprintln!("{shown}");

@@ -40,10 +40,17 @@ pub fn run_script(kernel: Kernel, cmd: impl Into<String>, timeout: Duration) -> 
     boot_ok(guest(kernel, cmd, timeout))
 }
 
-/// `cmd` on 7.2 with the serial console as an 80x24 terminal, `step` typing its keys, within
-/// `timeout`; whatever the exit status, it is the outcome's (see [`first_screen`]).
-pub fn run_live(cmd: impl Into<String>, timeout: Duration, step: KeyStep) -> GuestRun {
-    boot(guest(Kernel::Debian72, cmd, timeout).interactive(Interactive::script(24, 80, vec![step])))
+/// `cmd` on 7.2 with the serial console as an 80x24 terminal within `timeout`, typing `q`
+/// once the screen passes `test` (`what` it waits for, at most `within`); whatever the exit
+/// status, it is the outcome's (see [`first_screen`]).
+pub fn run_live(
+    cmd: impl Into<String>,
+    timeout: Duration,
+    (what, within): (&str, Duration),
+    test: impl Fn(&str) -> bool + Send + Sync + 'static,
+) -> GuestRun {
+    let quit = KeyStep::when(what, within, test, "q");
+    boot(guest(Kernel::Debian72, cmd, timeout).interactive(Interactive::script(24, 80, vec![quit])))
 }
 
 /// Guest script of a `live` test: `start` (the scenario's start fragment, see
