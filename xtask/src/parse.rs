@@ -13,6 +13,15 @@ pub fn num(v: &Value, key: &str) -> Result<u64> {
         .with_context(|| format!("`{key}` is not a number in {v}"))
 }
 
+/// `v[key]` for each of `keys`, as u64s.
+pub fn nums<const N: usize>(v: &Value, keys: [&str; N]) -> Result<[u64; N]> {
+    let mut out = [0; N];
+    for (o, k) in out.iter_mut().zip(keys) {
+        *o = num(v, k)?;
+    }
+    Ok(out)
+}
+
 /// `v[key]` as an f64.
 pub fn float(v: &Value, key: &str) -> Result<f64> {
     v[key]

@@ -7,13 +7,10 @@ use std::{fs, time::Duration};
 mod common;
 #[path = "dtcap/mod.rs"]
 mod dtcap;
-use common::{
-    CAPTURE_HELPERS, FOUR, assert_sigkill_loss_records, assert_traced, auto_attach, function, json,
-    killed_at, u,
-};
+use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     kernel::Kernel,
-    script::{STOP_SCENARIO, spawn_scenario, start_scenario},
+    script::{STOP_SCENARIO, spawn_scenario, start_scenario, with_scenario},
     seed::{self, Seed, SeedOptions},
     vm::{Interactive, KeyStep},
 };
@@ -220,14 +217,10 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_reports_missing_functions_and_traces_the_others() {
-    let start = start_scenario(60, "");
-    let cmd = format!(
-        "set -e
-{start}damon-trace record -o /out/c.dtcap --duration 15s
+    let body = "damon-trace record -o /out/c.dtcap --duration 15s
 damon-trace report /out/c.dtcap --format json > /out/report.json
-damon-trace report /out/c.dtcap
-{STOP_SCENARIO}"
-    );
+damon-trace report /out/c.dtcap";
+    let cmd = format!("set -e\n{}", with_scenario(60, "", body));
     let outcome = common::run_script(Kernel::Debian612, cmd, Duration::from_secs(300));
     assert!(
         outcome.kernel_release.starts_with("6.12."),
@@ -549,13 +542,10 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
 
     // The SIGKILLed recorder: an incomplete capture that reads back to at most
     // SIGKILL_LOSS_BOUND_S before the kill (records flushed every second).
-    let killed = json(dir, "killed.json");
-    assert_eq!(killed["meta"]["complete"], false, "{killed}");
-    assert_sigkill_loss_records(
+    common::assert_killed_timer_recorder(
+        dir,
+        "killed",
         "SIGKILLed recorder (7.2, under the scenario)",
-        &json(dir, "killed-export.json"),
-        &["lock_timer_base"],
-        killed_at(dir, "killed"),
     );
     // Keep the real captures and outputs for the README when asked.
     if let Some(keep) = std::env::var_os("DAMON_TRACE_KEEP_AB") {

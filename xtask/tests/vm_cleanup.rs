@@ -5,8 +5,8 @@ use std::{fs, path::Path, time::Duration};
 
 mod common;
 use common::{
-    CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_sigkill_loss_records,
-    assert_traced, auto_attach, function, json, killed_at, u,
+    CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_traced, auto_attach, function,
+    json, u,
 };
 use xtask::{kernel::Kernel, vm::Screen};
 
@@ -216,15 +216,12 @@ exit 0"
 
         assert_eq!(status(dir, &format!("killed-{attach}.rc")), 137);
         assert_eq!(status(dir, &format!("killed-{attach}-report.rc")), 0);
-        let killed = json(dir, &format!("killed-{attach}.json"));
-        assert_eq!(killed["meta"]["complete"], false, "{killed}");
-        let timer = function(&killed, "lock_timer_base");
-        assert_sigkill_loss_records(
+        let killed = common::assert_killed_timer_recorder(
+            dir,
+            &format!("killed-{attach}"),
             &format!("SIGKILLed {attach} recorder"),
-            &json(dir, &format!("killed-{attach}-export.json")),
-            &["lock_timer_base"],
-            killed_at(dir, &format!("killed-{attach}")),
         );
+        let timer = function(&killed, "lock_timer_base");
         println!(
             "SIGKILLed {attach} recorder: {} records read back, warnings {}",
             u(timer, "count"),
@@ -527,13 +524,6 @@ exit 0"#
         assert_as_before(dir, &before, &format!("after-{sig}"));
     }
     assert_eq!(status(dir, "live-KILL.rc"), 137);
-    let killed = json(dir, "live-KILL.json");
-    assert_eq!(killed["meta"]["complete"], false, "{killed}");
-    assert_sigkill_loss_records(
-        "SIGKILLed live --record",
-        &json(dir, "live-KILL-export.json"),
-        &["lock_timer_base"],
-        killed_at(dir, "live-KILL"),
-    );
+    common::assert_killed_timer_recorder(dir, "live-KILL", "SIGKILLed live --record");
     assert_as_before(dir, &before, "after-KILL");
 }

@@ -17,7 +17,7 @@ use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, 
 use xtask::{
     guest::GuestRun,
     kernel::Kernel,
-    script::{STOP_SCENARIO, start_scenario},
+    script::{STOP_SCENARIO, start_scenario, with_scenario},
     vm::{self, VmOptions},
 };
 
@@ -131,13 +131,10 @@ fn check_kernel_report_against_records(both: &std::path::Path) {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
 fn vm_7_2_mode_both_kernel_buckets_equal_the_records_bucketed_in_userspace() {
-    let scenario = scenario();
-    let cmd = format!(
-        "set -e
-{scenario}damon-trace record --mode both --ring-size 67108864 -o /out/both.dtcap --duration 10s 2> /out/record.err
-damon-trace export /out/both.dtcap --format json -o /out/both.json
-{STOP_SCENARIO}"
-    );
+    let body = "sleep 1
+damon-trace record --mode both --ring-size 67108864 -o /out/both.dtcap --duration 10s 2> /out/record.err
+damon-trace export /out/both.dtcap --format json -o /out/both.json";
+    let cmd = format!("set -e\n{}", with_scenario(300, "", body));
     let run = run_script(&cmd);
     let dir = run.dir();
     let export = json(dir, "both.json");

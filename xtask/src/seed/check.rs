@@ -40,6 +40,13 @@ pub(super) fn check_grid(
     Ok(())
 }
 
+/// The (lo, hi) edges of a range table's rows.
+fn edges(rows: &[Value]) -> Result<Vec<(u64, Option<u64>)>> {
+    rows.iter()
+        .map(|r| Ok((num(r, "lo_ns")?, r["hi_ns"].as_u64())))
+        .collect()
+}
+
 /// The `| a | b | c |` cells of the Markdown table rows that follow `header` (up to the
 /// first line that is not a table row), separator line skipped.
 fn markdown_rows(md: &str, header: &str) -> Result<Vec<Vec<String>>> {
@@ -131,10 +138,7 @@ pub fn check_hot_score(report: &Value, text: &str, md: &str) -> Result<Vec<Strin
     ensure!(t["grid"]["widened_from"].is_null(), "rows widened: {t}");
     ensure!(num(&t["grid"], "width_ns")? == BUCKET_NS, "{t}");
     let rows = t["rows"].as_array().context("no rows")?;
-    let edges: Vec<(u64, Option<u64>)> = rows
-        .iter()
-        .map(|r| Ok((num(r, "lo_ns")?, r["hi_ns"].as_u64())))
-        .collect::<Result<_>>()?;
+    let edges = edges(rows)?;
     check_rows("damon_hot_score", &edges)?;
     ensure!(
         edges[0].0 <= min && min < edges[0].0 + BUCKET_NS,
@@ -236,10 +240,7 @@ pub fn check_lock_timer_ab(cmp: &Value, text: &str, md: &str) -> Result<Vec<Stri
     );
     ensure!(num(&f["grid"], "width_ns")? == BUCKET_NS, "{}", f["grid"]);
     let rows = f["rows"].as_array().context("rows")?;
-    let edges: Vec<(u64, Option<u64>)> = rows
-        .iter()
-        .map(|r| Ok((num(r, "lo_ns")?, r["hi_ns"].as_u64())))
-        .collect::<Result<_>>()?;
+    let edges = edges(rows)?;
     check_rows("lock_timer_base", &edges)?;
     let sum = |side: &str| -> Result<u64> { rows.iter().map(|r| num(r, side)).sum() };
     let (sb, sa) = (sum("before")?, sum("after")?);
@@ -297,10 +298,7 @@ pub fn check_wide(cmp: &Value, text: &str) -> Result<Vec<String>> {
         "asked for {BUCKET_NS} ns rows: {g}"
     );
     let rows = f["rows"].as_array().context("rows")?;
-    let edges: Vec<(u64, Option<u64>)> = rows
-        .iter()
-        .map(|r| Ok((num(r, "lo_ns")?, r["hi_ns"].as_u64())))
-        .collect::<Result<_>>()?;
+    let edges = edges(rows)?;
     check_grid("lock_timer_base (whole)", &edges, width, 40)?;
     for side in ["before", "after"] {
         let sum: u64 = rows.iter().map(|r| num(r, side)).sum::<Result<_>>()?;

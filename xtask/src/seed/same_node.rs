@@ -3,7 +3,9 @@
 use anyhow::{Context as _, Result, ensure};
 use serde_json::Value;
 
-use crate::parse::{CsvSums, csv_sums, float, function, node_pages, num, summary_field, u64s};
+use crate::parse::{
+    CsvSums, csv_sums, float, function, node_pages, num, nums, summary_field, u64s,
+};
 
 /// Seed 3: the scenario ran with the destination on the workload's node; for both migration
 /// functions the intervals partition the calls, the per-interval times add up to the per-call
@@ -96,11 +98,10 @@ fn check_per_interval(
     ensure!(count > 0, "{name} was never called");
     let p = &f["per_interval"];
     ensure!(p.is_object(), "{name} has no per_interval: {f}");
-    let (inside, outside, foreign) = (
-        num(p, "calls_in_intervals")?,
-        num(p, "calls_outside")?,
-        num(p, "calls_not_kdamond")?,
-    );
+    let [inside, outside, foreign] = nums(
+        p,
+        ["calls_in_intervals", "calls_outside", "calls_not_kdamond"],
+    )?;
     ensure!(
         inside + outside + foreign == count,
         "{name}: {inside} in intervals + {outside} outside + {foreign} not kdamond != {count}"
@@ -110,11 +111,14 @@ fn check_per_interval(
         csv_calls == count,
         "{name}: CSV has {csv_calls} calls, report {count}"
     );
-    let (ns_in, ns_out, ns_foreign) = (
-        num(p, "total_ns_in_intervals")?,
-        num(p, "total_ns_outside")?,
-        num(p, "total_ns_not_kdamond")?,
-    );
+    let [ns_in, ns_out, ns_foreign] = nums(
+        p,
+        [
+            "total_ns_in_intervals",
+            "total_ns_outside",
+            "total_ns_not_kdamond",
+        ],
+    )?;
     ensure!(
         ns_in + ns_out + ns_foreign == csv_ns,
         "{name}: per-interval time {} != per-call sum {csv_ns}",
@@ -148,11 +152,7 @@ fn check_per_interval(
         intervals > 0 && inside > 0,
         "{name}: no call in an interval"
     );
-    let (p50, p99, pmax) = (
-        num(p, "p50_total_ns")?,
-        num(p, "p99_total_ns")?,
-        num(p, "max_total_ns")?,
-    );
+    let [p50, p99, pmax] = nums(p, ["p50_total_ns", "p99_total_ns", "max_total_ns"])?;
     ensure!(p50 <= p99 && p99 <= pmax, "{name}: {p}");
     ensure!(
         text.contains(&format!("\n{name:<27} {intervals:>9} ")),

@@ -291,6 +291,25 @@ pub fn assert_sigkill_loss_records(
     assert_sigkill_loss(what, start, last as f64 / 1e9, killed_at);
 }
 
+/// A recorder of lock_timer_base that `kill_recorder PID NAME` SIGKILLed, its capture's report
+/// in /out/NAME.json and JSON export in /out/NAME-export.json: the report says incomplete and
+/// [`assert_sigkill_loss_records`] holds. Returns the report.
+pub fn assert_killed_timer_recorder(
+    dir: &std::path::Path,
+    name: &str,
+    what: &str,
+) -> serde_json::Value {
+    let killed = json(dir, &format!("{name}.json"));
+    assert_eq!(killed["meta"]["complete"], false, "{killed}");
+    assert_sigkill_loss_records(
+        what,
+        &json(dir, &format!("{name}-export.json")),
+        &["lock_timer_base"],
+        killed_at(dir, name),
+    );
+    killed
+}
+
 /// [`assert_sigkill_loss`] for a kernel-mode capture exported as JSON: its last histogram
 /// snapshot, at `start_monotonic_ns + elapsed_ns` (`elapsed_ns` counts from a moment just
 /// after the start, so this errs towards a larger loss).
