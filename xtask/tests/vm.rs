@@ -416,20 +416,15 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
     // lock_timer_base alone, checked by seed::check above).
     let all = seed.out_dir.join("runs");
     let cmp = json(&all, "compare.json");
-    assert!(
-        cmp["before"]["kernel_release"]
-            .as_str()
-            .is_some_and(|k| k.starts_with("6.12.")),
-        "{}",
-        cmp["before"]
-    );
-    assert!(
-        cmp["after"]["kernel_release"]
-            .as_str()
-            .is_some_and(|k| k.starts_with("7.2.")),
-        "{}",
-        cmp["after"]
-    );
+    for (side, release) in [("before", "6.12."), ("after", "7.2.")] {
+        assert!(
+            cmp[side]["kernel_release"]
+                .as_str()
+                .is_some_and(|k| k.starts_with(release)),
+            "{}",
+            cmp[side]
+        );
+    }
     let functions = cmp["functions"].as_array().expect("functions");
     let mut names: Vec<&str> = functions
         .iter()

@@ -188,38 +188,22 @@ fn ring_full(f: &serde_json::Value) -> u64 {
     u(f, "ring_full")
 }
 
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_7_2_exact_under_contention_default_preemption() {
-    exact(Kernel::Debian72, &[]);
+/// One `#[ignore]`d test per (kernel, appended parameters): `name: kernel, append;`.
+macro_rules! exact_tests {
+    ($($name:ident: $kernel:expr, $append:expr;)*) => {$(
+        #[test]
+        #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+        fn $name() {
+            exact($kernel, $append);
+        }
+    )*};
 }
 
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_7_2_exact_under_contention_preempt_full() {
-    exact(Kernel::Debian72, &["preempt=full"]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_12_exact_under_contention_default_preemption() {
-    exact(Kernel::Debian612, &[]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_12_exact_under_contention_preempt_full() {
-    exact(Kernel::Debian612, &["preempt=full"]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_1_exact_under_contention_default_preemption() {
-    exact(Kernel::Debian61, &[]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_1_exact_under_contention_preempt_full() {
-    exact(Kernel::Debian61, &["preempt=full"]);
+exact_tests! {
+    vm_7_2_exact_under_contention_default_preemption: Kernel::Debian72, &[];
+    vm_7_2_exact_under_contention_preempt_full: Kernel::Debian72, &["preempt=full"];
+    vm_6_12_exact_under_contention_default_preemption: Kernel::Debian612, &[];
+    vm_6_12_exact_under_contention_preempt_full: Kernel::Debian612, &["preempt=full"];
+    vm_6_1_exact_under_contention_default_preemption: Kernel::Debian61, &[];
+    vm_6_1_exact_under_contention_preempt_full: Kernel::Debian61, &["preempt=full"];
 }

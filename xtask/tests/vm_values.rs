@@ -52,18 +52,29 @@ fn check_dist(name: &str, d: &serde_json::Value) {
 }
 
 /// Checks the values of one report; returns (hot_score calls, migrate calls).
+/// The `values` of `function` in a report: present, their return value named `value_name`, its
+/// histogram whole (see [`check_dist`]).
+fn values<'a>(
+    report: &'a serde_json::Value,
+    name: &str,
+    value_name: &str,
+) -> &'a serde_json::Value {
+    let f = function(report, name);
+    let v = &f["values"];
+    assert!(v.is_object(), "{name} has no values: {f}");
+    assert_eq!(v["value_name"], value_name);
+    check_dist(value_name, &v["value"]);
+    v
+}
+
 fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> (u64, u64) {
     let ctx = &report["meta"]["damon"]["start"]["kdamonds"][0]["contexts"][0];
     let (sample_us, aggr_us) = (u(ctx, "sample_us"), u(ctx, "aggr_us"));
     let scheme = &ctx["schemes"][0];
     assert_eq!(scheme["action"], "migrate_hot", "{ctx}");
 
-    let hot = function(report, "damon_hot_score");
-    let v = &hot["values"];
-    assert!(v.is_object(), "damon_hot_score has no values: {hot}");
-    assert_eq!(v["value_name"], "hotness_score");
+    let v = values(report, "damon_hot_score", "hotness_score");
     let score = &v["value"];
-    check_dist("hotness_score", score);
     // DAMOS_MAX_SCORE is 99.
     assert!(i(score, "min") >= 0 && i(score, "max") <= 99, "{score}");
     let na = &v["args"]["nr_accesses"];
@@ -93,12 +104,8 @@ fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> 
         let target = scheme["target_nid"]
             .as_i64()
             .unwrap_or_else(|| panic!("scheme has no target_nid: {scheme}"));
-        let m = function(report, "damon_migrate_pages");
-        let v = &m["values"];
-        assert!(v.is_object(), "damon_migrate_pages has no values: {m}");
-        assert_eq!(v["value_name"], "pages_migrated");
+        let v = values(report, "damon_migrate_pages", "pages_migrated");
         let pages = &v["value"];
-        check_dist("pages_migrated", pages);
         assert!(i(pages, "min") >= 0, "{pages}");
         let nid = &v["args"]["target_nid"];
         assert_eq!((i(nid, "min"), i(nid, "max")), (target, target), "{v}");
