@@ -171,11 +171,6 @@ pub fn assert_traced(f: &serde_json::Value, attach: &str) {
     assert!(p[0] > 0, "{name}: a call cannot take 0 ns");
 }
 
-/// Waits for the background scenario's kdamond 0 to be on (fails the guest script loudly after
-/// 60 s): the one copy of that snippet, shared with `soak` and `demo`.
-#[allow(unused_imports)] // each test file uses a subset
-pub use xtask::script::WAIT_KDAMOND_ON;
-
 /// The flush period of `record` and `live --record` (their one-second tick), in seconds.
 pub const FLUSH_PERIOD_S: f64 = 1.0;
 /// What a SIGKILL may cost: the calls made since the last flush, at most [`FLUSH_PERIOD_S`],
