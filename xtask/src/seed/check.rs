@@ -48,12 +48,12 @@ fn edges(rows: &[Value]) -> Result<Vec<(u64, Option<u64>)>> {
 }
 
 /// The `| a | b | c |` cells of the Markdown table rows that follow `header` (up to the
-/// first line that is not a table row), separator line skipped.
-fn markdown_rows(md: &str, header: &str) -> Result<Vec<Vec<String>>> {
+/// first line that is not a table row), separator line skipped: as many as the JSON's rows.
+fn markdown_rows(md: &str, header: &str, json_rows: usize) -> Result<Vec<Vec<String>>> {
     let start = md
         .find(header)
         .with_context(|| format!("no `{header}` table in the Markdown"))?;
-    Ok(md[start..]
+    let rows: Vec<Vec<String>> = md[start..]
         .lines()
         .skip(2)
         .take_while(|l| l.starts_with('|'))
@@ -63,7 +63,13 @@ fn markdown_rows(md: &str, header: &str) -> Result<Vec<Vec<String>>> {
                 .map(|c| c.trim().to_owned())
                 .collect()
         })
-        .collect())
+        .collect();
+    ensure!(
+        rows.len() == json_rows,
+        "Markdown has {} rows, JSON {json_rows}",
+        rows.len()
+    );
+    Ok(rows)
 }
 
 /// `12.50%`, or `12.50% [10.1–14.2]` with the per-run spread: the pooled percentage.
@@ -153,13 +159,7 @@ pub fn check_hot_score(report: &Value, text: &str, md: &str) -> Result<Vec<Strin
         "rows add up to {}, not {count}",
         counts.iter().sum::<u64>()
     );
-    let md_rows = markdown_rows(md, "| Range (ns) | Count | Percent |")?;
-    ensure!(
-        md_rows.len() == rows.len(),
-        "Markdown has {} rows, JSON {}",
-        md_rows.len(),
-        rows.len()
-    );
+    let md_rows = markdown_rows(md, "| Range (ns) | Count | Percent |", rows.len())?;
     let mut cells = Vec::new();
     for (cells_md, c) in md_rows.iter().zip(&counts) {
         ensure!(cells_md.len() == 3, "Markdown row {cells_md:?}");
@@ -248,13 +248,7 @@ pub fn check_lock_timer_ab(cmp: &Value, text: &str, md: &str) -> Result<Vec<Stri
         (sb, sa) == (nb, na),
         "rows add up to {sb}/{sa}, not {nb}/{na}"
     );
-    let md_rows = markdown_rows(md, "| Range (ns) | Before | % | After | % |")?;
-    ensure!(
-        md_rows.len() == rows.len(),
-        "Markdown has {} rows, JSON {}",
-        md_rows.len(),
-        rows.len()
-    );
+    let md_rows = markdown_rows(md, "| Range (ns) | Before | % | After | % |", rows.len())?;
     let (mut pb, mut pa) = (Vec::new(), Vec::new());
     for (cells, r) in md_rows.iter().zip(rows) {
         ensure!(cells.len() == 5, "Markdown row {cells:?}");
