@@ -273,13 +273,7 @@ fn download_vmlinuz(
     // Newer Debian kernels split the image into linux-binary-<abi> (vmlinuz under
     // usr/lib/modules/<abi>/) and leave linux-image-<abi> nearly empty; older ones keep
     // boot/vmlinuz-<abi> in linux-image-<abi>. Try the binary package first, then the image.
-    let mut candidates: Vec<String> = debs
-        .apt
-        .depends(image)?
-        .into_iter()
-        .filter(|p| p.starts_with("linux-binary-"))
-        .collect();
-    candidates.push(image.to_owned());
+    let candidates = packages_of(debs, image, "linux-binary-")?;
     for pkg in &candidates {
         if !debs.apt.has_package(pkg) {
             continue;
@@ -331,14 +325,7 @@ fn guest_modules(
         return Ok(Vec::new());
     }
     // 7.x ship modules in linux-modules-<abi>, 6.x in linux-image-<abi> itself.
-    let mut pkgs: Vec<String> = debs
-        .apt
-        .depends(image)?
-        .into_iter()
-        .filter(|p| p.starts_with("linux-modules-"))
-        .collect();
-    pkgs.push(image.to_owned());
-    let pkg = pkgs
+    let pkg = packages_of(debs, image, "linux-modules-")?
         .into_iter()
         .find(|p| debs.apt.has_package(p))
         .with_context(|| format!("no package of {abi} to take modules from"))?;
@@ -399,16 +386,23 @@ fn guest_modules(
     Ok(files.iter().map(|f| mod_dir.join(f)).collect())
 }
 
-/// The text of `modules.builtin` from whichever of the kernel's packages ships it
-/// (linux-base-<abi> in 7.x, linux-image-<abi> in 6.x).
-fn find_builtin(debs: &mut Debs<'_>, image: &str, abi: &str) -> Result<String> {
+/// The packages `image` depends on whose names start with `prefix`, then `image` itself (where
+/// a part of the kernel may be, newest layout first).
+fn packages_of(debs: &Debs<'_>, image: &str, prefix: &str) -> Result<Vec<String>> {
     let mut pkgs: Vec<String> = debs
         .apt
         .depends(image)?
         .into_iter()
-        .filter(|p| p.starts_with("linux-base-"))
+        .filter(|p| p.starts_with(prefix))
         .collect();
     pkgs.push(image.to_owned());
+    Ok(pkgs)
+}
+
+/// The text of `modules.builtin` from whichever of the kernel's packages ships it
+/// (linux-base-<abi> in 7.x, linux-image-<abi> in 6.x).
+fn find_builtin(debs: &mut Debs<'_>, image: &str, abi: &str) -> Result<String> {
+    let pkgs = packages_of(debs, image, "linux-base-")?;
     for pkg in &pkgs {
         if !debs.apt.has_package(pkg) {
             continue;
