@@ -58,19 +58,12 @@ fn read(dir: &std::path::Path, name: &str) -> String {
 
 /// `key=value` fields of the one summary line a preset prints on stdout.
 fn summary(line: &str) -> BTreeMap<String, String> {
-    line.split_whitespace()
-        .filter_map(|f| f.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    xtask::parse::summary_fields(line)
 }
 
-/// Pages on `node` in a `N0:12,N1:3` list.
+/// Pages on `node` in a `N0:12,N1:3` list (0 when the list does not name it).
 fn node_pages(list: &str, node: u32) -> u64 {
-    list.split(',')
-        .filter_map(|p| p.split_once(':'))
-        .find(|(n, _)| *n == format!("N{node}"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0)
+    xtask::parse::node_pages(list, node).unwrap_or(0)
 }
 
 /// Every preset on 7.2 over a stopped kdamond someone left configured (a context, a target
