@@ -6,7 +6,7 @@ use std::{fs, path::Path, time::Duration};
 mod common;
 use common::{
     CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_traced, auto_attach, function,
-    json, u,
+    json, read, u,
 };
 use xtask::{kernel::Kernel, vm::Screen};
 
@@ -57,10 +57,6 @@ fn assert_as_before(dir: &Path, before: &serde_json::Value, name: &str) {
             assert!(!text.contains(f), "{f} still hooked after {name}:\n{text}");
         }
     }
-}
-
-fn read(dir: &Path, name: &str) -> String {
-    fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn status(dir: &Path, name: &str) -> i32 {

@@ -2,10 +2,10 @@
 //! traced by `record` (the functions it claims get calls), every file of DAMON's sysfs
 //! unchanged after each one (also when interrupted), and migrate-hot with the destination on
 //! the workload's own node against the other node.
-use std::{collections::BTreeMap, fs, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 mod common;
-use common::{DAMON_HELPERS, FOUR, assert_same_damon, function, json, u};
+use common::{DAMON_HELPERS, FOUR, assert_same_damon, function, json, read, u};
 use xtask::kernel::Kernel;
 
 const PRESETS: [&str; 5] = [
@@ -50,10 +50,6 @@ fn claims(list: &serde_json::Value) -> Vec<(String, Vec<String>)> {
             (p["name"].as_str().expect("name").to_string(), fs.collect())
         })
         .collect()
-}
-
-fn read(dir: &std::path::Path, name: &str) -> String {
-    fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// `key=value` fields of the one summary line a preset prints on stdout.

@@ -98,6 +98,11 @@ pub const FOUR: [&str; 4] = [
     "lock_timer_base",
 ];
 
+/// Reads a text file the guest wrote under /out.
+pub fn read(dir: &std::path::Path, name: &str) -> String {
+    fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 /// Reads a JSON file the guest wrote under /out.
 pub fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
     let text = fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
