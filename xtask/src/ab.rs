@@ -23,8 +23,9 @@ use anyhow::{Context as _, Result, ensure};
 use serde_json::{Value, json};
 
 use crate::{
+    guest::Guest,
     kernel::Kernel,
-    seed,
+    script,
     util::{self, status},
     vm::{self, VmOptions},
 };
@@ -34,7 +35,7 @@ pub const DEFAULT_RUNS: u32 = 5;
 /// Seconds each run records unless `--duration` says otherwise.
 pub const DEFAULT_SECONDS: u64 = 20;
 /// The scenario runs this much longer than the recording: waiting for its kdamond (at most
-/// 60 s) and attaching the probes (3–4 s under TCG) come first; `seed::STOP` ends it anyway.
+/// 60 s) and attaching the probes (3–4 s under TCG) come first; its stop ends it anyway.
 const SCENARIO_SLACK_SECONDS: u64 = 90;
 /// Where each guest writes its capture under /out.
 const CAPTURE: &str = "run.dtcap";
@@ -229,15 +230,17 @@ fn record_args(opts: &AbOptions) -> String {
 /// The guest's command: the scenario in the background, the recording, `extra`, the scenario
 /// stopped.
 fn guest_cmd(opts: &AbOptions, extra: &str) -> String {
+    let body = format!(
+        "{}\n{extra}",
+        script::record_settled(CAPTURE, &record_args(opts))
+    );
     format!(
-        "set -e\n{}\n{extra}\n{}",
-        seed::record_under_scenario(
+        "set -e\n{}",
+        script::with_scenario(
             opts.seconds + SCENARIO_SLACK_SECONDS,
             &opts.scenario_args,
-            CAPTURE,
-            &record_args(opts),
-        ),
-        seed::STOP
+            &body
+        )
     )
 }
 
@@ -332,16 +335,17 @@ fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
         } else {
             ""
         };
-        let mut o = VmOptions::new(kernel.clone(), guest_cmd(opts, extra));
-        o.out_dir = out.join(format!("guest-{label}"));
-        o.timeout = Duration::from_secs(opts.seconds + 360);
-        o.binary = Some(binary.to_path_buf());
-        o.echo = false;
-        let outcome = seed::run_guest(&o).with_context(|| {
-            format!("ab: run {label} (boot {boot}/{total}, kernel {kernel}) failed")
-        })?;
+        let outcome = Guest::new(kernel.clone(), guest_cmd(opts, extra))
+            .out_dir(out.join(format!("guest-{label}")))
+            .timeout(Duration::from_secs(opts.seconds + 360))
+            .binary(Some(binary.to_path_buf()))
+            .quiet()
+            .run_ok()
+            .with_context(|| {
+                format!("ab: run {label} (boot {boot}/{total}, kernel {kernel}) failed")
+            })?;
         let file = out.join(capture_name(side, index));
-        fs::copy(o.out_dir.join(CAPTURE), &file).with_context(|| {
+        fs::copy(outcome.dir().join(CAPTURE), &file).with_context(|| {
             format!(
                 "ab: run {label} on {} left no /out/{CAPTURE}",
                 outcome.kernel_release
@@ -359,7 +363,7 @@ fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
         runs.push(AbRun {
             side,
             index,
-            kernel_release: outcome.kernel_release,
+            kernel_release: outcome.outcome.kernel_release,
             file,
             boot,
             seconds,
@@ -541,7 +545,7 @@ mod tests {
             "{cmd}"
         );
         assert!(cmd.contains(&format!("record -o /out/{CAPTURE} --duration 5s")));
-        assert!(cmd.ends_with(seed::STOP), "{cmd}");
+        assert!(cmd.ends_with(script::STOP_SCENARIO), "{cmd}");
         assert!(
             o.out_dir.ends_with("ab/6.12-vs-7.2"),
             "{}",

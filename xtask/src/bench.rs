@@ -26,9 +26,11 @@ use serde_json::{Value, json};
 
 use self::table::{Config, Run};
 use crate::{
+    guest::Guest,
     kernel::Kernel,
+    script,
     util::{self, status},
-    vm::{self, Interactive, KeyStep, VmOptions},
+    vm::{Interactive, KeyStep},
 };
 
 /// The kernel function behind `getppid(2)` on Debian's 7.2 (`__x64_sys_getppid` is not
@@ -301,9 +303,7 @@ fn userspace_markdown(builds: &[(&str, &Value)]) -> String {
 /// flat out in the background, and a sample of live's memory every `every_s` seconds.
 pub fn live_script(func: &str, every_s: u64) -> String {
     format!(
-        r#"damon-trace scenario migrate-hot --duration 86400s > /out/scenario.log 2>&1 &
-sc=$!
-( while :; do damon-trace bench-loop --calls 200000 >> /out/live-loop.txt; done ) &
+        r#"{spawn}( while :; do damon-trace bench-loop --calls 200000 >> /out/live-loop.txt; done ) &
 loop=$!
 (
   while [ ! -s /tmp/live.pid ]; do sleep 0.2; done
@@ -317,11 +317,12 @@ loop=$!
 ) &
 sh -c 'echo $$ > /tmp/live.pid; exec damon-trace live --func {func}'
 rc=$?
-kill $loop $sc 2>/dev/null
-kill -INT $sc 2>/dev/null
+kill $loop $scenario 2>/dev/null
+kill -INT $scenario 2>/dev/null
 wait
 exit $rc
-"#
+"#,
+        spawn = script::spawn_scenario(86400, "")
     )
 }
 
@@ -357,18 +358,18 @@ pub fn parse_rss(text: &str) -> Vec<RssSample> {
 fn live_rss(opts: &BenchOptions) -> Result<Value> {
     let minutes = opts.live_rss_minutes;
     let out = opts.out_dir.join("live-vm");
-    let mut vm = VmOptions::new(opts.kernel.clone(), live_script(&opts.func, 10));
-    vm.binary = Some(opts.binary.clone());
-    vm.out_dir = out.clone();
-    vm.echo = false;
-    vm.interactive = Some(Interactive::script(
-        40,
-        120,
-        vec![KeyStep::after(Duration::from_secs(minutes * 60 + 20), "q")],
-    ));
-    vm.timeout = Duration::from_secs(minutes * 60 + 300);
-    // live spools every record to $TMPDIR (the guest's RAM): room for minutes at full rate.
-    vm.memory_mib = 4096;
+    let guest = Guest::new(opts.kernel.clone(), live_script(&opts.func, 10))
+        .binary(Some(opts.binary.clone()))
+        .out_dir(&out)
+        .quiet()
+        .interactive(Interactive::script(
+            40,
+            120,
+            vec![KeyStep::after(Duration::from_secs(minutes * 60 + 20), "q")],
+        ))
+        .timeout(Duration::from_secs(minutes * 60 + 300))
+        // live spools every record to $TMPDIR (the guest's RAM): room for minutes at full rate.
+        .memory_mib(4096);
     status(
         "bench",
         format!(
@@ -376,7 +377,7 @@ fn live_rss(opts: &BenchOptions) -> Result<Value> {
             opts.func
         ),
     );
-    let outcome = vm::run(&vm)?;
+    let outcome = guest.run()?;
     let samples = parse_rss(&fs::read_to_string(out.join("live-rss.txt")).unwrap_or_default());
     let last = samples.last().copied();
     // The screen as it was just before `q`.
@@ -423,15 +424,15 @@ pub fn run(opts: &BenchOptions) -> Result<bool> {
         )?;
         let root = bpftrace::ensure(suite)?;
         let guest_out = opts.out_dir.join("vm");
-        let mut vm = VmOptions::new(
+        let outcome = Guest::new(
             opts.kernel.clone(),
             guest_script(&opts.func, opts.calls, opts.rounds),
-        );
-        vm.binary = Some(opts.binary.clone());
-        vm.trees = vec![root];
-        vm.out_dir = guest_out.clone();
-        vm.timeout = Duration::from_secs(600 + u64::from(opts.rounds) * 600);
-        let outcome = vm::run(&vm)?;
+        )
+        .binary(Some(opts.binary.clone()))
+        .trees(vec![root])
+        .out_dir(&guest_out)
+        .timeout(Duration::from_secs(600 + u64::from(opts.rounds) * 600))
+        .run()?;
         if outcome.status != 0 {
             bail!(
                 "the guest's bench script failed with status {} (console above)",

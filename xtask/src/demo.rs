@@ -7,10 +7,11 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::{
+    guest::Guest,
     kernel::Kernel,
-    script::WAIT_KDAMOND_ON,
+    script,
     util::status,
-    vm::{self, Interactive, VmOptions},
+    vm::{self, Interactive},
 };
 
 /// How long the scenario keeps DAMON busy under the live screen; the guest is stopped a few
@@ -47,10 +48,7 @@ pub fn run(demo: &Demo, binary: std::path::PathBuf) -> Result<i32> {
              instead and printing the report (what `cargo xtask demo --report` does)",
         );
     }
-    let mut opts = if live {
-        let mut o = VmOptions::new(demo.kernel.clone(), live_command(&demo.live_args));
-        o.interactive = Some(demo.terminal.clone());
-        o.timeout = LIVE_SCENARIO + Duration::from_secs(300);
+    let guest = if live {
         status(
             "demo",
             format!(
@@ -58,19 +56,19 @@ pub fn run(demo: &Demo, binary: std::path::PathBuf) -> Result<i32> {
                 demo.terminal.cols, demo.terminal.rows
             ),
         );
-        o
+        Guest::new(demo.kernel.clone(), live_command(&demo.live_args))
+            .interactive(demo.terminal.clone())
+            .timeout(LIVE_SCENARIO + Duration::from_secs(300))
     } else {
-        let mut o = VmOptions::new(
+        Guest::new(
             demo.kernel.clone(),
             report_command(demo.seconds, &demo.record_args),
-        );
-        o.timeout = Duration::from_secs(demo.seconds + 240);
-        o
+        )
+        .timeout(Duration::from_secs(demo.seconds + 240))
     };
-    opts.binary = Some(binary);
-    let outcome = vm::run(&opts)?;
-    let capture = opts
-        .out_dir
+    let outcome = guest.binary(Some(binary)).run()?;
+    let capture = outcome
+        .dir()
         .join(if live { LIVE_CAPTURE } else { REPORT_CAPTURE });
     if outcome.status == 0 && capture.is_file() {
         status(
@@ -88,26 +86,25 @@ pub fn run(demo: &Demo, binary: std::path::PathBuf) -> Result<i32> {
 /// open, stopped with SIGINT (so that it restores DAMON's sysfs state) when the screen quits.
 pub fn live_command(live_args: &str) -> String {
     format!(
-        "damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.log 2>&1 &
-scenario=$!
-damon-trace live --record /out/{LIVE_CAPTURE} {live_args}
+        "{}damon-trace live --record /out/{LIVE_CAPTURE} {live_args}
 rc=$?
-kill -INT $scenario 2>/dev/null; wait $scenario
+{}
 exit $rc",
-        scenario = LIVE_SCENARIO.as_secs()
+        script::spawn_scenario(LIVE_SCENARIO.as_secs(), ""),
+        script::STOP_SCENARIO
     )
 }
 
-/// Guest script of the report demo: the scenario in the background (its log goes to /out), a
-/// recording while it runs, then the report.
+/// Guest script of the report demo: the scenario in the background (its output goes to /out),
+/// a recording while it runs, then the report.
 pub fn report_command(seconds: u64, record_args: &str) -> String {
+    let record = format!(
+        "damon-trace record -o /out/{REPORT_CAPTURE} --duration {seconds}s {record_args} || exit $?"
+    );
     format!(
-        "damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.log 2>&1 &
-scenario=$!
-{WAIT_KDAMOND_ON}damon-trace record -o /out/{REPORT_CAPTURE} --duration {seconds}s {record_args} || exit $?
-kill -INT $scenario 2>/dev/null; wait $scenario
+        "{}
 echo
 damon-trace report /out/{REPORT_CAPTURE}",
-        scenario = seconds + 30
+        script::with_scenario(seconds + 30, "", &record)
     )
 }

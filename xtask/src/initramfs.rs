@@ -342,6 +342,21 @@ impl Cpio {
 mod tests {
     use super::*;
 
+    /// A spec running `true` with nothing else in the guest.
+    fn bare() -> InitSpec<'static> {
+        InitSpec {
+            busybox: Path::new("/x"),
+            damon_trace: Path::new("/y"),
+            cmd: "true",
+            env: &[],
+            files: &[],
+            trees: &[],
+            modules: &[],
+            nonce: "n",
+            tty: None,
+        }
+    }
+
     #[test]
     fn quoting_survives_single_quotes() {
         assert_eq!(shell_quote("a'b c"), r"'a'\''b c'");
@@ -351,32 +366,15 @@ mod tests {
     fn bad_env_names_are_rejected() {
         let env = [("1X".to_owned(), "v".to_owned())];
         let spec = InitSpec {
-            busybox: Path::new("/x"),
-            damon_trace: Path::new("/y"),
-            cmd: "true",
             env: &env,
-            files: &[],
-            trees: &[],
-            modules: &[],
-            nonce: "n",
-            tty: None,
+            ..bare()
         };
         assert!(init_script(&spec).is_err());
     }
 
     #[test]
     fn modules_load_in_order_before_the_ports_are_used() {
-        let spec = |modules| InitSpec {
-            busybox: Path::new("/x"),
-            damon_trace: Path::new("/y"),
-            cmd: "true",
-            env: &[],
-            files: &[],
-            trees: &[],
-            modules,
-            nonce: "n",
-            tty: None,
-        };
+        let spec = |modules| InitSpec { modules, ..bare() };
         let init = init_script(&spec(&[])).unwrap();
         assert!(!init.contains("insmod"), "{init}");
         let mods = [
@@ -402,19 +400,12 @@ mod tests {
     #[test]
     fn tty_commands_own_the_serial_console_and_odd_terms_are_rejected() {
         let spec = |term| InitSpec {
-            busybox: Path::new("/x"),
-            damon_trace: Path::new("/y"),
-            cmd: "true",
-            env: &[],
-            files: &[],
-            trees: &[],
-            modules: &[],
-            nonce: "n",
             tty: Some(GuestTty {
                 rows: 24,
                 cols: 80,
                 term,
             }),
+            ..bare()
         };
         let init = init_script(&spec("xterm-256color")).unwrap();
         assert!(init.contains("stty -F /dev/ttyS0 sane rows 24 cols 80\n"));

@@ -1,7 +1,9 @@
 //! Developer tasks for damon-trace: toolchain bootstrap, the static build, the QEMU harness
 //! that runs commands on real Debian kernels, and the test pipeline (`cargo xtask test`).
 //!
-//! The VM API ([`vm::run`]) is what the `vm_` tests in `xtask/tests/vm.rs` use.
+//! Guests boot through [`guest::Guest`] (over [`vm::run`]): the `vm_` tests in `xtask/tests/`,
+//! `seed`, `ab`, `soak`, `demo` and `bench` alike; their scenario shell is [`script`]'s and
+//! their output parsers [`parse`]'s.
 pub mod ab;
 pub mod apt;
 pub mod bench;
@@ -9,9 +11,11 @@ pub mod bootstrap;
 pub mod build;
 pub mod demo;
 pub mod elf;
+pub mod guest;
 pub mod host;
 pub mod initramfs;
 pub mod kernel;
+pub mod parse;
 pub mod script;
 pub mod seed;
 pub mod shape;

@@ -8,11 +8,12 @@ use xtask::{
     bench::{self, BenchOptions},
     bootstrap, build,
     demo::{self, Demo},
+    guest::Guest,
     kernel::{self, Kernel},
     seed::{self, Seed, SeedOptions},
     shape, soak,
     testing::{self, TestOptions},
-    vm::{self, Interactive, VmOptions},
+    vm::Interactive,
 };
 
 #[derive(Parser)]
@@ -311,17 +312,19 @@ fn real_main() -> Result<ExitCode> {
             cmd,
         } => {
             let binary = binary_or_build(binary)?;
-            let mut opts = VmOptions::new(kernel, cmd.join(" "));
+            let mut guest = Guest::new(kernel, cmd.join(" "))
+                .timeout(Duration::from_secs(timeout))
+                .env(env)
+                .files(files)
+                .binary(Some(binary));
+            guest.set_kernel_args(kernel_args);
             if let Some(out) = out {
-                opts.out_dir = out;
+                guest = guest.out_dir(out);
             }
-            opts.timeout = Duration::from_secs(timeout);
-            opts.env = env;
-            opts.files = files;
-            opts.binary = Some(binary);
-            opts.kernel_args = kernel_args;
-            opts.interactive = tty.then(|| term.interactive());
-            let outcome = vm::run(&opts)?;
+            if tty {
+                guest = guest.interactive(term.interactive());
+            }
+            let outcome = guest.run()?;
             let code = u8::try_from(outcome.status).context("exit status out of range")?;
             return Ok(ExitCode::from(code));
         }

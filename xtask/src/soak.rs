@@ -9,10 +9,10 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 use crate::{
+    guest::Guest,
     kernel::Kernel,
-    script::WAIT_KDAMOND_ON,
+    script,
     util::{self, status},
-    vm::{self, VmOptions},
 };
 
 /// The four built-in functions, in `FunctionId` order.
@@ -44,11 +44,8 @@ pub const MIN_SLOPE_KIB_S: f64 = 1.0;
 /// The guest script: scenario in the background, `record` for `seconds`, a sample of the
 /// recorder every `every_s` seconds into /out/samples.txt, then the capture's JSON report.
 pub fn guest_script(seconds: u64, every_s: u64) -> String {
-    format!(
-        "set -e
-damon-trace scenario migrate-hot --duration {scenario}s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-{WAIT_KDAMOND_ON}damon-trace record -o /out/soak.dtcap --duration {seconds}s 2> /out/record.err &
+    let body = format!(
+        "damon-trace record -o /out/soak.dtcap --duration {seconds}s 2> /out/record.err &
 rec=$!
 # The capture file appears once the probes are attached: sampling starts there.
 while [ ! -s /out/soak.dtcap ]; do sleep 0.2; done
@@ -66,11 +63,9 @@ done
 set -e
 wait $rec
 damon-trace report /out/soak.dtcap --format json > /out/report.json
-ls -l /out/soak.dtcap > /out/capture-size.txt
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true",
-        scenario = seconds + 60,
-    )
+ls -l /out/soak.dtcap > /out/capture-size.txt"
+    );
+    format!("set -e\n{}", script::with_scenario(seconds + 60, "", &body))
 }
 
 /// One look at the recorder: time since the first sample, memory in KiB, open fds.
@@ -362,11 +357,11 @@ pub fn run_in_guest(
     every_s: u64,
     out_dir: &Path,
 ) -> Result<(Analysis, String)> {
-    let mut opts = VmOptions::new(kernel, guest_script(seconds, every_s));
-    opts.out_dir = out_dir.to_path_buf();
-    opts.timeout = Duration::from_secs(seconds + 240);
-    opts.echo = false;
-    let outcome = vm::run(&opts)?;
+    let outcome = Guest::new(kernel, guest_script(seconds, every_s))
+        .out_dir(out_dir)
+        .timeout(Duration::from_secs(seconds + 240))
+        .quiet()
+        .run()?;
     if outcome.status != 0 {
         bail!(
             "the soak script failed with status {}; console tail:\n{}",
@@ -379,7 +374,10 @@ pub fn run_in_guest(
     };
     let samples = parse_samples(&read("samples.txt")?)?;
     let report: Value = serde_json::from_str(&read("report.json")?).context("report.json")?;
-    Ok((Analysis::new(samples, &report), outcome.kernel_release))
+    Ok((
+        Analysis::new(samples, &report),
+        outcome.outcome.kernel_release,
+    ))
 }
 
 fn tail(s: &str, n: usize) -> String {

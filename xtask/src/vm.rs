@@ -197,66 +197,8 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
             .map(|d| d.as_nanos())
             .unwrap_or_default()
     );
-    let initrd = work.path().join("initramfs.cpio");
-    let spec = InitSpec {
-        busybox: &tools.busybox,
-        damon_trace: &binary,
-        cmd: &opts.cmd,
-        env: &opts.env,
-        files: &opts.files,
-        trees: &opts.trees,
-        modules: &kernel.modules,
-        nonce: &nonce,
-        tty: opts.interactive.as_ref().map(|i| GuestTty {
-            rows: i.rows,
-            cols: i.cols,
-            term: &i.term,
-        }),
-    };
-    initramfs::write(&initrd, &spec)?;
     let out_tar = work.path().join("out.tar");
-    let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1");
-    for a in &opts.kernel_args {
-        append.push(' ');
-        append.push_str(a);
-    }
-    let mut qemu = Command::new(&tools.qemu);
-    qemu.args(memory_args(opts.memory_mib))
-        .args(QEMU_MACHINE)
-        .arg("-chardev")
-        .arg(format!("file,id=out,path={}", out_tar.display()))
-        .arg("-device")
-        .arg(format!("virtserialport,chardev=out,name={OUT_PORT}"))
-        .arg("-kernel")
-        .arg(&kernel.vmlinuz)
-        .arg("-initrd")
-        .arg(&initrd)
-        .args(["-append", &append])
-        .stdin(if opts.interactive.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // People resize their terminals: pass it on (a script's terminal has a fixed size).
-    let winsize = match &opts.interactive {
-        Some(Interactive {
-            input: Input::Terminal,
-            ..
-        }) => {
-            let path = work.path().join("winsize.sock");
-            let link = hostterm::WinsizeLink::listen(&path)?;
-            qemu.arg("-chardev")
-                .arg(format!("socket,id=winsize,path={}", path.display()))
-                .arg("-device")
-                .arg(format!(
-                    "virtserialport,chardev=winsize,name={WINSIZE_PORT}"
-                ));
-            Some(link)
-        }
-        _ => None,
-    };
+    let (mut qemu, winsize) = qemu_command(opts, &tools, &kernel, &binary, work.path(), &nonce)?;
     status(
         "vm",
         format!(
@@ -327,6 +269,79 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
         total_time,
         terminal: console.terminal,
     })
+}
+
+/// The QEMU command for `opts` (its initramfs written into `work`), and the link that passes
+/// the user's terminal size on when the guest's console is the user's terminal.
+fn qemu_command(
+    opts: &VmOptions,
+    tools: &host::HostTools,
+    kernel: &kernel::KernelImage,
+    binary: &std::path::Path,
+    work: &std::path::Path,
+    nonce: &str,
+) -> Result<(Command, Option<hostterm::WinsizeLink>)> {
+    let initrd = work.join("initramfs.cpio");
+    let spec = InitSpec {
+        busybox: &tools.busybox,
+        damon_trace: binary,
+        cmd: &opts.cmd,
+        env: &opts.env,
+        files: &opts.files,
+        trees: &opts.trees,
+        modules: &kernel.modules,
+        nonce,
+        tty: opts.interactive.as_ref().map(|i| GuestTty {
+            rows: i.rows,
+            cols: i.cols,
+            term: &i.term,
+        }),
+    };
+    initramfs::write(&initrd, &spec)?;
+    let out_tar = work.join("out.tar");
+    let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1");
+    for a in &opts.kernel_args {
+        append.push(' ');
+        append.push_str(a);
+    }
+    let mut qemu = Command::new(&tools.qemu);
+    qemu.args(memory_args(opts.memory_mib))
+        .args(QEMU_MACHINE)
+        .arg("-chardev")
+        .arg(format!("file,id=out,path={}", out_tar.display()))
+        .arg("-device")
+        .arg(format!("virtserialport,chardev=out,name={OUT_PORT}"))
+        .arg("-kernel")
+        .arg(&kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(&initrd)
+        .args(["-append", &append])
+        .stdin(if opts.interactive.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // People resize their terminals: pass it on (a script's terminal has a fixed size).
+    let winsize = match &opts.interactive {
+        Some(Interactive {
+            input: Input::Terminal,
+            ..
+        }) => {
+            let path = work.join("winsize.sock");
+            let link = hostterm::WinsizeLink::listen(&path)?;
+            qemu.arg("-chardev")
+                .arg(format!("socket,id=winsize,path={}", path.display()))
+                .arg("-device")
+                .arg(format!(
+                    "virtserialport,chardev=winsize,name={WINSIZE_PORT}"
+                ));
+            Some(link)
+        }
+        _ => None,
+    };
+    Ok((qemu, winsize))
 }
 
 /// A guest outliving us would hold the CPU for up to its timeout (an hour for the demo) with

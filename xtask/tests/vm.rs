@@ -7,27 +7,22 @@ use std::{fs, time::Duration};
 mod common;
 #[path = "dtcap/mod.rs"]
 mod dtcap;
-use common::{
-    CAPTURE_HELPERS, FOUR, WAIT_KDAMOND_ON, assert_sigkill_loss_records, assert_traced,
-    auto_attach, function, json, killed_at, u,
-};
+use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     kernel::Kernel,
+    script::{STOP_SCENARIO, spawn_scenario, start_scenario, with_scenario},
     seed::{self, Seed, SeedOptions},
-    vm::{self, Interactive, KeyStep, VmOptions},
+    vm::{Interactive, KeyStep},
 };
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_boots_and_returns_status_and_out() {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(
+    let outcome = common::boot(common::guest(
         Kernel::Debian72,
         "damon-trace --version > /out/version.txt; echo guest-says-hi; exit 3",
-    );
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(240);
-    let outcome = vm::run(&opts).expect("the guest runs");
+        Duration::from_secs(240),
+    ));
     assert_eq!(outcome.status, 3, "console:\n{}", outcome.console);
     assert!(
         outcome.kernel_release.starts_with("7.2."),
@@ -40,7 +35,7 @@ fn vm_7_2_boots_and_returns_status_and_out() {
         outcome.console
     );
     let version =
-        fs::read_to_string(opts.out_dir.join("version.txt")).expect("/out/version.txt came back");
+        fs::read_to_string(outcome.dir().join("version.txt")).expect("/out/version.txt came back");
     assert!(
         version.starts_with("damon-trace"),
         "version.txt: {version:?}"
@@ -53,7 +48,6 @@ fn vm_7_2_boots_and_returns_status_and_out() {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_tty_scripted_keys_drive_vi_and_ctrl_c_reaches_the_guest() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = "stty size > /out/size.txt; echo \"$TERM\" > /out/term.txt; tty > /out/tty.txt
 vi /out/vi.txt
 # Ctrl-C signals the whole foreground group: a trapped SIGINT keeps this shell going, and is
@@ -63,24 +57,22 @@ echo sleeping-now
 sleep 60
 echo \"sleep=$?\" > /out/sleep.txt
 exit 4";
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(180);
     let wait = Duration::from_secs(60);
-    opts.interactive = Some(Interactive {
-        term: "vt220".to_owned(),
-        ..Interactive::script(
-            20,
-            60,
-            vec![
-                // vi marks the lines past the end of the file with `~`.
-                KeyStep::when_shown("~", wait, "ihello from vi\x1b"),
-                KeyStep::when_shown("hello from vi", wait, ":wq\r"),
-                KeyStep::when_shown("sleeping-now", wait, "\x03"),
-            ],
-        )
-    });
-    let outcome = vm::run(&opts).expect("the guest runs");
+    let guest =
+        common::guest(Kernel::Debian72, cmd, Duration::from_secs(180)).interactive(Interactive {
+            term: "vt220".to_owned(),
+            ..Interactive::script(
+                20,
+                60,
+                vec![
+                    // vi marks the lines past the end of the file with `~`.
+                    KeyStep::when_shown("~", wait, "ihello from vi\x1b"),
+                    KeyStep::when_shown("hello from vi", wait, ":wq\r"),
+                    KeyStep::when_shown("sleeping-now", wait, "\x03"),
+                ],
+            )
+        });
+    let outcome = common::boot(guest);
     let log = outcome
         .terminal
         .as_ref()
@@ -92,7 +84,7 @@ exit 4";
         outcome.console
     );
     let read = |name: &str| {
-        fs::read_to_string(opts.out_dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+        fs::read_to_string(outcome.dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
     assert_eq!(read("size.txt"), "20 60\n");
     assert_eq!(read("term.txt"), "vt220\n");
@@ -116,13 +108,11 @@ exit 4";
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_traces_all_four_with_fentry_and_kprobe_and_leaves_nothing() {
-    let out = tempfile::tempdir().expect("temp dir");
+    let start = start_scenario(180, "");
     let cmd = format!(
         "set -e
 {CAPTURE_HELPERS}damon-trace doctor --json > /out/doctor.json
-damon-trace scenario migrate-hot --duration 180s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-{WAIT_KDAMOND_ON}damon-trace record -o /out/fentry.dtcap --duration 15s --attach fentry
+{start}damon-trace record -o /out/fentry.dtcap --duration 15s --attach fentry
 damon-trace report /out/fentry.dtcap --format json > /out/fentry.json
 damon-trace record -o /out/kprobe.dtcap --duration 15s --attach kprobe
 damon-trace report /out/kprobe.dtcap --format json > /out/kprobe.json
@@ -135,20 +125,15 @@ grown /out/int.dtcap
 kill -INT $rec
 wait $rec
 damon-trace report /out/int.dtcap --format json > /out/int.json
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true
+{STOP_SCENARIO}
 # What the kernel itself lists after we exited: BPF programs (by our names), kprobes, and
 # functions with ftrace hooks (fentry trampolines).
 damon-trace doctor --json > /out/doctor-after.json || true
 cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
 cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(420);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(420));
+    let dir = outcome.dir();
 
     let doctor = json(dir, "doctor.json");
     assert_eq!(doctor["can_trace"], true, "{doctor}");
@@ -170,12 +155,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     }
 
     let fentry = json(dir, "fentry.json");
-    for name in [
-        "damon_hot_score",
-        "damos_va_migrate_dests_add",
-        "damon_migrate_pages",
-        "lock_timer_base",
-    ] {
+    for name in FOUR {
         assert_traced(function(&fentry, name), "fentry");
     }
     // The scheme's scores: DAMOS hotness is 0..=99 (DAMOS_MAX_SCORE).
@@ -189,12 +169,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     );
 
     let kprobe = json(dir, "kprobe.json");
-    for name in [
-        "damon_hot_score",
-        "damos_va_migrate_dests_add",
-        "damon_migrate_pages",
-        "lock_timer_base",
-    ] {
+    for name in FOUR {
         assert_traced(function(&kprobe, name), "kprobe");
     }
 
@@ -242,28 +217,17 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_reports_missing_functions_and_traces_the_others() {
-    let out = tempfile::tempdir().expect("temp dir");
-    let cmd = format!(
-        "set -e
-damon-trace scenario migrate-hot --duration 60s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-{WAIT_KDAMOND_ON}damon-trace record -o /out/c.dtcap --duration 15s
+    let body = "damon-trace record -o /out/c.dtcap --duration 15s
 damon-trace report /out/c.dtcap --format json > /out/report.json
-damon-trace report /out/c.dtcap
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true"
-    );
-    let mut opts = VmOptions::new(Kernel::Debian612, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
+damon-trace report /out/c.dtcap";
+    let cmd = format!("set -e\n{}", with_scenario(60, "", body));
+    let outcome = common::run_script(Kernel::Debian612, cmd, Duration::from_secs(300));
     assert!(
         outcome.kernel_release.starts_with("6.12."),
         "{}",
         outcome.kernel_release
     );
-    let report = json(&opts.out_dir, "report.json");
+    let report = json(outcome.dir(), "report.json");
     for name in ["damos_va_migrate_dests_add", "damon_migrate_pages"] {
         let f = function(&report, name);
         assert_eq!(f["attach"], "missing", "{f}");
@@ -299,39 +263,24 @@ fn all_four_called(screen: &str) -> bool {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_shows_all_four_functions_and_quits_cleanly() {
-    let out = tempfile::tempdir().expect("temp dir");
-    let cmd = "damon-trace scenario migrate-hot --duration 300s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-damon-trace live --record /out/live.dtcap
-rc=$?
-kill -INT $scenario 2>/dev/null
-wait $scenario
-damon-trace report /out/live.dtcap --format json > /out/live.json
-cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
+    let cmd = common::live_script(
+        &spawn_scenario(300, ""),
+        "",
+        "cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
 cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
-exit $rc";
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    opts.interactive = Some(Interactive::script(
-        24,
-        80,
-        vec![KeyStep::when(
+",
+    );
+    let outcome = common::run_live(
+        cmd,
+        Duration::from_secs(300),
+        (
             "all four functions with calls > 0",
             Duration::from_secs(150),
-            all_four_called,
-            "q",
-        )],
-    ));
-    let outcome = vm::run(&opts).expect("the guest runs");
+        ),
+        all_four_called,
+    );
+    let shown = common::first_screen(&outcome, "all four functions showed calls");
     let log = outcome.terminal.as_ref().expect("terminal log");
-    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
-        panic!(
-            "live ended (status {}) before all four functions showed calls; last screen:\n{}",
-            outcome.status,
-            log.screen()
-        );
-    };
     assert_eq!(
         outcome.status,
         0,
@@ -356,7 +305,7 @@ exit $rc";
         end.text()
     );
 
-    let dir = &opts.out_dir;
+    let dir = outcome.dir();
     let report = json(dir, "live.json");
     assert_eq!(report["meta"]["complete"], true, "{report}");
     for name in FOUR {
@@ -421,24 +370,6 @@ fn metric(
 /// calls).
 const UNAME_CALLS: u64 = 300;
 
-/// Guest shell: `uname` [`UNAME_CALLS`] times after the scrape /out/`prev` of `serve` on
-/// 127.0.0.1:9464, then scrapes into /out/`file` until its `_count`, `in_flight` and drops of
-/// __x64_sys_newuname add up to that many above `prev`'s (serve folds what arrived once a second), for
-/// at most 30 s.
-fn uname_then_scrape(prev: &str, file: &str) -> String {
-    format!(
-        "seen() {{ grep -E '^damon_trace_(call_duration_seconds_count|in_flight|dropped_total)[{{]' $1 \
-| grep -F 'function=\"__x64_sys_newuname\"' | awk '{{ s += $NF }} END {{ print s + 0 }}'; }}
-prev=$(seen /out/{prev})
-n=0; while [ $n -lt {UNAME_CALLS} ]; do uname > /dev/null; n=$((n+1)); done
-i=0
-until wget -q -O /out/{file} http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {UNAME_CALLS})) ]; do
-  i=$((i+1)); [ $i -gt 60 ] && break; sleep 0.5
-done
-"
-    )
-}
-
 /// The workflow of a patch author: record lock_timer_base and damon_hot_score under the same
 /// scenario on the older kernel (6.12) and the newer one (7.2), one run each, then compare them
 /// (on the host, as `cargo xtask seed lock-timer-ab --runs 1`): one run a side is described,
@@ -485,20 +416,15 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
     // lock_timer_base alone, checked by seed::check above).
     let all = seed.out_dir.join("runs");
     let cmp = json(&all, "compare.json");
-    assert!(
-        cmp["before"]["kernel_release"]
-            .as_str()
-            .is_some_and(|k| k.starts_with("6.12.")),
-        "{}",
-        cmp["before"]
-    );
-    assert!(
-        cmp["after"]["kernel_release"]
-            .as_str()
-            .is_some_and(|k| k.starts_with("7.2.")),
-        "{}",
-        cmp["after"]
-    );
+    for (side, release) in [("before", "6.12."), ("after", "7.2.")] {
+        assert!(
+            cmp[side]["kernel_release"]
+                .as_str()
+                .is_some_and(|k| k.starts_with(release)),
+            "{}",
+            cmp[side]
+        );
+    }
     let functions = cmp["functions"].as_array().expect("functions");
     let mut names: Vec<&str> = functions
         .iter()
@@ -611,13 +537,10 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
 
     // The SIGKILLed recorder: an incomplete capture that reads back to at most
     // SIGKILL_LOSS_BOUND_S before the kill (records flushed every second).
-    let killed = json(dir, "killed.json");
-    assert_eq!(killed["meta"]["complete"], false, "{killed}");
-    assert_sigkill_loss_records(
+    common::assert_killed_timer_recorder(
+        dir,
+        "killed",
         "SIGKILLed recorder (7.2, under the scenario)",
-        &json(dir, "killed-export.json"),
-        &["lock_timer_base"],
-        killed_at(dir, "killed"),
     );
     // Keep the real captures and outputs for the README when asked.
     if let Some(keep) = std::env::var_os("DAMON_TRACE_KEEP_AB") {
@@ -640,14 +563,12 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_serve_is_scraped_with_wget() {
-    let out = tempfile::tempdir().expect("temp dir");
     let builtins = FOUR.join(",");
-    let uname = uname_then_scrape("m2.txt", "m3.txt");
+    let uname = common::uname_then_scrape("m2.txt", "m3.txt", UNAME_CALLS);
+    let start = start_scenario(90, "");
     let cmd = format!(
         "set -e
-damon-trace scenario migrate-hot --duration 90s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-{WAIT_KDAMOND_ON}damon-trace serve --functions {builtins} --func __x64_sys_newuname \\
+{start}damon-trace serve --functions {builtins} --func __x64_sys_newuname \\
   --listen 127.0.0.1:9464 --duration 120s > /out/serve.out 2> /out/serve.err &
 srv=$!
 i=0
@@ -667,15 +588,10 @@ done
 kill -INT $srv
 wait $srv
 cat /out/serve.err
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true"
+{STOP_SCENARIO}"
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(300));
+    let dir = outcome.dir();
     let (t1, t2) = (
         fs::read_to_string(dir.join("m1.txt")).expect("first scrape"),
         fs::read_to_string(dir.join("m2.txt")).expect("second scrape"),

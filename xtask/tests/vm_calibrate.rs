@@ -5,10 +5,7 @@ use std::{fs, time::Duration};
 
 mod common;
 use common::{function, json, u};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::kernel::Kernel;
 
 /// Test runs per floor (each calls every calibration function once).
 const CALLS: u64 = 20_000;
@@ -108,12 +105,12 @@ enum Control {
 }
 
 fn run(kernel: Kernel, modes: &[&str], control: Control) {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, cmd(&modes.join(",")));
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(420);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    let dir = &opts.out_dir;
+    let outcome = common::boot(common::guest(
+        kernel,
+        cmd(&modes.join(",")),
+        Duration::from_secs(420),
+    ));
+    let dir = outcome.dir();
     let read = |name: &str| fs::read_to_string(dir.join(name)).unwrap_or_default();
     assert_eq!(
         outcome.status,

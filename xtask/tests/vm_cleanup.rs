@@ -5,13 +5,10 @@ use std::{fs, path::Path, time::Duration};
 
 mod common;
 use common::{
-    CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_sigkill_loss_records,
-    assert_traced, auto_attach, function, json, killed_at, u,
+    CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_traced, auto_attach, function,
+    json, read, u,
 };
-use xtask::{
-    kernel::Kernel,
-    vm::{self, Interactive, KeyStep, Screen, VmOptions},
-};
+use xtask::{kernel::Kernel, vm::Screen};
 
 /// Guest shell helpers. `snap NAME` saves the kernel's full BPF object listing (doctor's
 /// `bpf_objects`, taken before doctor's own trial attaches) with the kprobe and ftrace hook
@@ -62,10 +59,6 @@ fn assert_as_before(dir: &Path, before: &serde_json::Value, name: &str) {
     }
 }
 
-fn read(dir: &Path, name: &str) -> String {
-    fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
 fn status(dir: &Path, name: &str) -> i32 {
     read(dir, name)
         .trim()
@@ -84,7 +77,6 @@ fn status(dir: &Path, name: &str) -> i32 {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_and_serve_leave_no_bpf_object_and_end_well_on_signals() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{HELPERS}{CAPTURE_HELPERS}
 snap before
@@ -146,12 +138,8 @@ damon-trace doctor --json --functions lock_timer_base > /out/kprobes-off.json
 echo 1 > /sys/kernel/debug/kprobes/enabled
 exit 0"
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(720);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(720));
+    let dir = outcome.dir();
 
     let before = objects(dir, "before");
     println!("kernel BPF objects before: {before}");
@@ -182,12 +170,7 @@ exit 0"
     for attach in ["fentry", "kprobe"] {
         let during = json(dir, &format!("during-{attach}.json"));
         let pid = read(dir, &format!("during-{attach}.pid"));
-        let left = during["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["name"] == "leftovers")
-            .unwrap_or_else(|| panic!("no leftovers check: {during}"));
+        let left = common::entry(&during["checks"], "name", "leftovers");
         assert_eq!(left["level"], "warn", "{left}");
         let found = left["found"].as_str().expect("found");
         println!("doctor while a {attach} recorder runs: {found}");
@@ -229,15 +212,12 @@ exit 0"
 
         assert_eq!(status(dir, &format!("killed-{attach}.rc")), 137);
         assert_eq!(status(dir, &format!("killed-{attach}-report.rc")), 0);
-        let killed = json(dir, &format!("killed-{attach}.json"));
-        assert_eq!(killed["meta"]["complete"], false, "{killed}");
-        let timer = function(&killed, "lock_timer_base");
-        assert_sigkill_loss_records(
+        let killed = common::assert_killed_timer_recorder(
+            dir,
+            &format!("killed-{attach}"),
             &format!("SIGKILLed {attach} recorder"),
-            &json(dir, &format!("killed-{attach}-export.json")),
-            &["lock_timer_base"],
-            killed_at(dir, &format!("killed-{attach}")),
         );
+        let timer = function(&killed, "lock_timer_base");
         println!(
             "SIGKILLed {attach} recorder: {} records read back, warnings {}",
             u(timer, "count"),
@@ -289,14 +269,9 @@ exit 0"
         ("kprobes-off.json", "kprobes", "kprobes/enabled is 0"),
     ] {
         let d = json(dir, file);
-        let c = d["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("{file}: no {name} check: {d}"));
+        let c = common::entry(&d["checks"], "name", name);
         assert_eq!(c["level"], "warn", "{c}");
-        assert!(c["found"].as_str().is_some_and(|f| f.contains(what)), "{c}");
+        common::assert_says(c, "found", what);
     }
 }
 
@@ -308,7 +283,6 @@ exit 0"
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_scenario_restores_damon_after_sigkill_sigterm_sigint_and_sighup() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{DAMON_HELPERS}{}",
         r#"
@@ -372,21 +346,13 @@ echo 0 > $kd/nr_kdamonds
 damon-trace doctor --json --functions lock_timer_base > /out/clean-doctor.json
 exit 0"#
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
+    let dir = outcome.dir();
     let before = read(dir, "before.txt");
-    for line in [
-        "kdamonds/0/contexts/0/operations:paddr",
+    common::assert_left_kdamond(
+        &before,
         "kdamonds/0/contexts/0/monitoring_attrs/intervals/sample_us:7000",
-        "kdamonds/0/contexts/0/schemes/0/quotas/ms:17",
-        "kdamonds/0/state:off",
-    ] {
-        assert!(before.lines().any(|l| l == line), "{line} not in\n{before}");
-    }
+    );
     if dir.join("damon_stat.txt").exists() {
         assert!(before.contains("damon_stat=Y"), "{before}");
     }
@@ -416,30 +382,14 @@ exit 0"#
     assert!(stale.is_empty(), "still running after SIGKILL:\n{stale}");
     let check = |file: &str| {
         let d = json(dir, file);
-        d["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["name"] == "scenario")
-            .unwrap_or_else(|| panic!("{file}: no scenario check: {d}"))
-            .clone()
+        common::entry(&d["checks"], "name", "scenario").clone()
     };
     println!("DAMON state saved and restored each time:\n{before}");
     let stale = check("stale-doctor.json");
     println!("doctor after scenario and guardian were SIGKILLed: {stale}");
     assert_eq!(stale["level"], "warn", "{stale}");
-    assert!(
-        stale["found"]
-            .as_str()
-            .is_some_and(|f| f.contains("did not finish")),
-        "{stale}"
-    );
-    assert!(
-        stale["remedy"]
-            .as_str()
-            .is_some_and(|r| r.contains("nr_kdamonds")),
-        "{stale}"
-    );
+    common::assert_says(&stale, "found", "did not finish");
+    common::assert_says(&stale, "remedy", "nr_kdamonds");
     assert_eq!(check("clean-doctor.json")["level"], "ok");
 }
 
@@ -483,7 +433,6 @@ fn timer_calls_shown(screen: &str) -> bool {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_record_ends_well_on_q_sigint_sigterm_sighup_and_sigkill() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{HELPERS}{CAPTURE_HELPERS}{}",
         r#"
@@ -516,23 +465,15 @@ done
 damon-trace export /out/live-KILL.dtcap --format json -o /out/live-KILL-export.json
 exit 0"#
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    opts.interactive = Some(Interactive::script(
-        24,
-        80,
-        vec![KeyStep::when(
-            "lock_timer_base with calls > 0",
-            Duration::from_secs(240),
-            timer_calls_shown,
-            "q",
-        )],
-    ));
-    let outcome = vm::run(&opts).expect("the guest runs");
+    let outcome = common::run_live(
+        cmd,
+        Duration::from_secs(600),
+        ("lock_timer_base with calls > 0", Duration::from_secs(240)),
+        timer_calls_shown,
+    );
     let log = outcome.terminal.as_ref().expect("terminal log");
     assert_eq!(outcome.status, 0, "last screen:\n{}", log.screen());
-    let dir = &opts.out_dir;
+    let dir = outcome.dir();
     let before = objects(dir, "live-before");
     println!("kernel BPF objects before live: {before}");
     let stty_before = read(dir, "stty-before.txt");
@@ -579,13 +520,6 @@ exit 0"#
         assert_as_before(dir, &before, &format!("after-{sig}"));
     }
     assert_eq!(status(dir, "live-KILL.rc"), 137);
-    let killed = json(dir, "live-KILL.json");
-    assert_eq!(killed["meta"]["complete"], false, "{killed}");
-    assert_sigkill_loss_records(
-        "SIGKILLed live --record",
-        &json(dir, "live-KILL-export.json"),
-        &["lock_timer_base"],
-        killed_at(dir, "live-KILL"),
-    );
+    common::assert_killed_timer_recorder(dir, "live-KILL", "SIGKILLed live --record");
     assert_as_before(dir, &before, "after-KILL");
 }

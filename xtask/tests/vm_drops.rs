@@ -137,17 +137,17 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
         .replace("@RING_CALLS@", &RING_CALLS.to_string())
         .replace("@READERS@", &READERS.to_string())
         .replace("@MAP@", &MAP.to_string());
-    let out = common::run_guest(Kernel::Debian72, &script, Duration::from_secs(300));
-    let dir = out.path().join("out");
+    let run = common::run_script(Kernel::Debian72, script, Duration::from_secs(300));
+    let dir = run.dir();
 
     // Ring full, kprobe: the calls bench-loop made, each a record or a counted drop.
     let func = std::fs::read_to_string(dir.join("ring.func")).expect("ring.func");
     let func = func.trim();
-    let made = u(&json(&dir, "ring.loop"), "made");
+    let made = u(&json(dir, "ring.loop"), "made");
     assert_eq!(made, RING_CALLS, "bench-loop's calls");
-    let report = json(&dir, "ring.report.json");
+    let report = json(dir, "ring.report.json");
     let f = accounting(function(&report, func));
-    let export = json(&dir, "ring.export.json");
+    let export = json(dir, "ring.export.json");
     let (c, _) = raw(&export, func);
     assert_eq!(f["attach"], "kprobe", "{f}");
     assert_eq!(
@@ -197,9 +197,9 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
     let full = calls - MAP;
 
     for mode in ["stream", "kernel"] {
-        let report = json(&dir, &format!("{mode}.report.json"));
+        let report = json(dir, &format!("{mode}.report.json"));
         let f = accounting(function(&report, "fifo_open"));
-        let export = json(&dir, &format!("{mode}.export.json"));
+        let export = json(dir, &format!("{mode}.export.json"));
         let (c, k) = raw(&export, "fifo_open");
         assert_eq!(f["attach"], "kprobe", "{mode}: {f}");
         assert_eq!(f["mode"], mode, "{mode}: {f}");
@@ -249,7 +249,7 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
     }
 
     // Stream mode: the records are in the capture, and `record` says why the rest are not.
-    let export = json(&dir, "stream.export.json");
+    let export = json(dir, "stream.export.json");
     let listed = export["records"]
         .as_array()
         .expect("records")

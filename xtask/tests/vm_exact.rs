@@ -14,10 +14,7 @@ use std::time::Duration;
 
 mod common;
 use common::{json, u};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::kernel::Kernel;
 
 /// Calls per task; three tasks per run.
 const CALLS: u64 = 20_000;
@@ -73,14 +70,10 @@ fn script() -> String {
 
 /// Boots `kernel` with `append` on its command line, runs every configuration and checks each.
 fn exact(kernel: Kernel, append: &[&str]) {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, script());
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    opts.kernel_args = append.iter().map(|s| (*s).to_owned()).collect();
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::boot_ok(
+        common::guest(kernel, script(), Duration::from_secs(600)).kernel_args(append),
+    );
+    let dir = outcome.dir();
     let preempt = std::fs::read_to_string(dir.join("preempt")).expect("preempt");
     // The active model is the one in parentheses; a kernel without the file is not dynamic.
     let model = preempt
@@ -195,38 +188,22 @@ fn ring_full(f: &serde_json::Value) -> u64 {
     u(f, "ring_full")
 }
 
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_7_2_exact_under_contention_default_preemption() {
-    exact(Kernel::Debian72, &[]);
+/// One `#[ignore]`d test per (kernel, appended parameters): `name: kernel, append;`.
+macro_rules! exact_tests {
+    ($($name:ident: $kernel:expr, $append:expr;)*) => {$(
+        #[test]
+        #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+        fn $name() {
+            exact($kernel, $append);
+        }
+    )*};
 }
 
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_7_2_exact_under_contention_preempt_full() {
-    exact(Kernel::Debian72, &["preempt=full"]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_12_exact_under_contention_default_preemption() {
-    exact(Kernel::Debian612, &[]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_12_exact_under_contention_preempt_full() {
-    exact(Kernel::Debian612, &["preempt=full"]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_1_exact_under_contention_default_preemption() {
-    exact(Kernel::Debian61, &[]);
-}
-
-#[test]
-#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_1_exact_under_contention_preempt_full() {
-    exact(Kernel::Debian61, &["preempt=full"]);
+exact_tests! {
+    vm_7_2_exact_under_contention_default_preemption: Kernel::Debian72, &[];
+    vm_7_2_exact_under_contention_preempt_full: Kernel::Debian72, &["preempt=full"];
+    vm_6_12_exact_under_contention_default_preemption: Kernel::Debian612, &[];
+    vm_6_12_exact_under_contention_preempt_full: Kernel::Debian612, &["preempt=full"];
+    vm_6_1_exact_under_contention_default_preemption: Kernel::Debian61, &[];
+    vm_6_1_exact_under_contention_preempt_full: Kernel::Debian61, &["preempt=full"];
 }

@@ -9,10 +9,7 @@ use std::{collections::BTreeMap, time::Duration};
 mod common;
 use common::{auto_attach, json, u};
 use damon_common::{HIST_BUCKETS, hist_bucket};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::{guest::GuestRun, kernel::Kernel};
 
 /// Bytes `dd` copies one at a time: that many reads and writes by the dd process.
 const BYTES: u64 = 3000;
@@ -48,24 +45,13 @@ fn script(body: &str) -> String {
     format!("set -e\n{}{body}", RUN.replace("BYTES", &BYTES.to_string()))
 }
 
-fn run_guest(kernel: Kernel, body: &str) -> tempfile::TempDir {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, script(body));
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(400);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    out
+fn run_func_script(kernel: Kernel, body: &str) -> GuestRun {
+    common::run_script(kernel, script(body), Duration::from_secs(400))
 }
 
 /// The function's entry in the capture's metadata: its id and how it was attached.
 fn status<'a>(export: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    export["meta"]["functions"]
-        .as_array()
-        .expect("meta.functions")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not in meta.functions: {}", export["meta"]))
+    common::entry(&export["meta"]["functions"], "name", name)
 }
 
 /// The summary's kernel counters of function `id`.
@@ -104,12 +90,7 @@ fn check_stream_run(dir: &std::path::Path, name: &str, attach: &str, mode: &str)
             "{name}: ids in --func order: {st}"
         );
         assert_eq!(st["attach"], attach, "{name}: {st}");
-        let acc = export["accounting"]
-            .as_array()
-            .expect("accounting")
-            .iter()
-            .find(|a| a["function"] == *f)
-            .expect("accounting entry");
+        let acc = common::entry(&export["accounting"], "function", f);
         let (calls, records) = (u(acc, "calls"), u(acc, "records"));
         assert_eq!(
             calls,
@@ -140,13 +121,13 @@ fn check_stream_run(dir: &std::path::Path, name: &str, attach: &str, mode: &str)
 }
 
 fn func_counts_the_calls_of_a_workload(kernel: Kernel, tag: &str) {
-    let out = run_guest(
+    let out = run_func_script(
         kernel,
         "run fentry --attach fentry\nrun kprobe --attach kprobe\n",
     );
-    let dir = out.path().join("out");
-    check_stream_run(&dir, "fentry", "fentry", "stream");
-    check_stream_run(&dir, "kprobe", "kprobe", "stream");
+    let dir = out.dir();
+    check_stream_run(dir, "fentry", "fentry", "stream");
+    check_stream_run(dir, "kprobe", "kprobe", "stream");
     eprintln!("{tag}: ok");
 }
 
@@ -173,14 +154,14 @@ fn vm_6_12_func_counts_the_calls_of_a_workload_fentry_and_kprobe() {
 fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() {
     // Width 50 ns: the linear range ends at 25.6 µs, below many TCG call times, so the log2
     // buckets are exercised too.
-    let out = run_guest(
+    let out = run_func_script(
         Kernel::Debian72,
         "run both --mode both --hist-width 50\n\
          run kernel --mode kernel --attach kprobe --hist-width 50\n",
     );
-    let dir = out.path().join("out");
-    check_stream_run(&dir, "both", auto_attach(&Kernel::Debian72), "both");
-    let export = json(&dir, "both.export.json");
+    let dir = out.dir();
+    check_stream_run(dir, "both", auto_attach(&Kernel::Debian72), "both");
+    let export = json(dir, "both.export.json");
     let hist = &export["summary"]["kernel_hist"];
     for f in FUNCS {
         let id = u(status(&export, f), "id");
@@ -199,12 +180,7 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
         for &x in &d {
             expect[hist_bucket(x, 50) as usize] += 1;
         }
-        let got: Vec<u64> = k["buckets"]
-            .as_array()
-            .expect("buckets")
-            .iter()
-            .map(|b| b.as_u64().expect("count"))
-            .collect();
+        let got: Vec<u64> = common::u64s(&k["buckets"]);
         let differ: BTreeMap<usize, (u64, u64)> = expect
             .iter()
             .zip(&got)
@@ -233,7 +209,7 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
     ] {
         assert!(dd.contains(&line), "dd did not report `{line}`:\n{dd}");
     }
-    let export = json(&dir, "kernel.export.json");
+    let export = json(dir, "kernel.export.json");
     assert_eq!(export["meta"]["mode"], "kernel");
     assert_eq!(export["records"].as_array().expect("records").len(), 0);
     let err = std::fs::read_to_string(dir.join("kernel.err")).expect("stderr");
@@ -290,29 +266,16 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_doctor_func_says_whether_and_why_not() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = "damon-trace doctor --json --func vfs_read --func do_int3 --func rcu_is_watching \
         --func vfs_wrte > /out/doctor.json; echo $? > /out/doctor.status
 damon-trace record --func rcu_is_watching --attach kprobe --duration 1s -o /out/x.dtcap \
   2> /out/record.err; echo $? > /out/record.status";
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(240);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(240));
+    let dir = outcome.dir();
     let read = |n: &str| std::fs::read_to_string(dir.join(n)).expect(n);
     let doctor = json(dir, "doctor.json");
     assert_eq!(read("doctor.status").trim(), "0", "vfs_read is traceable");
-    let f = |name: &str| {
-        doctor["functions"]
-            .as_array()
-            .expect("functions")
-            .iter()
-            .find(|f| f["name"] == name)
-            .unwrap_or_else(|| panic!("{name} missing: {doctor}"))
-            .clone()
-    };
+    let f = |name: &str| common::entry(&doctor["functions"], "name", name).clone();
     let plain = f("vfs_read");
     assert_eq!(
         (&plain["fentry"], &plain["kprobe"], &plain["traceable"]),
@@ -320,29 +283,14 @@ damon-trace record --func rcu_is_watching --attach kprobe --duration 1s -o /out/
         "{plain}"
     );
     let int3 = f("do_int3");
-    assert!(
-        int3["kprobe"]
-            .as_str()
-            .is_some_and(|s| s.contains("kprobe blacklist")),
-        "{int3}"
-    );
+    common::assert_says(&int3, "kprobe", "kprobe blacklist");
     let noinstr = f("rcu_is_watching");
     assert_eq!(noinstr["traceable"], false, "{noinstr}");
     assert_eq!(noinstr["ftrace"], false, "{noinstr}");
-    assert!(
-        noinstr["fentry"]
-            .as_str()
-            .is_some_and(|s| s.contains("not in available_filter_functions")),
-        "{noinstr}"
-    );
+    common::assert_says(&noinstr, "fentry", "not in available_filter_functions");
     let typo = f("vfs_wrte");
     assert_eq!(typo["kallsyms"], "absent", "{typo}");
-    assert!(
-        typo["fentry"]
-            .as_str()
-            .is_some_and(|s| s.contains("did you mean `vfs_write`?")),
-        "{typo}"
-    );
+    common::assert_says(&typo, "fentry", "did you mean `vfs_write`?");
     assert_eq!(read("record.status").trim(), "1");
     let err = read("record.err");
     assert!(

@@ -9,22 +9,18 @@ mod common;
 use common::{function, json, u};
 use xtask::{
     kernel::Kernel,
-    vm::{self, Interactive, KeyStep, VmOptions},
+    script::{spawn_scenario, with_scenario},
 };
 
 /// Record 15 s under the migrate-hot scenario; report (JSON and table) and export the calls.
-const CMD: &str = "set -e
-damon-trace scenario migrate-hot --duration 180s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-# Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
-i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
-sleep 1
+fn cmd() -> String {
+    let body = "sleep 1
 damon-trace record -o /out/iv.dtcap --duration 15s 2> /out/record.err
 damon-trace report /out/iv.dtcap --format json > /out/iv.json
 damon-trace report /out/iv.dtcap > /out/iv.txt
-damon-trace export /out/iv.dtcap --format csv -o /out/iv.csv
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true";
+damon-trace export /out/iv.dtcap --format csv -o /out/iv.csv";
+    format!("set -e\n{}", with_scenario(180, "", body))
+}
 
 /// Per function: (rows, summed duration) of all calls, and of the calls by thread `tid`.
 #[derive(Debug, Default, Clone, Copy)]
@@ -36,31 +32,29 @@ struct Sums {
 }
 
 fn csv_sums(text: &str, tid: u64) -> BTreeMap<String, Sums> {
-    let mut out: BTreeMap<String, Sums> = BTreeMap::new();
-    let mut lines = text.lines();
-    assert_eq!(
-        lines.next(),
-        Some("function,cpu,pid,tid,entry_ns,duration_ns,value")
-    );
-    for line in lines {
-        let f: Vec<&str> = line.split(',').collect();
-        let s = out.entry(f[0].to_owned()).or_default();
-        let ns: u64 = f[5].parse().expect("duration");
-        s.calls += 1;
-        s.ns += ns;
-        if f[3].parse::<u64>().expect("tid") == tid {
-            s.by_tid_calls += 1;
-            s.by_tid_ns += ns;
-        }
-    }
-    out
+    let (all, by_tid) = xtask::parse::csv_sums(text).expect("the per-call CSV export");
+    all.into_iter()
+        .map(|(name, (calls, ns))| {
+            let (by_tid_calls, by_tid_ns) = by_tid
+                .get(&(name.clone(), tid))
+                .copied()
+                .unwrap_or_default();
+            let sums = Sums {
+                calls,
+                ns,
+                by_tid_calls,
+                by_tid_ns,
+            };
+            (name, sums)
+        })
+        .collect()
 }
 
 /// Runs the scenario on `kernel` and checks every traced DAMON function's `per_interval`;
 /// returns the report for kernel-specific checks.
 fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_json::Value {
-    let out = common::run_guest(kernel, CMD, Duration::from_secs(300));
-    let dir = &out.path().join("out");
+    let run = common::run_script(kernel, cmd(), Duration::from_secs(300));
+    let dir = run.dir();
     let report = json(dir, "iv.json");
     let table = fs::read_to_string(dir.join("iv.txt")).expect("iv.txt");
     eprintln!("{table}");
@@ -148,18 +142,8 @@ fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_jso
             "{name}: per-interval time differs from the per-call sum: {p}"
         );
         // The per-interval series add up to the in-interval totals, one entry per interval.
-        let calls: Vec<u64> = p["calls_per_interval"]
-            .as_array()
-            .expect("calls_per_interval")
-            .iter()
-            .map(|v| v.as_u64().expect("u64"))
-            .collect();
-        let ns: Vec<u64> = p["ns_per_interval"]
-            .as_array()
-            .expect("ns_per_interval")
-            .iter()
-            .map(|v| v.as_u64().expect("u64"))
-            .collect();
+        let calls: Vec<u64> = common::u64s(&p["calls_per_interval"]);
+        let ns: Vec<u64> = common::u64s(&p["ns_per_interval"]);
         assert_eq!(u(p, "intervals"), intervals, "{name}: {p}");
         assert_eq!(calls.len() as u64, intervals, "{name}");
         assert_eq!(ns.len() as u64, intervals, "{name}");
@@ -239,37 +223,14 @@ fn intervals_shown(screen: &str) -> Vec<u64> {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_shows_time_per_interval() {
-    let out = tempfile::tempdir().expect("temp dir");
-    let cmd = "damon-trace scenario migrate-hot --duration 300s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-damon-trace live --record /out/live.dtcap
-rc=$?
-kill -INT $scenario 2>/dev/null
-wait $scenario
-damon-trace report /out/live.dtcap --format json > /out/live.json
-exit $rc";
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    opts.interactive = Some(Interactive::script(
-        24,
-        80,
-        vec![KeyStep::when(
-            "a DAMON panel with 10 intervals",
-            Duration::from_secs(150),
-            |s| intervals_shown(s).iter().any(|&n| n >= 10),
-            "q",
-        )],
-    ));
-    let outcome = vm::run(&opts).expect("the guest runs");
-    let log = outcome.terminal.as_ref().expect("terminal log");
-    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
-        panic!(
-            "live ended (status {}) before a per-interval line showed; last screen:\n{}",
-            outcome.status,
-            log.screen()
-        );
-    };
+    let cmd = common::live_script(&spawn_scenario(300, ""), "", "");
+    let outcome = common::run_live(
+        cmd,
+        Duration::from_secs(300),
+        ("a DAMON panel with 10 intervals", Duration::from_secs(150)),
+        |s| intervals_shown(s).iter().any(|&n| n >= 10),
+    );
+    let shown = common::first_screen(&outcome, "a per-interval line showed");
     eprintln!("{shown}");
     assert_eq!(outcome.status, 0, "{shown}");
     // The line sits under damon_hot_score's percentiles (the panel called every interval).
@@ -293,7 +254,7 @@ exit $rc";
         "lock_timer_base is not a DAMON function: {shown}"
     );
     let on_screen = intervals_shown(shown)[0];
-    let report = json(&opts.out_dir, "live.json");
+    let report = json(outcome.dir(), "live.json");
     let iv = &report["intervals"];
     assert_eq!(iv["attached"], true, "{iv}");
     assert_eq!(u(iv, "kernel_emitted"), u(iv, "markers"), "{iv}");

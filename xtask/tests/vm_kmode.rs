@@ -15,26 +15,20 @@ mod common;
 mod dtcap;
 use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
+    guest::GuestRun,
     kernel::Kernel,
+    script::{STOP_SCENARIO, start_scenario, with_scenario},
     vm::{self, VmOptions},
 };
 
-/// Starts the migrate-hot scenario in the background and waits for its kdamond.
-const SCENARIO: &str = "damon-trace scenario migrate-hot --duration 300s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
-sleep 1
-";
-
-const STOP_SCENARIO: &str = "kill -INT $scenario 2>/dev/null || true
-wait $scenario || true";
-
-fn run_guest(cmd: &str) -> tempfile::TempDir {
-    common::run_guest(Kernel::Debian72, cmd, Duration::from_secs(400))
+/// Starts the migrate-hot scenario in the background, waits for its kdamond (failing the
+/// script if it does not come on), then a second more.
+fn scenario() -> String {
+    format!("{}sleep 1\n", start_scenario(300, ""))
 }
 
-fn out_dir(t: &tempfile::TempDir) -> std::path::PathBuf {
-    t.path().join("out")
+fn run_script(cmd: &str) -> GuestRun {
+    common::run_script(Kernel::Debian72, cmd, Duration::from_secs(400))
 }
 
 /// `summary.kernel_hist` of an exported capture, by function name.
@@ -137,15 +131,13 @@ fn check_kernel_report_against_records(both: &std::path::Path) {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
 fn vm_7_2_mode_both_kernel_buckets_equal_the_records_bucketed_in_userspace() {
-    let cmd = format!(
-        "set -e
-{SCENARIO}damon-trace record --mode both --ring-size 67108864 -o /out/both.dtcap --duration 10s 2> /out/record.err
-damon-trace export /out/both.dtcap --format json -o /out/both.json
-{STOP_SCENARIO}"
-    );
-    let t = run_guest(&cmd);
-    let dir = out_dir(&t);
-    let export = json(&dir, "both.json");
+    let body = "sleep 1
+damon-trace record --mode both --ring-size 67108864 -o /out/both.dtcap --duration 10s 2> /out/record.err
+damon-trace export /out/both.dtcap --format json -o /out/both.json";
+    let cmd = format!("set -e\n{}", with_scenario(300, "", body));
+    let run = run_script(&cmd);
+    let dir = run.dir();
+    let export = json(dir, "both.json");
     assert_eq!(export["meta"]["mode"], "both");
     let hists = kernel_hists(&export);
     let mut durations: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -156,12 +148,7 @@ damon-trace export /out/both.dtcap --format json -o /out/both.json
             .push(u(r, "duration_ns"));
     }
     for name in FOUR {
-        let acc = export["accounting"]
-            .as_array()
-            .expect("accounting")
-            .iter()
-            .find(|a| a["function"] == name)
-            .unwrap_or_else(|| panic!("{name}: no accounting"));
+        let acc = common::entry(&export["accounting"], "function", name);
         // Both paths see the same timed calls only when the ring lost none.
         assert_eq!(u(acc, "ring_full"), 0, "{name}: {acc}");
         assert_eq!(
@@ -177,12 +164,7 @@ damon-trace export /out/both.dtcap --format json -o /out/both.json
         for &v in &d {
             mine[damon_common::hist_bucket(v, width) as usize] += 1;
         }
-        let kernel: Vec<u64> = h["buckets"]
-            .as_array()
-            .expect("buckets")
-            .iter()
-            .map(|n| n.as_u64().expect("count"))
-            .collect();
+        let kernel: Vec<u64> = common::u64s(&h["buckets"]);
         assert_eq!(
             kernel, mine,
             "{name}: kernel buckets != records bucketed here"
@@ -203,9 +185,10 @@ damon-trace export /out/both.dtcap --format json -o /out/both.json
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
 fn vm_7_2_record_mode_kernel_reports_every_function_with_its_bound() {
+    let scenario = scenario();
     let cmd = format!(
         "set -e
-{SCENARIO}damon-trace record --mode kernel -o /out/k.dtcap --duration 10s 2> /out/record.err
+{scenario}damon-trace record --mode kernel -o /out/k.dtcap --duration 10s 2> /out/record.err
 damon-trace report /out/k.dtcap --format json > /out/k.json
 damon-trace report /out/k.dtcap > /out/k.txt
 damon-trace export /out/k.dtcap --format json -o /out/k-export.json
@@ -234,11 +217,11 @@ wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
 wait $srv
 {STOP_SCENARIO}",
         BUILTINS = FOUR.join(","),
-        UNAME_THEN_SCRAPE = uname_then_scrape("m2.txt", "m3.txt"),
+        UNAME_THEN_SCRAPE = common::uname_then_scrape("m2.txt", "m3.txt", N),
     );
-    let t = run_guest(&cmd);
-    let dir = out_dir(&t);
-    let report = json(&dir, "k.json");
+    let run = run_script(&cmd);
+    let dir = run.dir();
+    let report = json(dir, "k.json");
     let table = fs::read_to_string(dir.join("k.txt")).expect("k.txt");
     eprintln!("{table}");
     assert_eq!(report["meta"]["mode"], "kernel");
@@ -260,7 +243,7 @@ wait $srv
     }
     assert!(table.contains("not available"), "{table}");
     // Snapshots: one a second, cumulative.
-    let export = json(&dir, "k-export.json");
+    let export = json(dir, "k-export.json");
     let snaps = export["snapshots"].as_array().expect("snapshots");
     let per_fn = |name: &str| -> Vec<(u64, u64)> {
         snaps
@@ -278,7 +261,7 @@ wait $srv
 
     // Killed KILL_AFTER_S after its first snapshot: incomplete, counts to its last snapshot,
     // and that snapshot is at most SIGKILL_LOSS_BOUND_S older than the kill (one a second).
-    let killed = json(&dir, "killed.json");
+    let killed = json(dir, "killed.json");
     assert_eq!(killed["meta"]["complete"], false);
     let warning = killed["warnings"][0].as_str().expect("warning");
     assert!(warning.contains("last histogram snapshot"), "{killed}");
@@ -288,8 +271,8 @@ wait $srv
     );
     common::assert_sigkill_loss_snapshots(
         "SIGKILLed kernel-mode recorder",
-        &json(&dir, "killed-export.json"),
-        common::killed_at(&dir, "killed"),
+        &json(dir, "killed-export.json"),
+        common::killed_at(dir, "killed"),
     );
 
     // serve --mode kernel: histograms from the kernel, growing between scrapes, consistent.
@@ -358,23 +341,6 @@ wait $srv
 /// call, which nothing else in the guest calls).
 const N: u64 = 300;
 
-/// Guest shell: `uname` N times after the scrape /out/`prev` of `serve` on 127.0.0.1:9464, then
-/// scrapes into /out/`file` until its `_count`, `in_flight` and drops of __x64_sys_newuname add
-/// up to N or more above `prev`'s (serve folds what arrived once a second), for at most 30 s.
-fn uname_then_scrape(prev: &str, file: &str) -> String {
-    format!(
-        "seen() {{ grep -E '^damon_trace_(call_duration_seconds_count|in_flight|dropped_total)[{{]' $1 \
-| grep -F 'function=\"__x64_sys_newuname\"' | awk '{{ s += $NF }} END {{ print s + 0 }}'; }}
-prev=$(seen /out/{prev})
-n=0; while [ $n -lt {N} ]; do uname > /dev/null; n=$((n+1)); done
-i=0
-until wget -q -O /out/{file} http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {N})) ]; do
-  i=$((i+1)); [ $i -gt 60 ] && break; sleep 0.5
-done
-"
-    )
-}
-
 fn record_driven(mode: &str, file: &str) -> String {
     format!(
         "damon-trace record --mode {mode} --func __x64_sys_newuname -o /out/{file} --duration 300s 2> /out/{file}.err &
@@ -399,11 +365,11 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
         record_driven("stream", "stream.dtcap"),
         record_driven("kernel", "kernel.dtcap")
     );
-    let t = run_guest(&cmd);
-    let dir = out_dir(&t);
+    let run = run_script(&cmd);
+    let dir = run.dir();
     let name = "__x64_sys_newuname";
-    let s = json(&dir, "stream.json");
-    let k = json(&dir, "kernel.json");
+    let s = json(dir, "stream.json");
+    let k = json(dir, "kernel.json");
     let (fs_, fk) = (function(&s, name), function(&k, name));
     eprintln!(
         "{}",
@@ -419,28 +385,15 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
         assert_eq!(u(f, "calls"), N, "{f}");
         assert_eq!(u(f, "count"), N, "{f}");
     }
-    let cmp = json(&dir, "cmp.json");
-    let c = cmp["functions"]
-        .as_array()
-        .expect("functions")
-        .iter()
-        .find(|f| f["name"] == name)
-        .expect("compared");
+    let cmp = json(dir, "cmp.json");
+    let c = common::entry(&cmp["functions"], "name", name);
     assert_eq!((u(&c["before"], "calls"), u(&c["after"], "calls")), (N, N));
-    let rows: u64 = c["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| u(r, "after"))
-        .sum();
-    assert_eq!(rows, N);
-    let before_rows: u64 = c["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| u(r, "before"))
-        .sum();
-    assert_eq!(before_rows, N);
+    let rows = |side: &str| -> u64 {
+        let rows = c["rows"].as_array().expect("rows");
+        rows.iter().map(|r| u(r, side)).sum()
+    };
+    assert_eq!(rows("after"), N);
+    assert_eq!(rows("before"), N);
     let verdict = c["verdict"].as_str().expect("verdict");
     assert!(verdict.contains("at bucket resolution: 10 ns"), "{verdict}");
     // The stream capture's percentiles, bucketed, lie on the same grid as the kernel's: each
@@ -469,42 +422,23 @@ fn calls_shown(screen: &str, name: &str) -> Option<u64> {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
 fn vm_7_2_live_mode_kernel_panels_from_histograms() {
-    use xtask::vm::{Interactive, KeyStep};
-    let out = tempfile::tempdir().expect("temp dir");
-    let cmd = format!(
-        "{SCENARIO}damon-trace live --mode kernel --record /out/live.dtcap
-rc=$?
-{STOP_SCENARIO}
-damon-trace report /out/live.dtcap --format json > /out/live.json
-exit $rc"
-    );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    opts.interactive = Some(Interactive::script(
-        24,
-        80,
-        vec![KeyStep::when(
+    let scenario = scenario();
+    let cmd = common::live_script(&scenario, " --mode kernel", "");
+    let outcome = common::run_live(
+        cmd,
+        Duration::from_secs(300),
+        (
             "damon_hot_score with 200 calls in kernel mode",
             Duration::from_secs(150),
-            |s| s.contains("KERNEL 10ns") && calls_shown(s, "damon_hot_score").unwrap_or(0) >= 200,
-            "q",
-        )],
-    ));
-    let outcome = vm::run(&opts).expect("the guest runs");
-    let log = outcome.terminal.as_ref().expect("terminal log");
-    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
-        panic!(
-            "live ended (status {}) before the panels filled; last screen:\n{}",
-            outcome.status,
-            log.screen()
-        );
-    };
+        ),
+        |s| s.contains("KERNEL 10ns") && calls_shown(s, "damon_hot_score").unwrap_or(0) >= 200,
+    );
+    let shown = common::first_screen(&outcome, "the panels filled");
     eprintln!("{shown}");
     assert_eq!(outcome.status, 0, "{shown}");
     assert!(shown.contains("pct to 10ns buckets"), "{shown}");
     let on_screen = calls_shown(shown, "damon_hot_score").expect("calls");
-    let report = json(&opts.out_dir, "live.json");
+    let report = json(outcome.dir(), "live.json");
     assert_eq!(report["meta"]["mode"], "kernel");
     let f = function(&report, "damon_hot_score");
     assert_eq!(f["mode"], "kernel");

@@ -6,24 +6,15 @@ use std::{fs, time::Duration};
 
 mod common;
 use common::{FOUR, function, json, u};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::{kernel::Kernel, script::with_scenario};
 
 /// The scenario scores its 8000+ regions every 20 ms aggregation: bursts no 4 KiB ring
 /// (about 85 records) can hold. Under TCG the producer is slowed as much as the reader, so a
 /// free-running reader still gets about one call in eight; pausing the recorder 90 % of the
 /// time (SIGSTOP/SIGCONT, as a reader on a saturated machine) makes the ring, not the reader,
 /// the bottleneck.
-const SCRIPT: &str = concat!(
-    "set -e
-damon-trace scenario migrate-hot --duration 300s --regions 8000 --sample-interval 1ms \
-  --aggr-interval 20ms > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-",
-    xtask::wait_kdamond_on!(),
-    "damon-trace record -o /out/ov.dtcap --duration 10s --ring-size 4096 --attach fentry 2> /out/record.err &
+fn script() -> String {
+    let body = "damon-trace record -o /out/ov.dtcap --duration 10s --ring-size 4096 --attach fentry 2> /out/record.err &
 rec=$!
 # The capture file appears once the probes are attached.
 while [ ! -s /out/ov.dtcap ]; do sleep 0.2; done
@@ -39,21 +30,16 @@ damon-trace report /out/ov.dtcap --format json > /out/report.json
 damon-trace report /out/ov.dtcap > /out/report.txt
 damon-trace export /out/ov.dtcap --format json -o /out/export.json
 damon-trace export /out/ov.dtcap --format csv-buckets -o /out/buckets.csv
-damon-trace export /out/ov.dtcap --format openmetrics -o /out/metrics.txt
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true"
-);
+damon-trace export /out/ov.dtcap --format openmetrics -o /out/metrics.txt";
+    let args = "--regions 8000 --sample-interval 1ms --aggr-interval 20ms";
+    format!("set -e\n{}", with_scenario(300, args, body))
+}
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_overload_counts_every_dropped_call() {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(Kernel::Debian72, SCRIPT);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, script(), Duration::from_secs(300));
+    let dir = outcome.dir();
     let read = |name: &str| fs::read_to_string(dir.join(name)).expect(name);
     let scenario = read("scenario.err");
     assert!(scenario.contains("ops=vaddr"), "{scenario}");
@@ -141,12 +127,7 @@ fn vm_7_2_overload_counts_every_dropped_call() {
 
     // Every export format says how many were dropped.
     let export = json(dir, "export.json");
-    let acc = export["accounting"]
-        .as_array()
-        .expect("accounting")
-        .iter()
-        .find(|a| a["function"] == "damon_hot_score")
-        .expect("hot score accounting");
+    let acc = common::entry(&export["accounting"], "function", "damon_hot_score");
     assert_eq!(
         (u(acc, "calls"), u(acc, "records"), u(acc, "dropped")),
         (hot_calls, hot_records, hot_dropped),

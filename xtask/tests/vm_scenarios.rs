@@ -2,14 +2,11 @@
 //! traced by `record` (the functions it claims get calls), every file of DAMON's sysfs
 //! unchanged after each one (also when interrupted), and migrate-hot with the destination on
 //! the workload's own node against the other node.
-use std::{collections::BTreeMap, fs, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 mod common;
-use common::{DAMON_HELPERS, FOUR, assert_same_damon, function, json, u};
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use common::{DAMON_HELPERS, FOUR, assert_same_damon, function, json, read, u};
+use xtask::kernel::Kernel;
 
 const PRESETS: [&str; 5] = [
     "migrate-hot",
@@ -55,25 +52,14 @@ fn claims(list: &serde_json::Value) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-fn read(dir: &std::path::Path, name: &str) -> String {
-    fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
 /// `key=value` fields of the one summary line a preset prints on stdout.
 fn summary(line: &str) -> BTreeMap<String, String> {
-    line.split_whitespace()
-        .filter_map(|f| f.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    xtask::parse::summary_fields(line)
 }
 
-/// Pages on `node` in a `N0:12,N1:3` list.
+/// Pages on `node` in a `N0:12,N1:3` list (0 when the list does not name it).
 fn node_pages(list: &str, node: u32) -> u64 {
-    list.split(',')
-        .filter_map(|p| p.split_once(':'))
-        .find(|(n, _)| *n == format!("N{node}"))
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0)
+    xtask::parse::node_pages(list, node).unwrap_or(0)
 }
 
 /// Every preset on 7.2 over a stopped kdamond someone left configured (a context, a target
@@ -85,7 +71,6 @@ fn node_pages(list: &str, node: u32) -> u64 {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_scenario_presets_exercise_what_they_claim_and_restore_state() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{DAMON_HELPERS}{GUEST_HELPERS}
 # A stopped kdamond someone left configured: every preset must put it back.
@@ -115,12 +100,8 @@ state term.after
 exit 0",
         presets = PRESETS.join(" ")
     );
-    let mut opts = VmOptions::new(Kernel::Debian72, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(600);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
+    let dir = outcome.dir();
 
     let list_text = read(dir, "list.txt");
     println!("{list_text}");
@@ -141,14 +122,7 @@ exit 0",
     }
     // The configuration left in place, and probing for the list left it as it was.
     let left = read(dir, "initial.state");
-    for line in [
-        "kdamonds/0/contexts/0/operations:paddr",
-        "kdamonds/0/contexts/0/schemes/0/action:pageout",
-        "kdamonds/0/contexts/0/schemes/0/quotas/ms:17",
-        "kdamonds/0/state:off",
-    ] {
-        assert!(left.lines().any(|l| l == line), "{line} not in\n{left}");
-    }
+    common::assert_left_kdamond(&left, "kdamonds/0/contexts/0/schemes/0/action:pageout");
     assert_same_damon("scenario list", &left, &read(dir, "list.after.state"));
 
     let mut table = Vec::new();
@@ -312,7 +286,6 @@ exit 0",
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_scenario_presets_fall_back_to_paddr_and_claim_only_what_exists() {
-    let out = tempfile::tempdir().expect("temp dir");
     let cmd = format!(
         "{DAMON_HELPERS}{GUEST_HELPERS}
 damon_leave_stopped_kdamond
@@ -323,12 +296,8 @@ for p in {presets}; do run $p $p --duration 3s; done
 exit 0",
         presets = PRESETS.join(" ")
     );
-    let mut opts = VmOptions::new(Kernel::Debian612, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(300);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = &opts.out_dir;
+    let outcome = common::run_script(Kernel::Debian612, cmd, Duration::from_secs(300));
+    let dir = outcome.dir();
     let list = json(dir, "list.json");
     println!("{}", read(dir, "list.txt"));
     assert_eq!(list["features"]["has_dests"], false, "{list}");

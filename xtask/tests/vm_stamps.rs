@@ -9,10 +9,7 @@ use std::time::Duration;
 mod common;
 use common::{json, u};
 use damon_common::MAX_IN_FLIGHT;
-use xtask::{
-    kernel::Kernel,
-    vm::{self, VmOptions},
-};
+use xtask::kernel::Kernel;
 
 /// Short-lived tasks the workload starts, one after the other: well above the map's size.
 const TASKS: u32 = MAX_IN_FLIGHT + MAX_IN_FLIGHT / 4;
@@ -48,19 +45,15 @@ damon-trace export /out/s.dtcap --format json -o /out/s.export.json
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_stamp_map_holds_live_tasks_only_in_a_long_session() {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(
+    let run = common::run_script(
         Kernel::Debian72,
         SCRIPT.replace("TASKS", &TASKS.to_string()),
+        Duration::from_secs(900),
     );
-    opts.out_dir = out.path().join("out");
-    opts.timeout = Duration::from_secs(900);
-    let outcome = vm::run(&opts).expect("the guest runs");
-    assert_eq!(outcome.status, 0, "console:\n{}", outcome.console);
-    let dir = out.path().join("out");
+    let dir = run.dir();
     let err = std::fs::read_to_string(dir.join("s.err")).expect("record stderr");
     assert!(!err.contains("unaccounted"), "{err}");
-    let export = json(&dir, "s.export.json");
+    let export = json(dir, "s.export.json");
     let id = export["meta"]["functions"]
         .as_array()
         .expect("meta.functions")

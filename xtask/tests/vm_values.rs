@@ -16,20 +16,16 @@ use xtask::kernel::Kernel;
 
 /// One capture with fentry, one with kprobes, both reported as JSON and table; the fentry
 /// capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
-const CMD: &str = "set -e
-damon-trace scenario migrate-hot --duration 240s > /out/scenario.out 2> /out/scenario.err &
-scenario=$!
-# Until the scenario's kdamond runs (a fixed `sleep 3` lost that race on a loaded 6.12 guest).
-i=0; until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.2; done
-sleep 1
+fn cmd() -> String {
+    let body = "sleep 1
 damon-trace record -o /out/fentry.dtcap --attach fentry --duration 20s 2> /out/fentry.err
 damon-trace record -o /out/kprobe.dtcap --attach kprobe --duration 20s 2> /out/kprobe.err
 for m in fentry kprobe; do
   damon-trace report /out/$m.dtcap --format json > /out/$m.json
   damon-trace report /out/$m.dtcap > /out/$m.txt
-done
-kill -INT $scenario 2>/dev/null || true
-wait $scenario || true";
+done";
+    format!("set -e\n{}", xtask::script::with_scenario(240, "", body))
+}
 
 fn i(v: &serde_json::Value, key: &str) -> i64 {
     v[key]
@@ -56,18 +52,29 @@ fn check_dist(name: &str, d: &serde_json::Value) {
 }
 
 /// Checks the values of one report; returns (hot_score calls, migrate calls).
+/// The `values` of `function` in a report: present, their return value named `value_name`, its
+/// histogram whole (see [`check_dist`]).
+fn values<'a>(
+    report: &'a serde_json::Value,
+    name: &str,
+    value_name: &str,
+) -> &'a serde_json::Value {
+    let f = function(report, name);
+    let v = &f["values"];
+    assert!(v.is_object(), "{name} has no values: {f}");
+    assert_eq!(v["value_name"], value_name);
+    check_dist(value_name, &v["value"]);
+    v
+}
+
 fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> (u64, u64) {
     let ctx = &report["meta"]["damon"]["start"]["kdamonds"][0]["contexts"][0];
     let (sample_us, aggr_us) = (u(ctx, "sample_us"), u(ctx, "aggr_us"));
     let scheme = &ctx["schemes"][0];
     assert_eq!(scheme["action"], "migrate_hot", "{ctx}");
 
-    let hot = function(report, "damon_hot_score");
-    let v = &hot["values"];
-    assert!(v.is_object(), "damon_hot_score has no values: {hot}");
-    assert_eq!(v["value_name"], "hotness_score");
+    let v = values(report, "damon_hot_score", "hotness_score");
     let score = &v["value"];
-    check_dist("hotness_score", score);
     // DAMOS_MAX_SCORE is 99.
     assert!(i(score, "min") >= 0 && i(score, "max") <= 99, "{score}");
     let na = &v["args"]["nr_accesses"];
@@ -97,12 +104,8 @@ fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> 
         let target = scheme["target_nid"]
             .as_i64()
             .unwrap_or_else(|| panic!("scheme has no target_nid: {scheme}"));
-        let m = function(report, "damon_migrate_pages");
-        let v = &m["values"];
-        assert!(v.is_object(), "damon_migrate_pages has no values: {m}");
-        assert_eq!(v["value_name"], "pages_migrated");
+        let v = values(report, "damon_migrate_pages", "pages_migrated");
         let pages = &v["value"];
-        check_dist("pages_migrated", pages);
         assert!(i(pages, "min") >= 0, "{pages}");
         let nid = &v["args"]["target_nid"];
         assert_eq!((i(nid, "min"), i(nid, "max")), (target, target), "{v}");
@@ -253,8 +256,8 @@ fn check_scores_of(c: &dtcap::Capture, label: &str) {
 }
 
 fn run(kernel: Kernel, with_migrate: bool) {
-    let out = common::run_guest(kernel, CMD, Duration::from_secs(400));
-    let dir = &out.path().join("out");
+    let run = common::run_script(kernel, cmd(), Duration::from_secs(400));
+    let dir = run.dir();
     // VM_VALUES_KEEP=DIR keeps the captures (how the host fixture was made).
     if let Some(keep) = std::env::var_os("VM_VALUES_KEEP").filter(|k| !k.is_empty()) {
         for mode in ["fentry", "kprobe"] {

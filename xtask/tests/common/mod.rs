@@ -4,27 +4,80 @@
 use std::{fs, time::Duration};
 
 use xtask::{
+    guest::{Guest, GuestRun},
     kernel::Kernel,
-    vm::{self, VmOptions},
+    script::STOP_SCENARIO,
+    vm::{Interactive, KeyStep},
 };
 
-/// Runs `cmd` as root in a guest of `kernel` and asserts it exited 0 (showing the console and,
-/// when a scenario ran in the background, its `scenario.err`). The guest's /out is
-/// `<returned dir>/out`.
-pub fn run_guest(kernel: Kernel, cmd: &str, timeout: Duration) -> tempfile::TempDir {
-    let out = tempfile::tempdir().expect("temp dir");
-    let mut opts = VmOptions::new(kernel, cmd);
-    opts.out_dir = out.path().join("out");
-    opts.timeout = timeout;
-    let outcome = vm::run(&opts).expect("the guest runs");
+/// A guest of `kernel` running `cmd` within `timeout`, its /out in a fresh temp dir.
+pub fn guest(kernel: Kernel, cmd: impl Into<String>, timeout: Duration) -> Guest {
+    Guest::new(kernel, cmd).temp_out().timeout(timeout)
+}
+
+/// Boots `guest`; whatever the command's exit status, it is the outcome's.
+pub fn boot(guest: Guest) -> GuestRun {
+    guest.run().expect("the guest runs")
+}
+
+/// Boots `guest` and asserts that its command exited 0 (showing the console and, when a
+/// scenario ran in the background, its `scenario.err`).
+pub fn boot_ok(guest: Guest) -> GuestRun {
+    let run = boot(guest);
     assert_eq!(
-        outcome.status,
+        run.status,
         0,
         "console:\n{}\nscenario:\n{}",
-        outcome.console,
-        fs::read_to_string(opts.out_dir.join("scenario.err")).unwrap_or_default()
+        run.console,
+        run.read("scenario.err")
     );
-    out
+    run
+}
+
+/// Runs `cmd` as root in a guest of `kernel` and asserts it exited 0 ([`boot_ok`]); the
+/// guest's /out is the returned run's `dir()`.
+pub fn run_script(kernel: Kernel, cmd: impl Into<String>, timeout: Duration) -> GuestRun {
+    boot_ok(guest(kernel, cmd, timeout))
+}
+
+/// `cmd` on 7.2 with the serial console as an 80x24 terminal within `timeout`, typing `q`
+/// once the screen passes `test` (`what` it waits for, at most `within`); whatever the exit
+/// status, it is the outcome's (see [`first_screen`]).
+pub fn run_live(
+    cmd: impl Into<String>,
+    timeout: Duration,
+    (what, within): (&str, Duration),
+    test: impl Fn(&str) -> bool + Send + Sync + 'static,
+) -> GuestRun {
+    let quit = KeyStep::when(what, within, test, "q");
+    boot(guest(Kernel::Debian72, cmd, timeout).interactive(Interactive::script(24, 80, vec![quit])))
+}
+
+/// Guest script of a `live` test: `start` (the scenario's start fragment, see
+/// `xtask::script`), `damon-trace live --record /out/live.dtcap LIVE_ARGS`, the scenario
+/// stopped, the capture's JSON report into /out/live.json, `after`; exits with live's status.
+pub fn live_script(start: &str, live_args: &str, after: &str) -> String {
+    format!(
+        "{start}damon-trace live{live_args} --record /out/live.dtcap
+rc=$?
+{STOP_SCENARIO}
+damon-trace report /out/live.dtcap --format json > /out/live.json
+{after}exit $rc"
+    )
+}
+
+/// The screen the first key step of a [`run_live`] saw; panics, with the last screen, when the
+/// program ended before it showed `what`.
+pub fn first_screen<'a>(run: &'a GuestRun, what: &str) -> &'a str {
+    let log = run.terminal.as_ref().expect("terminal log");
+    let Some(shown) = log.steps.first().map(|s| &s.screen) else {
+        panic!(
+            "live ended (status {}) before {what}; last screen:\n{}",
+            run.status,
+            log.screen()
+        );
+    };
+    shown
 }
 
 /// What `--attach auto` (the default) picks on a Debian kernel: kprobe on the 7.x kernels, which
@@ -45,6 +98,11 @@ pub const FOUR: [&str; 4] = [
     "lock_timer_base",
 ];
 
+/// Reads a text file the guest wrote under /out.
+pub fn read(dir: &std::path::Path, name: &str) -> String {
+    fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 /// Reads a JSON file the guest wrote under /out.
 pub fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
     let text = fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -52,12 +110,43 @@ pub fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
 }
 
 pub fn function<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["functions"]
-        .as_array()
-        .expect("functions array")
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("{name} missing from report"))
+    xtask::parse::function(report, name).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// The element of the array `list` whose `key` is `value` (see [`xtask::parse::entry`]).
+pub fn entry<'a>(list: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    xtask::parse::entry(list, key, value).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// An array of u64s.
+pub fn u64s(v: &serde_json::Value) -> Vec<u64> {
+    xtask::parse::u64s(v).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// `v[key]` is a string containing `needle`.
+pub fn assert_says(v: &serde_json::Value, key: &str, needle: &str) {
+    assert!(
+        v[key].as_str().is_some_and(|s| s.contains(needle)),
+        "{key} does not say {needle:?}: {v}"
+    );
+}
+
+/// Guest shell: `uname` N times after the scrape /out/`prev` of `serve` on 127.0.0.1:9464,
+/// then scrapes into /out/`file` until its `_count`, `in_flight` and drops of
+/// __x64_sys_newuname (which nothing else in the guest calls) add up to N or more above
+/// `prev`'s (serve folds what arrived once a second), for at most 30 s.
+pub fn uname_then_scrape(prev: &str, file: &str, n: u64) -> String {
+    format!(
+        "seen() {{ grep -E '^damon_trace_(call_duration_seconds_count|in_flight|dropped_total)[{{]' $1 \
+| grep -F 'function=\"__x64_sys_newuname\"' | awk '{{ s += $NF }} END {{ print s + 0 }}'; }}
+prev=$(seen /out/{prev})
+n=0; while [ $n -lt {n} ]; do uname > /dev/null; n=$((n+1)); done
+i=0
+until wget -q -O /out/{file} http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {n})) ]; do
+  i=$((i+1)); [ $i -gt 60 ] && break; sleep 0.5
+done
+"
+    )
 }
 
 pub fn u(f: &serde_json::Value, key: &str) -> u64 {
@@ -86,11 +175,6 @@ pub fn assert_traced(f: &serde_json::Value, attach: &str) {
     );
     assert!(p[0] > 0, "{name}: a call cannot take 0 ns");
 }
-
-/// Waits for the background scenario's kdamond 0 to be on (fails the guest script loudly after
-/// 60 s): the one copy of that snippet, shared with `soak` and `demo`.
-#[allow(unused_imports)] // each test file uses a subset
-pub use xtask::script::WAIT_KDAMOND_ON;
 
 /// The flush period of `record` and `live --record` (their one-second tick), in seconds.
 pub const FLUSH_PERIOD_S: f64 = 1.0;
@@ -207,6 +291,25 @@ pub fn assert_sigkill_loss_records(
     assert_sigkill_loss(what, start, last as f64 / 1e9, killed_at);
 }
 
+/// A recorder of lock_timer_base that `kill_recorder PID NAME` SIGKILLed, its capture's report
+/// in /out/NAME.json and JSON export in /out/NAME-export.json: the report says incomplete and
+/// [`assert_sigkill_loss_records`] holds. Returns the report.
+pub fn assert_killed_timer_recorder(
+    dir: &std::path::Path,
+    name: &str,
+    what: &str,
+) -> serde_json::Value {
+    let killed = json(dir, &format!("{name}.json"));
+    assert_eq!(killed["meta"]["complete"], false, "{killed}");
+    assert_sigkill_loss_records(
+        what,
+        &json(dir, &format!("{name}-export.json")),
+        &["lock_timer_base"],
+        killed_at(dir, name),
+    );
+    killed
+}
+
 /// [`assert_sigkill_loss`] for a kernel-mode capture exported as JSON: its last histogram
 /// snapshot, at `start_monotonic_ns + elapsed_ns` (`elapsed_ns` counts from a moment just
 /// after the start, so this errs towards a larger loss).
@@ -278,6 +381,19 @@ damon_leave_stopped_kdamond() {
     return 0
 }
 "#;
+
+/// A `damon_dump` (see [`DAMON_HELPERS`]) taken after `damon_leave_stopped_kdamond` holds its
+/// paddr context, quota and stopped state, and the line `also`.
+pub fn assert_left_kdamond(dump: &str, also: &str) {
+    for line in [
+        "kdamonds/0/contexts/0/operations:paddr",
+        also,
+        "kdamonds/0/contexts/0/schemes/0/quotas/ms:17",
+        "kdamonds/0/state:off",
+    ] {
+        assert!(dump.lines().any(|l| l == line), "{line} not in\n{dump}");
+    }
+}
 
 /// Two `damon_dump`s (see [`DAMON_HELPERS`]) are equal; the message lists the lines only one
 /// of them has.
