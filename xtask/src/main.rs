@@ -299,6 +299,27 @@ fn real_main() -> Result<ExitCode> {
             let k = kernel::fetch(&kernel)?;
             println!("{} {}", k.release, k.vmlinuz.display());
         }
+        cmd @ (Cmd::Vm { .. } | Cmd::Demo { .. }) => return guest_command(cmd),
+        cmd @ (Cmd::Soak { .. } | Cmd::Seed { .. } | Cmd::Ab { .. } | Cmd::Bench { .. }) => {
+            if !measurement(cmd)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Shape => {
+            let shape = shape::check(&xtask::util::workspace_root())?;
+            print!("{}", shape.render());
+            if !shape.ok() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Test { skip_vm } => testing::run_all(&TestOptions { skip_vm })?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vm` and `demo`: a guest whose exit status becomes ours.
+fn guest_command(cmd: Cmd) -> Result<ExitCode> {
+    match cmd {
         Cmd::Vm {
             kernel,
             out,
@@ -326,7 +347,7 @@ fn real_main() -> Result<ExitCode> {
             }
             let outcome = guest.run()?;
             let code = u8::try_from(outcome.status).context("exit status out of range")?;
-            return Ok(ExitCode::from(code));
+            Ok(ExitCode::from(code))
         }
         Cmd::Demo {
             kernel,
@@ -348,13 +369,16 @@ fn real_main() -> Result<ExitCode> {
             let binary = binary_or_build(binary)?;
             let status = demo::run(&demo, binary)?;
             let code = u8::try_from(status).context("exit status out of range")?;
-            return Ok(ExitCode::from(code));
+            Ok(ExitCode::from(code))
         }
-        Cmd::Soak { minutes, kernel } => {
-            if !soak::run(kernel, minutes)? {
-                return Ok(ExitCode::FAILURE);
-            }
-        }
+        _ => unreachable!("real_main sends only vm and demo here"),
+    }
+}
+
+/// `soak`, `seed`, `ab` and `bench`: whether the measurement met its checks.
+fn measurement(cmd: Cmd) -> Result<bool> {
+    match cmd {
+        Cmd::Soak { minutes, kernel } => soak::run(kernel, minutes),
         Cmd::Seed {
             seed,
             out,
@@ -365,9 +389,7 @@ fn real_main() -> Result<ExitCode> {
             let mut opts = SeedOptions::new(out.unwrap_or_else(|| seed.default_out_dir()));
             opts.binary = Some(binary);
             opts.runs = runs;
-            if !seed::main(seed, &opts)? {
-                return Ok(ExitCode::FAILURE);
-            }
+            seed::main(seed, &opts)
         }
         Cmd::Ab {
             before,
@@ -395,9 +417,7 @@ fn real_main() -> Result<ExitCode> {
             opts.mode = mode;
             opts.binary = Some(binary);
             opts.compare_only = compare_only;
-            if !ab::main(&opts)? {
-                return Ok(ExitCode::FAILURE);
-            }
+            ab::main(&opts)
         }
         Cmd::Bench {
             calls,
@@ -421,18 +441,8 @@ fn real_main() -> Result<ExitCode> {
                 binary,
                 out_dir: xtask::util::target_dir().join("bench"),
             };
-            if !bench::run(&opts)? {
-                return Ok(ExitCode::FAILURE);
-            }
+            bench::run(&opts)
         }
-        Cmd::Shape => {
-            let shape = shape::check(&xtask::util::workspace_root())?;
-            print!("{}", shape.render());
-            if !shape.ok() {
-                return Ok(ExitCode::FAILURE);
-            }
-        }
-        Cmd::Test { skip_vm } => testing::run_all(&TestOptions { skip_vm })?,
+        _ => unreachable!("real_main sends only soak, seed, ab and bench here"),
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -262,13 +262,18 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Unit-test files beside the code (`tests.rs`, `proptests.rs`, `*_tests.rs`, test support).
+/// Unit-test files beside the code (`tests.rs`, `proptests.rs`, `*_tests.rs`, test support,
+/// anything in a `tests/` folder).
 fn is_test_file(rel: &Path) -> bool {
     let name = rel
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
-    name == "tests.rs"
+    let in_tests = rel
+        .parent()
+        .is_some_and(|d| d.components().any(|c| c.as_os_str() == "tests"));
+    in_tests
+        || name == "tests.rs"
         || name == "proptests.rs"
         || name == "test_support.rs"
         || name.ends_with("_tests.rs")

@@ -138,6 +138,46 @@ pub struct Analysis {
     pub failures: Vec<String>,
 }
 
+/// The recorder's report: complete, every function present with `calls == records + dropped +
+/// in flight` and every record the kernel wrote in the capture; the sums over functions.
+fn report_totals(report: &Value, failures: &mut Vec<String>) -> Totals {
+    let mut totals = Totals::default();
+    if report["meta"]["complete"] != true {
+        failures.push("the capture is incomplete (no summary)".to_owned());
+    }
+    for name in FUNCTIONS {
+        let Some(f) = report["functions"]
+            .as_array()
+            .and_then(|a| a.iter().find(|f| f["name"] == name))
+        else {
+            failures.push(format!("{name} is not in the report"));
+            continue;
+        };
+        let n = |k: &str| f[k].as_u64().unwrap_or(0);
+        let (calls, records, dropped, in_flight) =
+            (n("calls"), n("count"), n("dropped"), n("in_flight"));
+        if calls != records + dropped + in_flight {
+            failures.push(format!(
+                "{name}: calls {calls} != records {records} + dropped {dropped} + in flight \
+                 {in_flight}"
+            ));
+        }
+        if let Some(emitted) = f["emitted"].as_u64()
+            && emitted != records
+        {
+            failures.push(format!(
+                "{name}: the kernel wrote {emitted} records into the ring but the capture \
+                 holds {records}"
+            ));
+        }
+        totals.calls += calls;
+        totals.records += records;
+        totals.dropped += dropped;
+        totals.in_flight += in_flight;
+    }
+    totals
+}
+
 impl Analysis {
     pub fn new(samples: Vec<Sample>, report: &Value) -> Analysis {
         let mut failures = Vec::new();
@@ -187,40 +227,7 @@ impl Analysis {
                 first.fds, s.fds, s.t_s
             ));
         }
-        let mut totals = Totals::default();
-        if report["meta"]["complete"] != true {
-            failures.push("the capture is incomplete (no summary)".to_owned());
-        }
-        for name in FUNCTIONS {
-            let Some(f) = report["functions"]
-                .as_array()
-                .and_then(|a| a.iter().find(|f| f["name"] == name))
-            else {
-                failures.push(format!("{name} is not in the report"));
-                continue;
-            };
-            let n = |k: &str| f[k].as_u64().unwrap_or(0);
-            let (calls, records, dropped, in_flight) =
-                (n("calls"), n("count"), n("dropped"), n("in_flight"));
-            if calls != records + dropped + in_flight {
-                failures.push(format!(
-                    "{name}: calls {calls} != records {records} + dropped {dropped} + in flight \
-                     {in_flight}"
-                ));
-            }
-            if let Some(emitted) = f["emitted"].as_u64()
-                && emitted != records
-            {
-                failures.push(format!(
-                    "{name}: the kernel wrote {emitted} records into the ring but the capture \
-                     holds {records}"
-                ));
-            }
-            totals.calls += calls;
-            totals.records += records;
-            totals.dropped += dropped;
-            totals.in_flight += in_flight;
-        }
+        let totals = report_totals(report, &mut failures);
         if totals.calls == 0 {
             failures.push("no call was traced".to_owned());
         }

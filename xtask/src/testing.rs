@@ -161,6 +161,19 @@ fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
     )?;
     stage(
         done,
+        "shape",
+        || {
+            let shape = crate::shape::check(&util::workspace_root())?;
+            if shape.ok() {
+                return Ok(());
+            }
+            eprint!("{}", shape.render());
+            anyhow::bail!("the code's shape is broken (above); `cargo xtask shape` shows it")
+        },
+        no_counts,
+    )?;
+    stage(
+        done,
         "clippy",
         || {
             run(cargo(&tc)?.args([

@@ -224,22 +224,33 @@ impl Corrected {
     }
 }
 
-/// A fentry/stream floor of one function, and a settled calibration of such floors: the
-/// fixtures of the report, compare and screen tests.
-#[cfg(test)]
 impl Floor {
-    pub(crate) fn for_tests(floor: Option<FloorDistribution>) -> Floor {
+    /// The floor of an attach method and trace mode with nothing measured yet.
+    pub fn empty(attach: &str, mode: &str) -> Floor {
         Floor {
-            attach: "fentry".into(),
-            mode: "stream".into(),
-            floor,
+            attach: attach.to_owned(),
+            mode: mode.to_owned(),
+            floor: None,
             functions: Vec::new(),
             between_functions_ns: 0.0,
             uncertainty_ns: 0.0,
             held_out: None,
             untimed: 0,
             error: None,
+            took_ns: 0,
+        }
+    }
+}
+
+/// A fentry/stream floor of one function, and a settled calibration of such floors: the
+/// fixtures of the report, compare and screen tests.
+#[cfg(test)]
+impl Floor {
+    pub(crate) fn for_tests(floor: Option<FloorDistribution>) -> Floor {
+        Floor {
+            floor,
             took_ns: 1,
+            ..Floor::empty("fentry", "stream")
         }
     }
 }

@@ -37,28 +37,16 @@
 //! probe (cache misses on the maps) than these warm back-to-back calls; the floor is the
 //! probe's cost when warm, a lower bound of its cost in general.
 //!
-//! Calibration loads its own, short-lived [`Tracer`] (never the session's), so the floor's
+//! Calibration loads its own, short-lived [`Tracer`](crate::probe::tracer::Tracer) (never the session's), so the floor's
 //! calls are never in a capture's records.
-use std::{
-    collections::BTreeMap,
-    os::fd::{AsRawFd as _, RawFd},
-    time::Instant,
-};
+use std::time::Instant;
 
-use anyhow::{Context as _, bail};
-use damon_common::{FIRST_USER_FUNC, hist_bucket_bounds};
+use damon_common::FIRST_USER_FUNC;
 
 use crate::{
     capture::AttachState,
-    probe::{
-        ring::decode,
-        tracer::{LoadOptions, Tracer},
-    },
-    stats::calibration::{
-        Calibration, CalibrationStatus, Floor, FloorBucket, FloorDistribution, FunctionMedian,
-        HeldOut, METHOD,
-    },
-    trace::{AttachChoice, AttachMethod, CalibrationPlan, ModeConfig, TracedFunction},
+    stats::calibration::{Calibration, CalibrationStatus, Floor, METHOD},
+    trace::{AttachChoice, AttachMethod, CalibrationPlan, ModeConfig},
 };
 
 /// The empty functions whose probe durations, pooled, make the floor.
@@ -117,16 +105,8 @@ pub fn calibrate(
             let mut floor = match measure(r, calls, &mut |done| progress(r, done, calls)) {
                 Ok(f) => f,
                 Err(e) => Floor {
-                    attach: r.attach_name().to_owned(),
-                    mode: r.mode_name().to_owned(),
-                    floor: None,
-                    functions: Vec::new(),
-                    between_functions_ns: 0.0,
-                    uncertainty_ns: 0.0,
-                    held_out: None,
-                    untimed: 0,
                     error: Some(format!("{e:#}")),
-                    took_ns: 0,
+                    ..Floor::empty(r.attach_name(), r.mode_name())
                 },
             };
             floor.took_ns = started.elapsed().as_nanos() as u64;
@@ -145,6 +125,9 @@ pub fn calibrate(
     cal
 }
 
+mod measure;
+use measure::measure;
+
 /// Ids of the calibration tracer's functions: the floor's first, the held-out one last.
 fn ids() -> impl Iterator<Item = (u32, &'static str)> {
     FLOOR_FUNCTIONS
@@ -152,238 +135,6 @@ fn ids() -> impl Iterator<Item = (u32, &'static str)> {
         .chain([&HELD_OUT_FUNCTION])
         .enumerate()
         .map(|(i, f)| (FIRST_USER_FUNC + i as u32, *f))
-}
-
-const HELD_OUT_ID: u32 = FIRST_USER_FUNC + FLOOR_FUNCTIONS.len() as u32;
-
-/// One function's calls as the kernel histogram saw them between two readings.
-type HistDelta = (Vec<FloorBucket>, u128, u64, u64);
-
-/// Loads a calibration tracer for one request, calls the empty functions, and summarises.
-fn measure(r: &FloorRequest, calls: u64, progress: &mut dyn FnMut(u64)) -> anyhow::Result<Floor> {
-    let mut tracer = Tracer::load(&LoadOptions {
-        functions: ids()
-            .map(|(id, symbol)| TracedFunction {
-                id,
-                symbol: symbol.to_owned(),
-            })
-            .collect(),
-        attach: r.attach.into(),
-        ring_size: RING_BYTES,
-        mode: r.mode,
-    })
-    .context("loading the calibration probes")?;
-    let want = r.attach.state();
-    for s in tracer.statuses() {
-        if s.attach != want {
-            let why = s.detail.as_deref().unwrap_or("not attached");
-            match s.attach {
-                AttachState::Missing => bail!(
-                    "{} is not in this kernel ({why}); it comes with the BPF test-run code \
-                     (CONFIG_BPF_SYSCALL and CONFIG_NET)",
-                    s.name
-                ),
-                _ => bail!(
-                    "{} could not be traced with {}: {why}",
-                    s.name,
-                    r.attach_name()
-                ),
-            }
-        }
-    }
-    let trigger: RawFd = tracer
-        .calibration_trigger()
-        .context("loading the calibration trigger")?
-        .as_raw_fd();
-    let stream = r.mode.mode.streams();
-    let mut ring = if stream {
-        Some(tracer.take_ring()?)
-    } else {
-        None
-    };
-    // Stream mode: every duration, per function id.
-    let mut timed: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    let mut drain = |timed: Option<&mut BTreeMap<u32, Vec<u64>>>| {
-        let Some(ring) = ring.as_mut() else { return };
-        let mut timed = timed;
-        while let Some(item) = ring.next() {
-            if let (Some(rec), Some(t)) = (decode(&item), timed.as_deref_mut())
-                && rec.func >= FIRST_USER_FUNC
-                && rec.func <= HELD_OUT_ID
-            {
-                t.entry(rec.func).or_default().push(rec.duration_ns);
-            }
-        }
-    };
-    for _ in 0..WARM_UP {
-        test_run(trigger)?;
-    }
-    drain(None);
-    let before = if stream {
-        None
-    } else {
-        Some(tracer.kernel_histograms()?)
-    };
-    let counters_before = tracer.counters()?;
-    let mut done = 0;
-    while done < calls {
-        let n = BATCH.min(calls - done);
-        for _ in 0..n {
-            test_run(trigger)?;
-        }
-        done += n;
-        drain(Some(&mut timed));
-        progress(done);
-    }
-    tracer.detach();
-    drain(Some(&mut timed));
-    let counters = tracer.counters()?;
-    let seen = |id: u32| {
-        counters.get(&id).map_or(0, |c| c.calls) - counters_before.get(&id).map_or(0, |c| c.calls)
-    };
-    // Per function: its own distribution, and what it adds to the pooled floor.
-    let (per_function, pooled) = match before {
-        None => {
-            let per: Vec<(u32, Option<FloorDistribution>)> = ids()
-                .map(|(id, _)| {
-                    let d = timed.get(&id).map(Vec::as_slice).unwrap_or_default();
-                    (id, FloorDistribution::from_durations(d))
-                })
-                .collect();
-            let pool: Vec<u64> = ids()
-                .filter(|&(id, _)| id != HELD_OUT_ID)
-                .flat_map(|(id, _)| timed.get(&id).cloned().unwrap_or_default())
-                .collect();
-            (per, FloorDistribution::from_durations(&pool))
-        }
-        Some(before) => {
-            let after = tracer.kernel_histograms()?;
-            let delta = |id: u32| -> Option<HistDelta> {
-                let (s1, b1) = after.get(&id)?;
-                let (s0, b0) = before.get(&id)?;
-                let buckets = b1
-                    .iter()
-                    .zip(b0)
-                    .enumerate()
-                    .map(|(i, (n1, n0))| {
-                        let (lo, hi) = hist_bucket_bounds(i as u32, r.mode.hist_width_ns);
-                        FloorBucket {
-                            lo_ns: lo,
-                            hi_ns: hi,
-                            count: n1 - n0,
-                        }
-                    })
-                    .collect();
-                // The kernel's min and max are since load (warm-up included): bounds, not
-                // exact for the counted calls; the sum is exact.
-                Some((
-                    buckets,
-                    u128::from(s1.sum_ns - s0.sum_ns),
-                    s1.min_ns,
-                    s1.max_ns,
-                ))
-            };
-            let per = ids()
-                .map(|(id, _)| {
-                    let d = delta(id).and_then(|(b, sum, min, max)| {
-                        FloorDistribution::from_buckets(b, Some(sum), min, max)
-                    });
-                    (id, d)
-                })
-                .collect();
-            let mut pool: Option<HistDelta> = None;
-            for (id, _) in ids().filter(|&(id, _)| id != HELD_OUT_ID) {
-                let Some((b, sum, min, max)) = delta(id) else {
-                    continue;
-                };
-                pool = Some(match pool {
-                    None => (b, sum, min, max),
-                    Some((mut pb, ps, pmin, pmax)) => {
-                        for (p, x) in pb.iter_mut().zip(&b) {
-                            p.count += x.count;
-                        }
-                        (pb, ps + sum, pmin.min(min), pmax.max(max))
-                    }
-                });
-            }
-            let pooled = pool.and_then(|(b, sum, min, max)| {
-                FloorDistribution::from_buckets(b, Some(sum), min, max)
-            });
-            (per, pooled)
-        }
-    };
-    let floor = pooled.context("the probes timed no call of the empty functions")?;
-    let untimed = ids()
-        .filter(|&(id, _)| id != HELD_OUT_ID)
-        .map(|(id, _)| seen(id))
-        .sum::<u64>()
-        .saturating_sub(floor.count);
-    let name = |id: u32| ids().find(|&(i, _)| i == id).map_or("", |(_, f)| f);
-    let held_out = per_function
-        .iter()
-        .find(|(id, _)| *id == HELD_OUT_ID)
-        .and_then(|(_, d)| d.as_ref())
-        .map(|h| HeldOut {
-            function: HELD_OUT_FUNCTION.to_owned(),
-            count: h.count,
-            median_ns: h.median_ns,
-            corrected_median_ns: floor.correct(h.median_ns),
-            uncertainty_ns: 0.0,
-        });
-    let functions = per_function
-        .iter()
-        .filter(|(id, _)| *id != HELD_OUT_ID)
-        .filter_map(|(id, d)| {
-            d.as_ref().map(|d| FunctionMedian {
-                function: name(*id).to_owned(),
-                count: d.count,
-                median_ns: d.median_ns,
-            })
-        })
-        .collect();
-    let mut out = Floor {
-        attach: r.attach_name().to_owned(),
-        mode: r.mode_name().to_owned(),
-        floor: Some(floor),
-        functions,
-        between_functions_ns: 0.0,
-        uncertainty_ns: 0.0,
-        held_out,
-        untimed,
-        error: None,
-        took_ns: 0,
-    };
-    out.settle_uncertainty();
-    Ok(out)
-}
-
-/// `BPF_PROG_TEST_RUN` of the trigger: the kernel calls `bpf_fentry_test1..N` once each.
-///
-/// A raw bpf(2) call: aya 0.14 offers test runs for fexit programs only, and the tracing
-/// handler needs nothing but the program fd (it rejects any flag, CPU or batch size).
-fn test_run(prog_fd: RawFd) -> anyhow::Result<()> {
-    /// `union bpf_attr`, zeroed but for `test.prog_fd` (its first field); larger than the
-    /// kernel's `test` member, and the kernel requires the tail beyond what it knows be zero.
-    #[repr(C, align(8))]
-    struct Attr([u32; 32]);
-    const BPF_PROG_TEST_RUN: libc::c_long = 10;
-    let mut attr = Attr([0; 32]);
-    attr.0[0] = prog_fd as u32;
-    // SAFETY: `attr` is a valid, writable bpf_attr-sized buffer for the duration of the call;
-    // the kernel reads and writes only within the size passed.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_TEST_RUN,
-            &mut attr as *mut Attr,
-            std::mem::size_of::<Attr>(),
-        )
-    };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        bail!("BPF_PROG_TEST_RUN of the calibration trigger failed: {e}");
-    }
-    Ok(())
 }
 
 /// The floors a session needs: one per attach method its functions use (in the session's
