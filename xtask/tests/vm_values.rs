@@ -9,7 +9,6 @@
 use std::{fs, path::Path, time::Duration};
 
 mod common;
-#[path = "dtcap/mod.rs"]
 mod dtcap;
 use common::{function, json, u};
 use xtask::kernel::Kernel;

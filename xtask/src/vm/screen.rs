@@ -412,5 +412,4 @@ pub fn render(raw: &[u8], rows: u16, cols: u16) -> String {
 }
 
 #[cfg(test)]
-#[path = "screen_tests.rs"]
 mod tests;

@@ -282,18 +282,7 @@ mod tests {
     use super::*;
 
     fn floor(attach: &str) -> Floor {
-        Floor {
-            attach: attach.to_owned(),
-            mode: "stream".to_owned(),
-            floor: None,
-            functions: Vec::new(),
-            between_functions_ns: 0.0,
-            uncertainty_ns: 0.0,
-            held_out: None,
-            untimed: 0,
-            error: None,
-            took_ns: 0,
-        }
+        Floor::empty(attach, "stream")
     }
 
     #[test]
