@@ -160,15 +160,7 @@ mod tests {
     use super::*;
 
     fn summary(counters: &[(u32, FunctionCounters)]) -> Summary {
-        Summary {
-            duration_ns: 1,
-            end_reason: "duration".into(),
-            counters: counters.iter().copied().collect(),
-            malformed_items: 0,
-            damon_end: None,
-            intervals: None,
-            kernel_hist: Default::default(),
-        }
+        Summary::new(1, "duration", counters.iter().copied().collect())
     }
 
     fn names(id: u32) -> (String, &'static str) {

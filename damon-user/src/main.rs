@@ -83,11 +83,11 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
     use capture::format::check_output;
     match command {
         Command::Record(a) => {
-            check_selection(&a.selection)?;
+            check_selection(&a.trace.selection)?;
             check_output(&a.output, a.force)?;
             diagnosis::privileges::require_privileges()
         }
-        Command::Live(a) if a.replay.is_some() && !a.selection.func.is_empty() => {
+        Command::Live(a) if a.replay.is_some() && !a.trace.selection.func.is_empty() => {
             Err(error::UsageError(
                 "--func chooses what to trace; a replay shows what its capture holds (narrow it \
                  with --functions NAMES)"
@@ -96,7 +96,7 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             .into())
         }
         Command::Live(a) if a.replay.is_none() => {
-            check_selection(&a.selection)?;
+            check_selection(&a.trace.selection)?;
             if let Some(path) = &a.record {
                 check_output(path, a.force)?;
             }

@@ -17,9 +17,7 @@ use crate::{
 };
 
 pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
-    let config =
-        args.selection
-            .session_config(args.mode, args.ring_size, Some(&args.calibration))?;
+    let config = args.trace.session_config(args.ring_size)?;
 
     let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();

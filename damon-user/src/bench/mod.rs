@@ -346,15 +346,7 @@ fn measure_capture_write(
         })?;
         let start = Instant::now();
         let cpu = thread_cpu();
-        writer.finish(&Summary {
-            duration_ns: 0,
-            end_reason: "duration".into(),
-            counters: BTreeMap::new(),
-            malformed_items: 0,
-            damon_end: None,
-            intervals: None,
-            kernel_hist: BTreeMap::new(),
-        })?;
+        writer.finish(&Summary::new(0, "duration", BTreeMap::new()))?;
         write.elapsed += start.elapsed();
         write.cpu += thread_cpu() - cpu;
         let bytes = std::fs::metadata(&path)?.len();

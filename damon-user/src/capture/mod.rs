@@ -194,6 +194,15 @@ pub struct FunctionCounters {
 }
 
 impl FunctionCounters {
+    /// `calls` calls, each written into the ring as a record, nothing lost or open.
+    pub fn all_recorded(calls: u64) -> FunctionCounters {
+        FunctionCounters {
+            calls,
+            emitted: calls,
+            ..Default::default()
+        }
+    }
+
     /// Calls the kernel made while the entry probe was attached: those the probe saw and those
     /// whose probe run the kernel skipped (as far as this kernel counts them).
     pub fn made(&self) -> u64 {
@@ -230,6 +239,26 @@ pub struct Summary {
     /// (empty in stream mode).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kernel_hist: BTreeMap<u32, KernelHist>,
+}
+
+impl Summary {
+    /// A session's end: how long it ran, why it ended and its counters, with nothing
+    /// malformed, no DAMON state, interval counters or kernel histograms (set them after).
+    pub fn new(
+        duration_ns: u64,
+        end_reason: &str,
+        counters: BTreeMap<u32, FunctionCounters>,
+    ) -> Summary {
+        Summary {
+            duration_ns,
+            end_reason: end_reason.to_owned(),
+            counters,
+            malformed_items: 0,
+            damon_end: None,
+            intervals: None,
+            kernel_hist: BTreeMap::new(),
+        }
+    }
 }
 
 /// One function's in-kernel histogram (kernel mode), summed over CPUs, cumulative since the

@@ -53,23 +53,8 @@ fn rec(i: u64) -> CallRecord {
 
 fn summary(records: u64) -> Summary {
     let mut counters = BTreeMap::new();
-    counters.insert(
-        3,
-        FunctionCounters {
-            calls: records,
-            emitted: records,
-            ..Default::default()
-        },
-    );
-    Summary {
-        duration_ns: 5,
-        end_reason: "duration".into(),
-        counters,
-        malformed_items: 0,
-        damon_end: None,
-        intervals: None,
-        kernel_hist: Default::default(),
-    }
+    counters.insert(3, FunctionCounters::all_recorded(records));
+    Summary::new(5, "duration", counters)
 }
 
 /// Writes `records` records, flushing every `per_chunk`, finished or not.

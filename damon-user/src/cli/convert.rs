@@ -1,7 +1,7 @@
 //! The one place where command-line arguments become the domain's vocabulary
 //! (`crate::trace`): each conversion once, so that nothing past a command's entry point needs
 //! a clap type.
-use super::{AttachArg, CalibrationArgs, ModeArg, ModeArgs, Selection};
+use super::{AttachArg, CalibrationArgs, ModeArg, ModeArgs, Selection, TraceArgs};
 use crate::trace::{
     AttachChoice, AttachMethod, CalibrationPlan, FunctionNames, ModeConfig, SessionConfig,
     TraceMode,
@@ -65,6 +65,14 @@ impl Selection {
             ring_size,
             calibration: calibration.map(CalibrationPlan::from),
         })
+    }
+}
+
+impl TraceArgs {
+    /// What the session of `record` or `live` traces, with a ring of `ring_size` bytes.
+    pub fn session_config(&self, ring_size: u32) -> anyhow::Result<SessionConfig> {
+        self.selection
+            .session_config(self.mode, ring_size, Some(&self.calibration))
     }
 }
 

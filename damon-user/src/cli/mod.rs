@@ -69,6 +69,17 @@ pub struct DoctorArgs {
     pub selection: Selection,
 }
 
+/// What `record` and `live` trace and how, and whether they measure the probe floor first.
+#[derive(Debug, Args, Clone)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
 /// Which functions to trace and how.
 #[derive(Debug, Args, Clone)]
 pub struct Selection {
@@ -132,11 +143,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
-    pub selection: Selection,
-    #[command(flatten)]
-    pub mode: ModeArgs,
-    #[command(flatten)]
-    pub calibration: CalibrationArgs,
+    pub trace: TraceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -163,11 +170,7 @@ pub struct LiveArgs {
     #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
     pub ring_size: u32,
     #[command(flatten)]
-    pub selection: Selection,
-    #[command(flatten)]
-    pub mode: ModeArgs,
-    #[command(flatten)]
-    pub calibration: CalibrationArgs,
+    pub trace: TraceArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

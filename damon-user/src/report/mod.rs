@@ -236,11 +236,7 @@ pub fn check_functions(capture: &Capture, names: &[String]) -> Result<(), UsageE
 pub fn counters(capture: &Capture, id: u32, count: u64) -> FunctionCounters {
     match &capture.summary {
         Some(s) => s.counters.get(&id).copied().unwrap_or_default(),
-        None => FunctionCounters {
-            calls: count,
-            emitted: count,
-            ..Default::default()
-        },
+        None => FunctionCounters::all_recorded(count),
     }
 }
 

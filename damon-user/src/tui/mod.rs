@@ -149,15 +149,11 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     // A replay is narrowed to names its capture has (user-named functions included), not to
     // the built-in ones.
     let config = match args.replay {
-        None => Some(args.selection.session_config(
-            args.mode,
-            args.ring_size,
-            Some(&args.calibration),
-        )?),
+        None => Some(args.trace.session_config(args.ring_size)?),
         Some(_) => None,
     };
     let replay = match &args.replay {
-        Some(path) => Some(narrowed(read_file(path)?, &args.selection.functions)?),
+        Some(path) => Some(narrowed(read_file(path)?, &args.trace.selection.functions)?),
         None => None,
     };
     if !std::io::stdout().is_terminal() {

@@ -258,13 +258,8 @@ impl ReplaySchedule {
             c.emitted += 1;
         }
         Summary {
-            duration_ns: self.now_ns,
-            end_reason: "snapshot".to_owned(),
-            counters,
-            malformed_items: 0,
-            damon_end: None,
-            intervals: None,
             kernel_hist,
+            ..Summary::new(self.now_ns, "snapshot", counters)
         }
     }
 }

@@ -127,13 +127,12 @@ impl Collector {
     pub fn snapshot_summary(&self) -> anyhow::Result<Summary> {
         match self {
             Collector::Live(l) => Ok(Summary {
-                duration_ns: l.started.elapsed().as_nanos() as u64,
-                end_reason: "snapshot".to_owned(),
-                counters: l.session.counters()?,
-                malformed_items: 0,
-                damon_end: None,
-                intervals: None,
                 kernel_hist: l.session.kernel_histograms()?,
+                ..Summary::new(
+                    l.started.elapsed().as_nanos() as u64,
+                    "snapshot",
+                    l.session.counters()?,
+                )
             }),
             Collector::Replay(r) => Ok(r.schedule().snapshot_summary()),
         }

@@ -33,14 +33,7 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
         .collect();
     let n = records.len() as u64;
     let mut counters = BTreeMap::new();
-    counters.insert(
-        3,
-        FunctionCounters {
-            calls: n,
-            emitted: n,
-            ..Default::default()
-        },
-    );
+    counters.insert(3, FunctionCounters::all_recorded(n));
     let status = |name: &str, id, attach| FunctionStatus {
         name: name.into(),
         id,
@@ -72,14 +65,11 @@ pub(super) fn capture_of(timer: &[u64], migrate: &[u64]) -> Capture {
             ..Default::default()
         }));
     let n = migrate.len() as u64;
-    c.summary.as_mut().expect("summary").counters.insert(
-        2,
-        FunctionCounters {
-            calls: n,
-            emitted: n,
-            ..Default::default()
-        },
-    );
+    c.summary
+        .as_mut()
+        .expect("summary")
+        .counters
+        .insert(2, FunctionCounters::all_recorded(n));
     c
 }
 

@@ -86,15 +86,7 @@ pub(crate) fn stream_capture(
             args: Vec::new(),
         },
         records,
-        summary: end.map(|(duration_ns, counters)| Summary {
-            duration_ns,
-            end_reason: "duration".into(),
-            counters,
-            malformed_items: 0,
-            damon_end: None,
-            intervals: None,
-            kernel_hist: Default::default(),
-        }),
+        summary: end.map(|(duration_ns, counters)| Summary::new(duration_ns, "duration", counters)),
         marks: Vec::new(),
         hist_snapshots: Vec::new(),
     }
