@@ -4,16 +4,9 @@ use crate::{
         Inputs, build,
         kernel::{MAX_EXPANDED, Resolution, proportional, rebucket, side, stats},
     },
-    report::{ReportOptions, Selected},
+    report::{ReportOptions, Selected, tests::opts},
     stats::kernel_hist,
 };
-
-fn opts() -> ReportOptions {
-    ReportOptions {
-        bucket_ns: 20,
-        ..Default::default()
-    }
-}
 
 /// A kernel capture and a stream capture of the same durations compare as equal: same
 /// bucketed percentiles, same rows, no significant difference, resolution stated.

@@ -9,14 +9,10 @@ use std::{collections::BTreeMap, path::Path};
 use damon_common::CallRecord;
 
 use super::*;
-use crate::capture::{AttachState, FunctionCounters, FunctionStatus};
-
-fn opts() -> ReportOptions {
-    ReportOptions {
-        bucket_ns: 20,
-        ..Default::default()
-    }
-}
+use crate::{
+    capture::{AttachState, FunctionCounters, FunctionStatus},
+    report::tests::{opts, warning},
+};
 
 /// A capture of lock_timer_base (id 3) with these durations, plus damon_migrate_pages (id 2)
 /// in the given attach state.
@@ -294,11 +290,7 @@ fn different_work_is_flagged_everywhere() {
     let c = compare(&b, &a);
     let f = timer(&c);
     assert!(f.workload_differs);
-    let w = c
-        .warnings
-        .iter()
-        .find(|w| w.contains("different work"))
-        .expect("workload warning");
+    let w = warning(&c.warnings, "different work");
     assert!(w.contains("calls/s before 62.0, after 245"), "{w}");
     assert!(render::table(&c).contains("warning: lock_timer_base: the sides did different work"));
     assert!(

@@ -4,15 +4,9 @@ use crate::{
         ReportOptions, build,
         kernel::{NOT_AVAILABLE, test_capture},
         render,
+        tests::opts,
     },
 };
-
-fn opts() -> ReportOptions {
-    ReportOptions {
-        bucket_ns: 20,
-        ..Default::default()
-    }
-}
 
 #[test]
 fn same_columns_from_buckets_with_exact_count_mean_min_max() {

@@ -10,11 +10,20 @@ use damon_common::CallRecord;
 use super::*;
 use crate::capture::{AttachState, FunctionStatus, Meta, Summary, format::read_file};
 
-fn opts() -> ReportOptions {
+/// 20 ns rows, nothing filtered: the options of the report and compare tests.
+pub(crate) fn opts() -> ReportOptions {
     ReportOptions {
         bucket_ns: 20,
         ..Default::default()
     }
+}
+
+/// The first warning that contains `part` (the test fails without one).
+pub(crate) fn warning<'a>(warnings: &'a [String], part: &str) -> &'a str {
+    warnings
+        .iter()
+        .find(|w| w.contains(part))
+        .unwrap_or_else(|| panic!("no warning with `{part}` in {warnings:?}"))
 }
 
 pub(crate) fn capture(summary: bool) -> Capture {
@@ -490,11 +499,7 @@ fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
         "{:?}",
         r.warnings
     );
-    let w = r
-        .warnings
-        .iter()
-        .find(|w| w.contains("damon_hot_score were not recorded"))
-        .expect("a drop warning");
+    let w = warning(&r.warnings, "damon_hot_score were not recorded");
     assert!(w.starts_with("6 of 18 calls"), "{w}");
     for part in [
         "skipped the entry probe of 5",
@@ -516,11 +521,7 @@ fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
     // calls: no remedy of switching to kprobe, no durations that may span two calls.
     c.meta.functions[0].attach = AttachState::Kprobe;
     let r = build(&c, &opts()).expect("report");
-    let w = r
-        .warnings
-        .iter()
-        .find(|w| w.contains("damon_hot_score were not recorded"))
-        .expect("a drop warning");
+    let w = warning(&r.warnings, "damon_hot_score were not recorded");
     assert!(w.contains("another kprobe or tracepoint program"), "{w}");
     assert!(
         !w.contains("--attach kprobe") && !w.contains("span two calls"),
