@@ -12,7 +12,8 @@ use std::{
     process::{Command, Stdio},
 };
 
-use common::{BIN, assert_error, assert_no_panic, data, error_line, meta_json, rewrite_meta, run};
+use common::{BIN, assert_error, assert_no_panic, data, error_line, run};
+use dtcap::{meta_json, rewrite_meta};
 
 /// Inputs the cases refer to, made in a temporary directory.
 struct Corpus {

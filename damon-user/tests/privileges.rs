@@ -9,7 +9,8 @@ mod common;
 
 use std::process::Command;
 
-use common::{BIN, Run, assert_error, assert_no_panic, data, meta_json, run_cmd};
+use common::{BIN, Run, assert_error, assert_no_panic, data, run_cmd};
+use dtcap::{addresses, kernel_address, meta_json};
 
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
@@ -195,49 +196,6 @@ fn input_errors_come_before_privileges() {
         let r = setpriv(NOBODY, BIN, &args);
         let line = assert_error(&format!("{args:?}"), &r, 2);
         assert!(!line.contains("CAP_"), "{line}");
-    }
-}
-
-/// The smallest kernel address on x86-64 with 5-level paging (the guests' Debian kernels use
-/// it: their pointers look like `0xff2f…`); with 4-level paging and on arm64 kernel space
-/// starts higher, at `0xffff_8000_0000_0000`.
-const KERNEL_SPACE: u64 = 0xff00_0000_0000_0000;
-/// Above this are small negative numbers (errno values as u64), not addresses.
-const NEGATIVE_SMALL: u64 = 0xffff_ffff_ffff_0000;
-
-fn kernel_address(v: u64) -> bool {
-    (KERNEL_SPACE..NEGATIVE_SMALL).contains(&v)
-}
-
-/// Kernel-address-looking values anywhere in a JSON value: numbers in the kernel's half of
-/// the address space, and strings holding 16 hex digits that start with ff.
-fn addresses(v: &serde_json::Value, path: &str, found: &mut Vec<String>) {
-    match v {
-        serde_json::Value::Number(n) if n.as_u64().is_some_and(kernel_address) => {
-            found.push(format!("{path} = {n}"));
-        }
-        serde_json::Value::String(s) => {
-            let lower = s.to_ascii_lowercase();
-            let hex: Vec<&str> = lower
-                .split(|c: char| !c.is_ascii_hexdigit())
-                .filter(|w| !w.is_empty())
-                .collect();
-            // `0xffff…` splits into "0" and the digits ('x' is not a hex digit).
-            if hex.iter().any(|w| w.len() == 16 && w.starts_with("ff")) {
-                found.push(format!("{path} = {s:?}"));
-            }
-        }
-        serde_json::Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                addresses(x, &format!("{path}[{i}]"), found);
-            }
-        }
-        serde_json::Value::Object(o) => {
-            for (k, x) in o {
-                addresses(x, &format!("{path}.{k}"), found);
-            }
-        }
-        _ => {}
     }
 }
 

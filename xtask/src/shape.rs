@@ -47,6 +47,7 @@ const SOURCE_DIRS: &[&str] = &[
     "damon-common/src",
     "damon-ebpf/src",
     "damon-user/src",
+    "dtcap/src",
     "xtask/src",
 ];
 /// Test folders: their functions are measured, their files' length is not.

@@ -5,7 +5,6 @@
 use std::{fs, time::Duration};
 
 mod common;
-mod dtcap;
 use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     kernel::Kernel,

@@ -11,7 +11,6 @@
 use std::{collections::BTreeMap, fs, time::Duration};
 
 mod common;
-mod dtcap;
 use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
 use xtask::{
     guest::GuestRun,

@@ -9,7 +9,6 @@
 use std::{fs, path::Path, time::Duration};
 
 mod common;
-mod dtcap;
 use common::{function, json, u};
 use xtask::kernel::Kernel;
 

@@ -1,10 +1,11 @@
-//! Captures read by the VM tests themselves, not by `damon-trace`: the file layout of
-//! docs/capture-format.md (version 2: zstd chunks behind a CRC'd header, record columns of
-//! LEB128 varints), so that what a test checks in a capture does not come through the reader
-//! or the exporter under test. Also: the same capture with its metadata's `mode` changed
-//! (a `--mode both` capture reported as the kernel-mode capture of the same calls), and the
-//! kernel-address rule of `damon-user/tests/privileges.rs` applied to a capture.
-#![allow(dead_code)] // each test file uses a subset
+//! Captures read by the tests themselves, not by `damon-trace`: the file layout of
+//! docs/capture-format.md (version 1: raw chunks; version 2: zstd chunks behind a CRC'd header,
+//! record columns of LEB128 varints), so that what a test checks in a capture does not come
+//! through the reader or the exporter under test. Also: a capture with its metadata rewritten
+//! (what another damon-trace could have written, or a `--mode both` capture reported as the
+//! kernel-mode capture of the same calls), and the kernel-address rule that no capture may
+//! break. Used by damon-user's binary-level tests and xtask's guest tests; it shares no code
+//! with damon-trace on purpose.
 use std::path::Path;
 
 /// One call record, all columns.
@@ -59,37 +60,49 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"))
 }
 
-/// The chunks of a version-2 capture, each checked against its CRC and decompressed.
-pub fn chunks(bytes: &[u8]) -> Vec<(u32, Vec<u8>)> {
+/// The file header and chunks of a capture, undone: (format version, [(kind, payload)]);
+/// version 2's chunks are each checked against their CRC and decompressed.
+pub fn chunks(bytes: &[u8]) -> (u32, Vec<(u32, Vec<u8>)>) {
     assert_eq!(&bytes[..8], b"DMNTRCAP", "not a capture");
-    assert_eq!(u32_at(bytes, 8), 2, "capture format version");
+    let version = u32_at(bytes, 8);
     let mut out = Vec::new();
     let mut pos = HEADER;
     while pos < bytes.len() {
-        let (kind, raw_len, stored_len) = (
-            u32_at(bytes, pos),
-            u32_at(bytes, pos + 4),
-            u32_at(bytes, pos + 8) as usize,
-        );
+        let kind = u32_at(bytes, pos);
         let start = pos + 16;
-        let stored = &bytes[start..start + stored_len];
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&bytes[pos..pos + 12]);
-        crc.update(stored);
-        assert_eq!(
-            crc.finalize(),
-            u32_at(bytes, pos + 12),
-            "chunk at {pos}: CRC"
-        );
-        let mut raw = vec![0u8; raw_len as usize];
-        let n = ruzstd::decoding::FrameDecoder::new()
-            .decode_all(stored, &mut raw)
-            .unwrap_or_else(|e| panic!("chunk at {pos}: zstd: {e}"));
-        assert_eq!(n, raw.len(), "chunk at {pos}: length");
-        out.push((kind, raw));
-        pos = start + stored_len;
+        match version {
+            1 => {
+                let len = u64::from_le_bytes(bytes[pos + 8..start].try_into().expect("8 bytes"));
+                pos = start + len as usize;
+                out.push((kind, bytes[start..pos].to_vec()));
+            }
+            2 => {
+                let (raw_len, stored_len) = (u32_at(bytes, pos + 4), u32_at(bytes, pos + 8));
+                let stored = &bytes[start..start + stored_len as usize];
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(&bytes[pos..pos + 12]);
+                crc.update(stored);
+                let want = u32_at(bytes, pos + 12);
+                assert_eq!(crc.finalize(), want, "chunk at {pos}: CRC");
+                let mut raw = vec![0u8; raw_len as usize];
+                let n = ruzstd::decoding::FrameDecoder::new()
+                    .decode_all(stored, &mut raw)
+                    .unwrap_or_else(|e| panic!("chunk at {pos}: zstd: {e}"));
+                assert_eq!(n, raw.len(), "chunk at {pos}: length");
+                out.push((kind, raw));
+                pos = start + stored.len();
+            }
+            v => panic!("capture format version {v}"),
+        }
     }
-    out
+    (version, out)
+}
+
+/// The metadata JSON of a capture file (its first chunk).
+pub fn meta_json(bytes: &[u8]) -> serde_json::Value {
+    let (_, chunks) = chunks(bytes);
+    assert_eq!(chunks.first().map(|c| c.0), Some(1), "metadata first");
+    serde_json::from_slice(&chunks[0].1).expect("metadata JSON")
 }
 
 struct Varints<'a>(&'a [u8]);
@@ -158,9 +171,9 @@ fn records(raw: &[u8], with_args: bool) -> Vec<Record> {
 /// Reads a version-2 capture file.
 pub fn read(path: &Path) -> Capture {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let chunks = chunks(&bytes);
-    assert_eq!(chunks.first().map(|c| c.0), Some(1), "metadata first");
-    let meta = serde_json::from_slice(&chunks[0].1).expect("metadata JSON");
+    let meta = meta_json(&bytes);
+    let (version, chunks) = chunks(&bytes);
+    assert_eq!(version, 2, "capture format version");
     let mut summary = None;
     let mut recs = Vec::new();
     for (kind, raw) in &chunks {
@@ -179,8 +192,8 @@ pub fn read(path: &Path) -> Capture {
     }
 }
 
-/// One chunk framed as the format frames it (zstd, CRC over header and payload).
-fn encode_chunk(kind: u32, raw: &[u8]) -> Vec<u8> {
+/// One version-2 chunk framed as the format frames it (zstd, CRC over header and payload).
+pub fn encode_chunk(kind: u32, raw: &[u8]) -> Vec<u8> {
     let stored =
         ruzstd::encoding::compress_to_vec(raw, ruzstd::encoding::CompressionLevel::Fastest);
     let mut out = Vec::new();
@@ -195,42 +208,52 @@ fn encode_chunk(kind: u32, raw: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A version-2 capture with its metadata changed by `edit` and every other chunk as it was,
+/// with valid checksums: what another damon-trace could have written.
+pub fn rewrite_meta(v2: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let (version, chunks) = chunks(v2);
+    assert_eq!(version, 2, "rewrite a version-2 capture");
+    let mut out = v2[..HEADER].to_vec();
+    let mut edit = Some(edit);
+    for (kind, raw) in chunks {
+        match (kind, edit.take()) {
+            (1, Some(edit)) => {
+                let mut meta: serde_json::Value = serde_json::from_slice(&raw).expect("meta");
+                edit(&mut meta);
+                let raw = serde_json::to_vec(&meta).expect("json");
+                out.extend(encode_chunk(kind, &raw));
+            }
+            (_, e) => {
+                edit = e;
+                out.extend(encode_chunk(kind, &raw));
+            }
+        }
+    }
+    out
+}
+
 /// Writes `from` to `to` with the metadata's `mode` set to `mode`, every other chunk as it was.
 pub fn write_with_mode(from: &Path, to: &Path, mode: &str) {
     let bytes = std::fs::read(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
-    let mut out = bytes[..HEADER].to_vec();
-    for (i, (kind, raw)) in chunks(&bytes).into_iter().enumerate() {
-        if i == 0 {
-            let mut meta: serde_json::Value = serde_json::from_slice(&raw).expect("meta");
-            meta["mode"] = mode.into();
-            out.extend(encode_chunk(
-                kind,
-                &serde_json::to_vec(&meta).expect("json"),
-            ));
-        } else {
-            out.extend(encode_chunk(kind, &raw));
-        }
-    }
+    let out = rewrite_meta(&bytes, |meta| meta["mode"] = mode.into());
     std::fs::write(to, out).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
 }
 
 /// The smallest kernel address on x86-64 with 5-level paging (LA57), which the TCG guests
-/// run: their `lock_timer_base` returns pointers like 0xff2f_…, below the 4-level kernel half
-/// (0xffff_8000_…) that privileges.rs starts at.
+/// run: their `lock_timer_base` returns pointers like 0xff2f_…; with 4-level paging and on
+/// arm64 kernel space starts higher, at `0xffff_8000_0000_0000`.
 const KERNEL_SPACE: u64 = 0xff00_0000_0000_0000;
 /// Above this are small negative numbers (errno values as u64), not addresses.
 const NEGATIVE_SMALL: u64 = 0xffff_ffff_ffff_0000;
 
-/// The rule of `damon-user/tests/privileges.rs` (`captures_hold_no_kernel_addresses`, which
-/// scans the committed fixtures), widened to 5-level paging: a value in the kernel's part of
-/// the address space that is not a small negative number.
+/// A value in the kernel's part of the address space that is not a small negative number.
 pub fn kernel_address(v: u64) -> bool {
     (KERNEL_SPACE..NEGATIVE_SMALL).contains(&v)
 }
 
-/// Kernel-address-looking values anywhere in a JSON value (the rule of privileges.rs, widened
-/// to 5-level paging): numbers in the kernel's part of the address space, and strings holding
-/// 16 hex digits that start with ff.
+/// Kernel-address-looking values anywhere in a JSON value: numbers in the kernel's part of
+/// the address space, and strings holding 16 hex digits that start with ff (`0xffff…` splits
+/// into "0" and the digits: 'x' is not a hex digit).
 pub fn addresses(v: &serde_json::Value, path: &str, found: &mut Vec<String>) {
     match v {
         serde_json::Value::Number(n) if n.as_u64().is_some_and(kernel_address) => {
@@ -303,4 +326,58 @@ pub fn nearest_rank(sorted: &[u64], milli_pct: u64) -> u64 {
     assert!(n > 0, "percentile of nothing");
     let rank = (milli_pct * n).div_ceil(100_000).clamp(1, n);
     sorted[rank as usize - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> Vec<u8> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../damon-user/tests/data/values-7.2.dtcap"
+        );
+        std::fs::read(path).expect("fixture")
+    }
+
+    #[test]
+    fn rewriting_the_metadata_keeps_every_other_chunk() {
+        let bytes = fixture();
+        let (version, before) = chunks(&bytes);
+        assert_eq!(version, 2);
+        let out = rewrite_meta(&bytes, |m| m["mode"] = "kernel".into());
+        let (_, after) = chunks(&out);
+        assert_eq!(meta_json(&out)["mode"], "kernel");
+        assert_eq!(before.len(), after.len());
+        assert_eq!(before[1..], after[1..], "chunks after the metadata");
+    }
+
+    #[test]
+    #[should_panic(expected = "CRC")]
+    fn a_flipped_byte_fails_its_chunk_crc() {
+        let mut bytes = fixture();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        chunks(&bytes);
+    }
+
+    #[test]
+    fn records_carry_their_arguments() {
+        let dir = std::env::temp_dir().join(format!("dtcap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("c.dtcap");
+        std::fs::write(&path, fixture()).expect("write");
+        let c = read(&path);
+        assert!(!c.records.is_empty());
+        assert!(
+            c.records.iter().any(|r| r.arg0 != 0),
+            "values-7.2 records arguments"
+        );
+        assert!(
+            kernel_addresses(&c).is_empty(),
+            "{:?}",
+            kernel_addresses(&c)
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
