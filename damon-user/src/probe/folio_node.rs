@@ -50,19 +50,11 @@ pub fn node_pfn_ranges(sys: &Path) -> Result<Vec<NodePfnRange>, String> {
     let entries =
         fs::read_dir(&node_dir).map_err(|e| format!("reading {}: {e}", node_dir.display()))?;
     for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(nid) = name
-            .strip_prefix("node")
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
+        let Some(nid) = numbered::<u32>(&e, "node") else {
             continue;
         };
         for m in fs::read_dir(e.path()).into_iter().flatten().flatten() {
-            let mname = m.file_name().to_string_lossy().into_owned();
-            let Some(block) = mname
-                .strip_prefix("memory")
-                .and_then(|b| b.parse::<u64>().ok())
-            else {
+            let Some(block) = numbered::<u64>(&m, "memory") else {
                 continue;
             };
             owner
@@ -98,6 +90,16 @@ pub fn node_pfn_ranges(sys: &Path) -> Result<Vec<NodePfnRange>, String> {
         ));
     }
     Ok(ranges)
+}
+
+/// N of a sysfs entry named `<prefix>N` (`node1`, `memory32`); `None` for other entries.
+fn numbered<T: std::str::FromStr>(entry: &fs::DirEntry, prefix: &str) -> Option<T> {
+    entry
+        .file_name()
+        .to_str()?
+        .strip_prefix(prefix)?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -78,15 +78,37 @@ impl Hasher for IntHasher {
     }
 }
 
-/// One second of records.
+/// What every tally keeps besides its latency slots.
 #[derive(Debug, Clone, Default)]
-struct Slice {
-    slots: HashMap<usize, u64, BuildHasherDefault<IntHasher>>,
+struct Moments {
     count: u64,
     sum: u128,
     min: Option<u64>,
     max: Option<u64>,
     scores: Option<ScoreCounts>,
+}
+
+impl Moments {
+    fn new(keeps_scores: bool) -> Moments {
+        Moments {
+            scores: keeps_scores.then(ScoreCounts::default),
+            ..Moments::default()
+        }
+    }
+
+    /// `n` calls known to lie in `lo..=top`.
+    fn add(&mut self, n: u64, lo: u64, top: u64) {
+        self.count += n;
+        self.min = extend(self.min, Some(lo), u64::min);
+        self.max = extend(self.max, Some(top), u64::max);
+    }
+}
+
+/// One second of records.
+#[derive(Debug, Clone, Default)]
+struct Slice {
+    slots: HashMap<usize, u64, BuildHasherDefault<IntHasher>>,
+    m: Moments,
 }
 
 /// A latency distribution as the screen needs it.
@@ -119,22 +141,14 @@ impl Distribution<'_> {
 #[derive(Debug, Clone)]
 struct Totals {
     latency: LatencyHistogram,
-    count: u64,
-    sum: u128,
-    min: Option<u64>,
-    max: Option<u64>,
-    scores: Option<ScoreCounts>,
+    m: Moments,
 }
 
 impl Totals {
     fn new(keeps_scores: bool) -> Totals {
         Totals {
             latency: LatencyHistogram::default(),
-            count: 0,
-            sum: 0,
-            min: None,
-            max: None,
-            scores: keeps_scores.then(ScoreCounts::default),
+            m: Moments::new(keeps_scores),
         }
     }
 }
@@ -165,7 +179,7 @@ impl FunctionStats {
             window: Totals::new(keeps_scores),
             closed: VecDeque::new(),
             open: Slice {
-                scores: keeps_scores.then(ScoreCounts::default),
+                m: Moments::new(keeps_scores),
                 ..Slice::default()
             },
             window_secs: window_secs.max(1) as usize,
@@ -173,25 +187,13 @@ impl FunctionStats {
     }
 
     pub fn record(&mut self, duration_ns: u64, value: i64) {
-        let slot = slot_of(duration_ns);
-        for t in [&mut self.since_start, &mut self.window] {
-            t.latency.add_to_slot(slot, 1);
-            t.count += 1;
-            t.sum += u128::from(duration_ns);
-            t.min = extend(t.min, Some(duration_ns), u64::min);
-            t.max = extend(t.max, Some(duration_ns), u64::max);
-            if let Some(s) = &mut t.scores {
+        self.add_to_slot(slot_of(duration_ns), 1);
+        for m in self.moments() {
+            m.add(1, duration_ns, duration_ns);
+            m.sum += u128::from(duration_ns);
+            if let Some(s) = &mut m.scores {
                 s.add(value);
             }
-        }
-        let o = &mut self.open;
-        *o.slots.entry(slot).or_default() += 1;
-        o.count += 1;
-        o.sum += u128::from(duration_ns);
-        o.min = extend(o.min, Some(duration_ns), u64::min);
-        o.max = extend(o.max, Some(duration_ns), u64::max);
-        if let Some(s) = &mut o.scores {
-            s.add(value);
         }
     }
 
@@ -202,37 +204,44 @@ impl FunctionStats {
         if n == 0 {
             return;
         }
-        let slot = slot_of(top);
-        for t in [&mut self.since_start, &mut self.window] {
-            t.latency.add_to_slot(slot, n);
-            t.count += n;
-            t.min = extend(t.min, Some(lo), u64::min);
-            t.max = extend(t.max, Some(top), u64::max);
+        self.add_to_slot(slot_of(top), n);
+        for m in self.moments() {
+            m.add(n, lo, top);
         }
-        let o = &mut self.open;
-        *o.slots.entry(slot).or_default() += n;
-        o.count += n;
-        o.min = extend(o.min, Some(lo), u64::min);
-        o.max = extend(o.max, Some(top), u64::max);
     }
 
     /// Adds the exact total time of calls added with [`FunctionStats::record_bucket`].
     pub fn add_sum(&mut self, sum_ns: u64) {
-        self.since_start.sum += u128::from(sum_ns);
-        self.window.sum += u128::from(sum_ns);
-        self.open.sum += u128::from(sum_ns);
+        for m in self.moments() {
+            m.sum += u128::from(sum_ns);
+        }
+    }
+
+    /// Since start, the window and the open second: where every call is counted.
+    fn moments(&mut self) -> [&mut Moments; 3] {
+        [
+            &mut self.since_start.m,
+            &mut self.window.m,
+            &mut self.open.m,
+        ]
+    }
+
+    fn add_to_slot(&mut self, slot: usize, n: u64) {
+        self.since_start.latency.add_to_slot(slot, n);
+        self.window.latency.add_to_slot(slot, n);
+        *self.open.slots.entry(slot).or_default() += n;
     }
 
     /// Narrows the since-start extremes to exact ones (the kernel keeps them).
     pub fn set_exact_extremes(&mut self, min: u64, max: u64) {
-        self.since_start.min = Some(min);
-        self.since_start.max = Some(max);
+        self.since_start.m.min = Some(min);
+        self.since_start.m.max = Some(max);
     }
 
     /// Ends the current second; drops from the window the second that leaves it.
     pub fn close_second(&mut self) {
         let fresh = Slice {
-            scores: self.open.scores.as_ref().map(|_| ScoreCounts::default()),
+            m: Moments::new(self.open.m.scores.is_some()),
             ..Slice::default()
         };
         self.closed
@@ -245,9 +254,9 @@ impl FunctionStats {
             for (&slot, &n) in &old.slots {
                 w.latency.remove_from_slot(slot, n);
             }
-            w.count = w.count.saturating_sub(old.count);
-            w.sum = w.sum.saturating_sub(old.sum);
-            if let (Some(ws), Some(os)) = (&mut w.scores, &old.scores) {
+            w.m.count = w.m.count.saturating_sub(old.m.count);
+            w.m.sum = w.m.sum.saturating_sub(old.m.sum);
+            if let (Some(ws), Some(os)) = (&mut w.m.scores, &old.m.scores) {
                 ws.subtract(os);
             }
         }
@@ -256,10 +265,10 @@ impl FunctionStats {
             .iter()
             .chain(std::iter::once(&self.open))
             .fold((None, None), |(mn, mx), s| {
-                (extend(mn, s.min, u64::min), extend(mx, s.max, u64::max))
+                (extend(mn, s.m.min, u64::min), extend(mx, s.m.max, u64::max))
             });
-        self.window.min = min;
-        self.window.max = max;
+        self.window.m.min = min;
+        self.window.m.max = max;
     }
 
     pub fn since_start(&self) -> Distribution<'_> {
@@ -274,11 +283,11 @@ impl FunctionStats {
 fn view(t: &Totals) -> Distribution<'_> {
     Distribution {
         latency: &t.latency,
-        count: t.count,
-        sum: t.sum,
-        min: t.min,
-        max: t.max,
-        scores: t.scores.as_ref(),
+        count: t.m.count,
+        sum: t.m.sum,
+        min: t.m.min,
+        max: t.m.max,
+        scores: t.m.scores.as_ref(),
     }
 }
 

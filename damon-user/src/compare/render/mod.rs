@@ -223,6 +223,24 @@ fn grid_note(f: &FunctionComparison) -> Option<String> {
     crate::report::render::note_for(&f.grid)
 }
 
+/// The legend under the tables, then what only one side has: the same words in both
+/// renderers (Markdown starts a sentence where the text continues one).
+fn closing(c: &Comparison, out: &mut String, markdown: bool) {
+    let (l, verdicts, end, prefix) = if markdown {
+        ("L", ". Verdicts", ".", "\n> ")
+    } else {
+        ("l", "; verdicts", "", "")
+    };
+    let _ = writeln!(
+        out,
+        "\n{l}atencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
+         largest per-run value{verdicts}: {}{end}",
+        corrected_note(c),
+        c.method.verdict
+    );
+    footer(c, out, prefix);
+}
+
 fn footer(c: &Comparison, out: &mut String, prefix: &str) {
     if !c.only_before.is_empty() {
         let _ = writeln!(

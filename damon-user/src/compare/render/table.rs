@@ -2,8 +2,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    ci_head, corrected_note, corrected_rows, footer, grid_note, range_cells, side_line, stat_rows,
-    test_lines,
+    ci_head, closing, corrected_rows, grid_note, range_cells, side_line, stat_rows, test_lines,
 };
 use crate::{
     compare::{Comparison, FunctionComparison, values::DistComparison},
@@ -18,14 +17,7 @@ pub fn table(c: &Comparison) -> String {
     for f in &c.functions {
         function(&mut out, f);
     }
-    let _ = writeln!(
-        out,
-        "\nlatencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
-         largest per-run value; verdicts: {}",
-        corrected_note(c),
-        c.method.verdict
-    );
-    footer(c, &mut out, "");
+    closing(c, &mut out, false);
     out
 }
 
