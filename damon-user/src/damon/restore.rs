@@ -262,8 +262,15 @@ impl Drop for RestoreGuard {
 mod tests {
     use super::*;
 
+    /// A DAMON sysfs tree in a fresh temporary directory (removed when the first value drops).
+    fn seed(damon_stat: Option<&str>) -> (tempfile::TempDir, SysfsRoot) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = seed_at(dir.path(), damon_stat);
+        (dir, root)
+    }
+
     /// A stopped kdamond left configured by someone else, plus read-only and result files.
-    fn seed(root: &Path, damon_stat: Option<&str>) -> SysfsRoot {
+    fn seed_at(root: &Path, damon_stat: Option<&str>) -> SysfsRoot {
         let kd = root.join("sys/kernel/mm/damon/admin/kdamonds");
         let ctx = kd.join("0/contexts/0");
         let s = ctx.join("schemes/0");
@@ -310,8 +317,7 @@ mod tests {
 
     #[test]
     fn capture_orders_config_and_skips_state_and_results() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = seed(dir.path(), None);
+        let (_dir, root) = seed(None);
         let prior = PriorState::capture(&root).expect("capture");
         assert_eq!(prior.nr_kdamonds, 1);
         assert_eq!(prior.damon_stat_enabled, None);
@@ -340,8 +346,7 @@ mod tests {
 
     #[test]
     fn guard_restores_counts_config_and_damon_stat_on_drop() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = seed(dir.path(), Some("Y"));
+        let (_dir, root) = seed(Some("Y"));
         let kd = root.kdamonds();
         let prior = PriorState::capture(&root).expect("capture");
         assert_eq!(prior.damon_stat_enabled, Some(true));
@@ -406,8 +411,7 @@ mod tests {
 
     #[test]
     fn refuses_when_another_kdamond_runs_or_an_exclusive_module_is_on() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = seed(dir.path(), Some("Y"));
+        let (dir, root) = seed(Some("Y"));
         write_attr(&root.kdamonds().join("0/state"), "on").expect("w");
         write_attr(&root.kdamonds().join("0/pid"), "77").expect("w");
         let err = PriorState::capture(&root).expect_err("must refuse");
@@ -436,34 +440,30 @@ mod tests {
     #[test]
     fn guardian_restores_what_a_killed_scenario_announced() {
         use super::super::guardian::{Heard, act};
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = seed(dir.path(), Some("Y"));
+        let (_dir, root) = seed(Some("Y"));
         let kd = root.kdamonds();
         let prior = PriorState::capture(&root).expect("capture");
         // What the scenario did before it was killed.
         write_attr(&root.module_enabled(DAMON_STAT), "N").expect("w");
         write_attr(&kd.join("0/contexts/0/operations"), "vaddr").expect("w");
-        let dismissed = Heard {
-            stat_disabled: true,
-            kdamonds_touched: true,
-            dismissed: true,
-            ..Heard::default()
-        };
-        assert!(!act(&root, &prior, &dismissed).expect("nothing to do"));
-        let restored = Heard {
-            stat_disabled: true,
-            kdamonds_touched: true,
-            restored: true,
-            ..Heard::default()
-        };
-        assert!(!act(&root, &prior, &restored).expect("nothing to do"));
-        let ctx = kd.join("0/contexts/0");
-        assert_eq!(read_attr(&ctx.join("operations")).expect("r"), "vaddr");
+        // The scenario announced both changes, then how it ended (if it could).
         let killed = Heard {
             stat_disabled: true,
             kdamonds_touched: true,
             ..Heard::default()
         };
+        let dismissed = Heard {
+            dismissed: true,
+            ..killed.clone()
+        };
+        assert!(!act(&root, &prior, &dismissed).expect("nothing to do"));
+        let restored = Heard {
+            restored: true,
+            ..killed.clone()
+        };
+        assert!(!act(&root, &prior, &restored).expect("nothing to do"));
+        let ctx = kd.join("0/contexts/0");
+        assert_eq!(read_attr(&ctx.join("operations")).expect("r"), "vaddr");
         assert!(act(&root, &prior, &killed).expect("restore"));
         assert_eq!(read_attr(&ctx.join("operations")).expect("r"), "paddr");
         assert_eq!(read_attr(&root.module_enabled(DAMON_STAT)).expect("r"), "Y");
