@@ -60,10 +60,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether the error is stdout's reader going away (EPIPE), wherever it was wrapped: an
+/// `io::Error` in the chain, or one inside a `serde_json::Error` (which hides its source from
+/// the chain, so `export --format json | head` used to end in `error: Broken pipe`).
 fn broken_pipe(err: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
     err.chain().any(|e| {
         e.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            .is_some_and(|e| e.kind() == BrokenPipe)
+            || e.downcast_ref::<serde_json::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(BrokenPipe))
     })
 }
 

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod convert;
 mod parse;
 
-pub use parse::{parse_duration, parse_ring_size, parse_speed};
+pub use parse::{parse_duration, parse_ring_size, parse_speed, parse_whole_seconds};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -133,11 +133,12 @@ pub struct RecordArgs {
     /// Capture file to write (created mode 0600; refused if it exists, unless --force).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-    /// How long to trace (e.g. 30s, 2m, 500ms). Ctrl-C ends earlier and still writes the file.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
+    /// How long to trace (e.g. 30s, 1m30s, 1.5m, 500ms; a bare number is seconds). Ctrl-C
+    /// ends earlier and still writes the file.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
-    /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
+    /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
+    #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
     pub ring_size: u32,
     /// Overwrite FILE if it exists.
     #[arg(long)]
@@ -163,11 +164,12 @@ pub struct LiveArgs {
     /// Width of the linear histogram buckets in ns (`+`/`-` change it on screen).
     #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000), allow_hyphen_values = true)]
     pub bucket_ns: u64,
-    /// Length of the sliding window in seconds (`w` switches between it and since-start).
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600), allow_hyphen_values = true)]
+    /// Length of the sliding window: seconds, or a duration such as 2m (1 s to 1 h; `w`
+    /// switches between it and since-start).
+    #[arg(long, value_name = "DURATION", default_value_t = 10, value_parser = |s: &str| parse_whole_seconds(s, 1, 3600), allow_hyphen_values = true)]
     pub window: u32,
-    /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
+    /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
+    #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
     pub ring_size: u32,
     #[command(flatten)]
     pub trace: TraceArgs,
@@ -287,11 +289,11 @@ pub struct ServeArgs {
     /// Address to listen on, e.g. 127.0.0.1:9464 or [::]:9464.
     #[arg(long, value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
-    /// Stop after this long (default: until SIGINT/SIGTERM).
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
+    /// Stop after this long (e.g. 10m, 1h30m; default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
-    /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
+    /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
+    #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
     pub ring_size: u32,
     #[command(flatten)]
     pub selection: Selection,
@@ -405,8 +407,8 @@ pub struct MigrateArgs {
 
 #[derive(Debug, Args)]
 pub struct ScenarioArgs {
-    /// How long to keep DAMON running before restoring the previous state.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
+    /// How long to keep DAMON running before restoring the previous state (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Size of the workload's mapping in MiB.
     #[arg(long, default_value_t = 256)]
