@@ -10,6 +10,7 @@ mod diagnosis;
 mod doctor;
 mod error;
 mod export;
+mod output;
 mod probe;
 mod record;
 mod report;
@@ -88,6 +89,14 @@ fn exit_status(err: &anyhow::Error) -> u8 {
 fn preflight(command: &Command) -> anyhow::Result<()> {
     use capture::format::check_output;
     match command {
+        Command::Record(a) if a.format.json() && capture::stdio::is_stdio(&a.output) => {
+            Err(error::UsageError(
+                "-o - and --format json both write to stdout: write the capture to a file, or \
+                 leave out --format json"
+                    .to_owned(),
+            )
+            .into())
+        }
         Command::Record(a) => {
             check_selection(&a.trace.selection)?;
             check_output(&a.output, a.force)?;
@@ -97,6 +106,14 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             Err(error::UsageError(
                 "--func chooses what to trace; a replay shows what its capture holds (narrow it \
                  with --functions NAMES)"
+                    .to_owned(),
+            )
+            .into())
+        }
+        Command::Live(a) if a.record.as_deref().is_some_and(capture::stdio::is_stdio) => {
+            Err(error::UsageError(
+                "live draws its screen on stdout, so --record - cannot write the capture there: \
+                 give a file name (or use `record -o -`)"
                     .to_owned(),
             )
             .into())
@@ -113,7 +130,7 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             diagnosis::privileges::require_privileges()
         }
         Command::Calibrate(_) => diagnosis::privileges::require_privileges(),
-        Command::Export(a) if a.output != std::path::Path::new("-") => {
+        Command::Export(a) if !capture::stdio::is_stdio(&a.output) => {
             Ok(check_output(&a.output, a.force)?)
         }
         Command::Compare(a) => match &a.plot {

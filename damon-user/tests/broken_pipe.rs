@@ -16,10 +16,20 @@ fn cases() -> Vec<Vec<String>> {
     let other = data("ab-after-7.2.dtcap").display().to_string();
     let mut cases = Vec::new();
     for f in ["json", "csv", "csv-buckets", "openmetrics"] {
-        cases.push(vec!["export".into(), cap.clone(), "--format".into(), f.into()]);
+        cases.push(vec![
+            "export".into(),
+            cap.clone(),
+            "--format".into(),
+            f.into(),
+        ]);
     }
     for f in ["table", "json", "csv", "markdown"] {
-        cases.push(vec!["report".into(), cap.clone(), "--format".into(), f.into()]);
+        cases.push(vec![
+            "report".into(),
+            cap.clone(),
+            "--format".into(),
+            f.into(),
+        ]);
     }
     for f in ["table", "json", "markdown"] {
         let (a, b) = (cap.clone(), other.clone());
@@ -40,7 +50,10 @@ fn run_closing_early(args: &[String], read: usize) -> (Option<i32>, String) {
     if read == 0 {
         drop(reader);
         let out = cmd.output().expect("spawn");
-        return (out.status.code(), String::from_utf8_lossy(&out.stderr).into());
+        return (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        );
     }
     let child = cmd.spawn().expect("spawn");
     // The parent's copy of the write end went into `cmd`; drop it so EOF can come.
@@ -49,7 +62,10 @@ fn run_closing_early(args: &[String], read: usize) -> (Option<i32>, String) {
     reader.read_exact(&mut head).expect("the first bytes");
     drop(reader);
     let out = child.wait_with_output().expect("wait");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]

@@ -155,11 +155,20 @@ mod tests {
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("168h"), Ok(Duration::from_secs(7 * 86400)));
         assert!(parse_duration("169h").is_err(), "over a week");
-        assert!(parse_duration("1m30").is_err(), "a number without unit after a part");
+        assert!(
+            parse_duration("1m30").is_err(),
+            "a number without unit after a part"
+        );
         assert!(parse_duration("1..5s").is_err());
-        assert!(parse_duration("99999999999999999999999999h").is_err(), "overflow");
+        assert!(
+            parse_duration("99999999999999999999999999h").is_err(),
+            "overflow"
+        );
         let err = parse_duration("3 fortnights").unwrap_err();
-        assert!(err.contains("`fortnights`") && err.contains("1m30s"), "{err}");
+        assert!(
+            err.contains("`fortnights`") && err.contains("1m30s"),
+            "{err}"
+        );
         assert!(parse_duration("").unwrap_err().contains("empty"));
     }
 
@@ -185,7 +194,11 @@ mod tests {
         assert!(parse_size("1.5M").is_err());
         let err = parse_size("8MB").unwrap_err();
         assert!(err.contains("`MB`") && err.contains("8MiB"), "{err}");
-        assert!(parse_size("99999999999G").unwrap_err().contains("too large"));
+        assert!(
+            parse_size("99999999999G")
+                .unwrap_err()
+                .contains("too large")
+        );
         assert!(parse_size("99999999999999999999").is_err());
     }
 
