@@ -39,21 +39,16 @@ const B: &str = "ab-after-7.2.dtcap";
 #[test]
 fn report_and_export_read_a_capture_from_stdin() {
     let file = data(B).display().to_string();
-    for format in ["table", "json", "csv", "markdown"] {
-        let direct = ok("report FILE", &run(&["report", &file, "--format", format]));
-        let piped = ok(
-            "report -",
-            &run_stdin(&["report", "-", "--format", format], B),
-        );
-        assert_eq!(piped, direct, "report - --format {format}");
-    }
-    for format in ["json", "csv", "csv-buckets", "openmetrics"] {
-        let direct = ok("export FILE", &run(&["export", &file, "--format", format]));
-        let piped = ok(
-            "export -",
-            &run_stdin(&["export", "-", "--format", format], B),
-        );
-        assert_eq!(piped, direct, "export - --format {format}");
+    let cases = [
+        ("report", ["table", "json", "csv", "markdown"]),
+        ("export", ["json", "csv", "csv-buckets", "openmetrics"]),
+    ];
+    for (command, formats) in cases {
+        for format in formats {
+            let direct = ok(command, &run(&[command, &file, "--format", format]));
+            let piped = ok(command, &run_stdin(&[command, "-", "--format", format], B));
+            assert_eq!(piped, direct, "{command} - --format {format}");
+        }
     }
 }
 
