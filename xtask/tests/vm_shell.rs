@@ -9,10 +9,10 @@ use xtask::kernel::Kernel;
 
 /// lock_timer_base runs system-wide, so no scenario is needed: 3 s record it.
 const CMD: &str = "set -e
-damon-trace record -o /out/a.dtcap --duration 3s --func lock_timer_base --format json \
+damon-trace record -o /out/a.dtcap --duration 3s --functions lock_timer_base --format json \
   > /out/summary.json 2> /out/record.err
 damon-trace report /out/a.dtcap --format json > /out/report.json
-damon-trace record -o - --duration 3s --func lock_timer_base --no-calibrate 2> /out/pipe.err \
+damon-trace record -o - --duration 3s --functions lock_timer_base --no-calibrate 2> /out/pipe.err \
   | damon-trace report - --format json > /out/piped.json";
 
 #[test]

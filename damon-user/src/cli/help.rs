@@ -5,7 +5,7 @@
 pub const DOCTOR: &str = "\
 Examples:
   damon-trace doctor
-  damon-trace doctor --func lock_timer_base --format json
+  damon-trace doctor --functions lock_timer_base --format json
   damon-trace doctor --functions damon_hot_score --attach kprobe
 
 Exit status:
@@ -16,7 +16,7 @@ Exit status:
 pub const LIVE: &str = "\
 Examples:
   sudo damon-trace live
-  sudo damon-trace live --func lock_timer_base --record run.dtcap
+  sudo damon-trace live --functions lock_timer_base --record run.dtcap
   damon-trace live --replay run.dtcap --speed 10
 
 Exit status:
@@ -27,7 +27,7 @@ Exit status:
 pub const RECORD: &str = "\
 Examples:
   sudo damon-trace record -o run.dtcap --duration 1m30s
-  sudo damon-trace record -o run.dtcap --func lock_timer_base --ring-size 8M
+  sudo damon-trace record -o run.dtcap --functions lock_timer_base --ring-size 8M
   sudo damon-trace record -o run.dtcap --duration 30s --format json
   sudo damon-trace record -o - --duration 10s | damon-trace report -
 
