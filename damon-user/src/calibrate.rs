@@ -14,12 +14,12 @@ use crate::{
 /// Exit 1 when no floor could be measured.
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     let cal = calibrate(&requests(args), args.calls, &mut progress_line);
-    let text = if args.json {
-        serde_json::to_string_pretty(&cal)? + "\n"
+    let text = if args.format.json() {
+        crate::output::json_document(&cal)?
     } else {
         crate::probe::calibration_text::render_text(&cal)
     };
-    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+    crate::output::write_stdout(&text)?;
     if cal.status != CalibrationStatus::Ok {
         bail!(
             "no probe floor could be measured (each attach method's reason is above); see \

@@ -14,13 +14,12 @@ use crate::{
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let functions = crate::selection::select_functions(&(&args.selection).into())?;
     let d = diagnose(&functions);
-    let text = if args.json {
+    let text = if args.format.json() {
         render_json(&d)?
     } else {
         render_text(&d)
     };
-    // Not print!: it panics when stdout is a closed pipe.
-    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+    crate::output::write_stdout(&text)?;
     Ok(if d.can_trace {
         ExitCode::SUCCESS
     } else {

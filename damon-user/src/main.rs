@@ -10,6 +10,7 @@ mod diagnosis;
 mod doctor;
 mod error;
 mod export;
+mod output;
 mod probe;
 mod record;
 mod report;
@@ -60,10 +61,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether the error is stdout's reader going away (EPIPE), wherever it was wrapped: an
+/// `io::Error` in the chain, or one inside a `serde_json::Error` (which hides its source from
+/// the chain, so `export --format json | head` used to end in `error: Broken pipe`).
 fn broken_pipe(err: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
     err.chain().any(|e| {
         e.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            .is_some_and(|e| e.kind() == BrokenPipe)
+            || e.downcast_ref::<serde_json::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(BrokenPipe))
     })
 }
 
@@ -82,6 +89,14 @@ fn exit_status(err: &anyhow::Error) -> u8 {
 fn preflight(command: &Command) -> anyhow::Result<()> {
     use capture::format::check_output;
     match command {
+        Command::Record(a) if a.format.json() && capture::stdio::is_stdio(&a.output) => {
+            Err(error::UsageError(
+                "-o - and --format json both write to stdout: write the capture to a file, or \
+                 leave out --format json"
+                    .to_owned(),
+            )
+            .into())
+        }
         Command::Record(a) => {
             check_selection(&a.trace.selection)?;
             check_output(&a.output, a.force)?;
@@ -91,6 +106,14 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             Err(error::UsageError(
                 "--func chooses what to trace; a replay shows what its capture holds (narrow it \
                  with --functions NAMES)"
+                    .to_owned(),
+            )
+            .into())
+        }
+        Command::Live(a) if a.record.as_deref().is_some_and(capture::stdio::is_stdio) => {
+            Err(error::UsageError(
+                "live draws its screen on stdout, so --record - cannot write the capture there: \
+                 give a file name (or use `record -o -`)"
                     .to_owned(),
             )
             .into())
@@ -107,7 +130,7 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             diagnosis::privileges::require_privileges()
         }
         Command::Calibrate(_) => diagnosis::privileges::require_privileges(),
-        Command::Export(a) if a.output != std::path::Path::new("-") => {
+        Command::Export(a) if !capture::stdio::is_stdio(&a.output) => {
             Ok(check_output(&a.output, a.force)?)
         }
         Command::Compare(a) => match &a.plot {

@@ -1,4 +1,6 @@
 //! `damon-trace record`: trace for a while and write a capture.
+mod summary;
+
 use std::{
     io::Write as _,
     path::Path,
@@ -35,18 +37,19 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     ))?;
 
     let mut rest = Vec::new();
-    let session_names = session.meta().functions.clone();
+    let meta = session.meta().clone();
     let summary = session.stop(stop, &mut rest)?;
     for r in &rest {
         writer.push(r).context("writing the capture")?;
     }
+    let by_function = writer.records_by_function.clone();
     let written = writer
         .finish(&summary)
         .with_context(|| format!("finishing capture {}", args.output.display()))?;
     let mode = config.mode.mode;
     print_end(&summary, mode, written, &args.output);
     let names = |id: u32| {
-        session_names.iter().find(|f| f.id == id).map_or_else(
+        meta.functions.iter().find(|f| f.id == id).map_or_else(
             || (function_name(id), ""),
             |f| (f.name.clone(), f.attach.as_str()),
         )
@@ -59,6 +62,10 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     };
     for w in accounting_warnings(&summary, names, args.ring_size, timed) {
         eprintln!("damon-trace: warning: {w}");
+    }
+    if args.format.json() {
+        let s = summary::summarise(&args.output, &meta, &summary, &by_function);
+        crate::output::write_stdout(&crate::output::json_document(&s)?)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -129,6 +136,11 @@ async fn record_until_stopped(
 
 /// The last line: what was written where, and how many calls were made.
 fn print_end(summary: &Summary, mode: TraceMode, written: u64, output: &Path) {
+    let output = if crate::capture::stdio::is_stdio(output) {
+        Path::new("stdout")
+    } else {
+        output
+    };
     let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
     let secs = summary.duration_ns as f64 / 1e9;
     if mode == TraceMode::Kernel {

@@ -13,7 +13,7 @@ pub fn run(cmd: &ScenarioCommand) -> anyhow::Result<ExitCode> {
         damon::run_preset(&root, preset, &ScenarioSettings::from(args), dest)
     };
     match cmd {
-        ScenarioCommand::List(args) => damon::list_presets(&root, args.json),
+        ScenarioCommand::List(args) => damon::list_presets(&root, args.format.json()),
         ScenarioCommand::MigrateHot(a) => run(Preset::MigrateHot, &a.common, a.dest_node),
         ScenarioCommand::MigrateCold(a) => run(Preset::MigrateCold, &a.common, a.dest_node),
         ScenarioCommand::Pageout(args) => run(Preset::Pageout, args, None),

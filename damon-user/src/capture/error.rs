@@ -53,6 +53,18 @@ pub enum CaptureError {
     Malformed { chunk: usize, what: String },
     #[error("capture has no metadata chunk")]
     NoMeta,
+    /// `-` given as a capture to read while stdin is a terminal.
+    #[error(
+        "`-` reads a capture from stdin, but stdin is a terminal: pipe or redirect one in \
+         (e.g. `damon-trace report - < run.dtcap`)"
+    )]
+    StdinTerminal,
+    /// `-` given for binary output (a capture, an SVG) while stdout is a terminal.
+    #[error(
+        "`-` writes to stdout, but stdout is a terminal, which cannot show a capture or an \
+         SVG: redirect or pipe it (e.g. `-o - > run.dtcap`), or give a file name"
+    )]
+    StdoutTerminal,
 }
 
 impl CaptureError {

@@ -22,7 +22,11 @@ use std::{
 use damon_common::CallRecord;
 
 pub use super::error::CaptureError;
-use super::{Capture, HistSnapshot, Meta, Summary, chunk, columns, hist, v1};
+use super::{
+    Capture, HistSnapshot, Meta, Summary, chunk, columns, hist,
+    stdio::{STDIN_NAME, check_stdout, is_stdio, read_stdin, stdout_file},
+    v1,
+};
 
 pub const MAGIC: &[u8; 8] = b"DMNTRCAP";
 /// The version this build writes (and the newest it reads).
@@ -59,26 +63,32 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaptureError + '_ {
 pub struct CaptureWriter {
     file: File,
     path: String,
+    /// A file to sync at the end (not stdout: a pipe cannot be synced).
+    sync: bool,
     pending: Vec<CallRecord>,
     pending_marks: Vec<CallRecord>,
     scratch: Vec<u8>,
     pub records_written: u64,
     pub marks_written: u64,
+    /// Call records taken so far, per function id (`record --format json`).
+    pub records_by_function: std::collections::BTreeMap<u32, u64>,
 }
 
 impl CaptureWriter {
-    /// Creates the file (mode 0600; refuses to overwrite unless `force`) and writes the header
-    /// and metadata.
+    /// Creates the file (mode 0600; refuses to overwrite unless `force`), or takes stdout for
+    /// `-`, and writes the header and metadata.
     pub fn create(path: &Path, force: bool, meta: &Meta) -> Result<CaptureWriter, CaptureError> {
-        let file = create_private(path, force)?;
+        let file = create_output(path, force)?;
         let mut w = CaptureWriter {
             file,
+            sync: !is_stdio(path),
             path: path.display().to_string(),
             pending: Vec::new(),
             pending_marks: Vec::new(),
             scratch: Vec::new(),
             records_written: 0,
             marks_written: 0,
+            records_by_function: Default::default(),
         };
         let mut header = Vec::with_capacity(HEADER_LEN);
         header.extend_from_slice(MAGIC);
@@ -117,6 +127,7 @@ impl CaptureWriter {
             self.pending_marks.push(*r);
         } else {
             self.pending.push(*r);
+            *self.records_by_function.entry(r.func).or_default() += 1;
         }
         if self.pending.len() + self.pending_marks.len() >= RECORDS_PER_CHUNK {
             self.flush()?;
@@ -174,12 +185,22 @@ impl CaptureWriter {
         self.flush()?;
         let json = serde_json::to_vec(summary).map_err(|e| self.error(e.to_string()))?;
         self.write_chunk(KIND_SUMMARY, &json)?;
-        self.file.sync_all().map_err(|err| CaptureError::Io {
-            path: self.path.clone(),
-            err,
-        })?;
+        if self.sync {
+            self.file.sync_all().map_err(|err| CaptureError::Io {
+                path: self.path.clone(),
+                err,
+            })?;
+        }
         Ok(self.records_written)
     }
+}
+
+/// [`create_private`], or stdout for `-` (refused when it is a terminal).
+pub fn create_output(path: &Path, force: bool) -> Result<File, CaptureError> {
+    if is_stdio(path) {
+        return stdout_file();
+    }
+    create_private(path, force)
 }
 
 /// Creates an output file readable by its owner only (mode 0600, also when `force` overwrites an
@@ -215,10 +236,14 @@ fn exists_error(path: &Path) -> CaptureError {
     }
 }
 
-/// Checks, before anything is traced, that [`create_private`] will be able to create `path`:
+/// Checks, before anything is traced, that [`create_output`] will be able to create `path`
+/// (`-`: that stdout is not a terminal):
 /// it must not exist (unless `force`, and then be a regular file) and its directory must take
 /// a new file. Leaves nothing behind.
 pub fn check_output(path: &Path, force: bool) -> Result<(), CaptureError> {
+    if is_stdio(path) {
+        return check_stdout();
+    }
     let out = |why: String| CaptureError::Output {
         path: path.display().to_string(),
         why,
@@ -412,6 +437,12 @@ pub fn read_file(path: &Path) -> Result<Capture, CaptureError> {
 /// opened (opening a FIFO without a writer would block forever, reading a device might never
 /// end).
 pub fn load_file(path: &Path) -> Result<Loaded, CaptureError> {
+    if is_stdio(path) {
+        return load(&read_stdin()?, false).map_err(|err| CaptureError::InFile {
+            path: STDIN_NAME.to_owned(),
+            err: Box::new(err),
+        });
+    }
     let kind = std::fs::metadata(path).map_err(io_err(path))?.file_type();
     if !kind.is_file() {
         return Err(CaptureError::NotAFile {

@@ -11,6 +11,7 @@ mod columns;
 mod error;
 pub mod format;
 mod hist;
+pub mod stdio;
 mod v1;
 
 #[cfg(test)]

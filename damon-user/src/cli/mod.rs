@@ -4,9 +4,10 @@ use std::{path::PathBuf, time::Duration};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod convert;
+mod help;
 mod parse;
 
-pub use parse::{parse_duration, parse_ring_size, parse_speed};
+pub use parse::{parse_duration, parse_ring_size, parse_speed, parse_whole_seconds};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -47,24 +48,48 @@ pub enum Command {
     /// trace mode, timing empty kernel functions (and check it on a held-out one).
     Calibrate(CalibrateArgs),
     /// Drive a reproducible DAMON experiment through sysfs, then restore what was there.
-    #[command(subcommand)]
+    #[command(subcommand, after_long_help = help::SCENARIO)]
     Scenario(ScenarioCommand),
     /// Memory workload used by `scenario` (a child process; not for direct use).
     #[command(hide = true, name = "__workload")]
     Workload(WorkloadArgs),
-    /// Benchmark helper of `cargo xtask bench`: times a tight loop of getppid system calls.
+    /// Benchmark helper (the project's benchmarks): times a tight loop of getppid system calls.
     #[command(hide = true, name = "bench-loop")]
     BenchLoop(crate::bench::LoopArgs),
-    /// Benchmark helper of `cargo xtask bench`: userspace decode/aggregate/write throughput.
+    /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
     #[command(hide = true, name = "bench-decode")]
     BenchDecode(crate::bench::DecodeArgs),
 }
 
-#[derive(Debug, Args)]
-pub struct DoctorArgs {
-    /// Print the diagnosis as one JSON object.
-    #[arg(long)]
+/// `--format text|json` of the commands that print a text or one JSON object; `--json` is
+/// its hidden alias (the older spelling).
+#[derive(Debug, Args, Clone, Copy)]
+pub struct FormatArgs {
+    /// text for people, or json: one JSON object (with a schema_version) for programs.
+    #[arg(long = "format", value_enum, default_value_t = TextFormat::Text)]
+    pub format: TextFormat,
+    /// Same as --format json.
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
+}
+
+impl FormatArgs {
+    pub fn json(&self) -> bool {
+        self.json || self.format == TextFormat::Json
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TextFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+#[command(after_long_help = help::DOCTOR)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub format: FormatArgs,
     #[command(flatten)]
     pub selection: Selection,
 }
@@ -129,24 +154,32 @@ pub enum AttachArg {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::RECORD)]
 pub struct RecordArgs {
-    /// Capture file to write (created mode 0600; refused if it exists, unless --force).
+    /// Capture file to write (created mode 0600; refused if it exists, unless --force), or
+    /// `-` for stdout (not a terminal).
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-    /// How long to trace (e.g. 30s, 2m, 500ms). Ctrl-C ends earlier and still writes the file.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
+    /// How long to trace (e.g. 30s, 1m30s, 1.5m, 500ms; a bare number is seconds). Ctrl-C
+    /// ends earlier and still writes the file.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
-    /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
+    /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
+    #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
     pub ring_size: u32,
     /// Overwrite FILE if it exists.
     #[arg(long)]
     pub force: bool,
+    /// json: at the end, a summary on stdout (path, duration, exit reason, mode, per function
+    /// calls, records, dropped, in flight, attach method; the probe floor).
+    #[command(flatten)]
+    pub format: FormatArgs,
     #[command(flatten)]
     pub trace: TraceArgs,
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::LIVE)]
 pub struct LiveArgs {
     /// Also write what is traced to FILE: the same capture `record` writes.
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
@@ -163,11 +196,12 @@ pub struct LiveArgs {
     /// Width of the linear histogram buckets in ns (`+`/`-` change it on screen).
     #[arg(long, value_name = "NS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000), allow_hyphen_values = true)]
     pub bucket_ns: u64,
-    /// Length of the sliding window in seconds (`w` switches between it and since-start).
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600), allow_hyphen_values = true)]
+    /// Length of the sliding window: seconds, or a duration such as 2m (1 s to 1 h; `w`
+    /// switches between it and since-start).
+    #[arg(long, value_name = "DURATION", default_value_t = 10, value_parser = |s: &str| parse_whole_seconds(s, 1, 3600), allow_hyphen_values = true)]
     pub window: u32,
-    /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
+    /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
+    #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
     pub ring_size: u32,
     #[command(flatten)]
     pub trace: TraceArgs,
@@ -182,6 +216,7 @@ pub enum ReportFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::REPORT)]
 pub struct ReportArgs {
     /// Capture file written by `record`.
     pub file: PathBuf,
@@ -201,15 +236,7 @@ pub enum CompareFormat {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "\
-Examples:
-  damon-trace compare unpatched.dtcap patched.dtcap
-  damon-trace compare --before a1.dtcap a2.dtcap a3.dtcap --after b1.dtcap b2.dtcap b3.dtcap
-
-The run (one boot, one recording) is the unit of replication: calls of one run share its boot
-and are not independent. A verdict needs at least two runs a side (Welch's t on the per-run
-medians, Holm-adjusted across functions); with one capture a side the difference is described
-and the runs needed to resolve it are estimated. `cargo xtask ab` records interleaved runs.")]
+#[command(after_long_help = help::COMPARE)]
 pub struct CompareArgs {
     /// The reference capture (e.g. the unpatched kernel), one run.
     #[arg(
@@ -265,6 +292,7 @@ pub enum ExportFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::EXPORT)]
 pub struct ExportArgs {
     /// Capture file written by `record`.
     pub file: PathBuf,
@@ -283,15 +311,16 @@ pub struct ExportArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::SERVE)]
 pub struct ServeArgs {
     /// Address to listen on, e.g. 127.0.0.1:9464 or [::]:9464.
     #[arg(long, value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
-    /// Stop after this long (default: until SIGINT/SIGTERM).
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
+    /// Stop after this long (e.g. 10m, 1h30m; default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
-    /// Ring buffer size in bytes (power of two, at least one page).
-    #[arg(long, value_name = "BYTES", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
+    /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
+    #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
     pub ring_size: u32,
     #[command(flatten)]
     pub selection: Selection,
@@ -312,6 +341,7 @@ pub struct CalibrationArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::CALIBRATE)]
 pub struct CalibrateArgs {
     /// Test runs per floor (each calls every calibration function once).
     #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), allow_hyphen_values = true)]
@@ -326,9 +356,9 @@ pub struct CalibrateArgs {
     /// will use it.
     #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
     pub hist_width: u64,
-    /// Print the calibration as one JSON object (the shape of a capture's meta.calibration).
-    #[arg(long)]
-    pub json: bool,
+    /// json: the shape of a capture's meta.calibration.
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 /// How the `Range (ns) | Count | Percent` tables are cut.
@@ -386,13 +416,14 @@ pub enum ScenarioCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::SCENARIO)]
 pub struct ScenarioListArgs {
-    /// Print the list as one JSON object.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::SCENARIO)]
 pub struct MigrateArgs {
     #[command(flatten)]
     pub common: ScenarioArgs,
@@ -404,9 +435,10 @@ pub struct MigrateArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = help::SCENARIO)]
 pub struct ScenarioArgs {
-    /// How long to keep DAMON running before restoring the previous state.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
+    /// How long to keep DAMON running before restoring the previous state (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Size of the workload's mapping in MiB.
     #[arg(long, default_value_t = 256)]

@@ -28,8 +28,9 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::{
-    capture::{Capture, format::read_file},
+    capture::{Capture, format::read_file, stdio::is_stdio},
     cli::{CompareArgs, CompareFormat},
+    error::UsageError,
     report::ReportOptions,
     stats::{
         LatencyStats,
@@ -212,6 +213,14 @@ impl<'a> Inputs<'a> {
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let (before, after) = args.sides();
+    let from_stdin = before.iter().chain(&after).filter(|p| is_stdio(p)).count();
+    if from_stdin > 1 {
+        return Err(UsageError(format!(
+            "`-` (stdin) is given {from_stdin} times: only one capture can come from stdin; \
+             name the others as files"
+        ))
+        .into());
+    }
     let read = |paths: &[std::path::PathBuf]| -> anyhow::Result<Vec<(String, Capture)>> {
         paths
             .iter()
@@ -234,15 +243,17 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         plot::write_svg(&cmp, path, args.force)
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    match &args.plot {
+        // The SVG is stdout's document: the comparison would corrupt it.
+        Some(path) if is_stdio(path) => return Ok(ExitCode::SUCCESS),
+        Some(path) => eprintln!("plot: {}", path.display()),
+        None => {}
+    }
     let text = match args.format {
         CompareFormat::Table => render::table(&cmp),
-        CompareFormat::Json => serde_json::to_string_pretty(&cmp)? + "\n",
+        CompareFormat::Json => crate::output::json_document(&cmp)?,
         CompareFormat::Markdown => render::markdown(&cmp),
     };
-    // Not print!: it panics when stdout is a closed pipe.
-    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
-    if let Some(path) = &args.plot {
-        eprintln!("plot: {}", path.display());
-    }
+    crate::output::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }

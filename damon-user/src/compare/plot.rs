@@ -161,7 +161,7 @@ pub fn render_svg(cmp: &Comparison) -> anyhow::Result<String> {
 pub fn write_svg(cmp: &Comparison, path: &Path, force: bool) -> anyhow::Result<()> {
     use std::io::Write as _;
     let svg = render_svg(cmp)?;
-    let mut file = crate::capture::format::create_private(path, force)?;
+    let mut file = crate::capture::format::create_output(path, force)?;
     file.write_all(svg.as_bytes())?;
     Ok(())
 }

@@ -62,8 +62,9 @@ pub const TYPICAL_RELATIVE_SD: [(&str, f64); 4] = [
 
 /// Where [`TYPICAL_RELATIVE_SD`] comes from.
 pub const TYPICAL_SOURCE: &str = "A/A runs: 6 boots each of Debian 7.2 and 6.12 in QEMU/TCG \
-    (`cargo xtask ab --before K --after K --runs 3`: migrate-hot, fentry, 20 s each; \
-    damon-user/tests/data/aa-7.2, aa-6.12); a real machine varies differently: measure yours";
+    (interleaved, 3 runs a side: the migrate-hot scenario, fentry, 20 s each; the source \
+    tree's damon-user/tests/data/aa-7.2, aa-6.12); a real machine varies differently: \
+    measure yours";
 
 /// The typical relative run-to-run SD of `name`'s median; for a function not measured, the
 /// largest of the measured ones (so the advice errs towards more runs).

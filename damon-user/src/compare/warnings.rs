@@ -41,7 +41,8 @@ pub fn workload_warnings(
             out.push(format!(
                 "{name}: the sides did different work: {what} before {}, after {} ({ratio:.2}×{}): \
                  part of any latency difference may be the workload's; run the same workload \
-                 on both kernels, with several runs a side (`cargo xtask ab`)",
+                 on both kernels, with several runs a side (one capture per boot: \
+                 `damon-trace compare --before A1 A2 A3 --after B1 B2 B3`)",
                 list(&vb),
                 list(&va),
                 if vb.len() < 2 || va.len() < 2 {

@@ -108,8 +108,8 @@ pub fn choose_ops(f: &Features, action: Action) -> Result<OpsDecision> {
         }
         bail!(
             "this kernel's DAMON has no paddr operations set (avail_operations: {:?}), which \
-             the {} preset needs; use a kernel with CONFIG_DAMON_PADDR, e.g. `cargo xtask vm \
-             --kernel 7.2`",
+             the {} preset needs; boot a kernel with CONFIG_DAMON_PADDR=y (Debian's kernels \
+             have it) and check with `damon-trace scenario list`",
             f.avail_operations,
             action.sysfs_name()
         );
@@ -118,7 +118,8 @@ pub fn choose_ops(f: &Features, action: Action) -> Result<OpsDecision> {
     if !f.has_target_nid {
         bail!(
             "this kernel's DAMON has no {name} action (schemes/<N>/target_nid is missing; \
-             it appeared in Linux 6.11): use a newer kernel, e.g. `cargo xtask vm --kernel 7.2`"
+             it appeared in Linux 6.11): boot a kernel >= 6.11 (Debian trixie's 6.12 or \
+             newer) and check with `damon-trace scenario list`"
         );
     }
     if f.vaddr_migrates() {

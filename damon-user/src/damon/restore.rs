@@ -51,7 +51,8 @@ impl PriorState {
         if !root.damon_dir().is_dir() {
             bail!(
                 "this kernel has no DAMON sysfs interface (CONFIG_DAMON_SYSFS): {} is missing; \
-                 use a kernel built with it, e.g. `cargo xtask vm --kernel 7.2`",
+                 boot a kernel built with it (Debian's linux-image-amd64 of trixie, 6.12, \
+                 or newer has it); `damon-trace scenario list` shows what a kernel supports",
                 root.damon_dir().display()
             );
         }

@@ -87,9 +87,11 @@ pub fn list(root: &SysfsRoot, json: bool) -> Result<ExitCode> {
     };
     let rows = presets::rows(features, &why);
     if json {
-        println!("{}", presets::render_json(&rows, features, &why));
+        crate::output::write_stdout(&crate::output::json_document(&presets::render_json(
+            &rows, features, &why,
+        ))?)?;
     } else {
-        print!("{}", presets::render_text(&rows, features));
+        crate::output::write_stdout(&presets::render_text(&rows, features))?;
     }
     Ok(ExitCode::SUCCESS)
 }

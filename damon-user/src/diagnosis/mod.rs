@@ -160,7 +160,7 @@ fn lockdown_check(lockdown: Option<Lockdown>) -> Check {
             Level::Fail,
             "lockdown=confidentiality forbids fentry/fexit and kprobe programs (they read kernel memory)",
             Some(
-                "boot with lockdown=none (or without Secure Boot lockdown), or trace in a VM: `cargo xtask vm`",
+                "boot with lockdown=none (or with Secure Boot off), or trace in a VM whose kernel is not locked down; run `damon-trace doctor` there",
             ),
         ),
         Some(Lockdown::Integrity) => check(
@@ -425,7 +425,7 @@ fn verdict(
         );
     }
     format!(
-        "cannot trace here: {}. Remedy: boot a kernel with lockdown=none and CONFIG_KPROBES=y, or run inside the VM: `cargo xtask vm --kernel 7.2 -- damon-trace ...`",
+        "cannot trace here: {}. Remedy: boot a kernel with lockdown=none and CONFIG_KPROBES=y (Debian's stock kernels without Secure Boot lockdown), or trace in a VM running one; `damon-trace doctor` there says what works",
         reasons.join("; ")
     )
 }

@@ -41,5 +41,5 @@ pub fn render_text(d: &Diagnosis) -> String {
 
 /// The JSON report (pretty-printed, with a final newline).
 pub fn render_json(d: &Diagnosis) -> serde_json::Result<String> {
-    Ok(serde_json::to_string_pretty(d)? + "\n")
+    crate::output::json_document(d)
 }

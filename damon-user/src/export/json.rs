@@ -46,7 +46,11 @@ struct Accounting<'a> {
 
 impl Exporter for Json {
     fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
-        out.write_all(b"{\"meta\":")?;
+        write!(
+            out,
+            "{{\"schema_version\":{},\"meta\":",
+            crate::output::SCHEMA_VERSION
+        )?;
         serde_json::to_writer(&mut *out, &c.meta)?;
         out.write_all(b",\"summary\":")?;
         serde_json::to_writer(&mut *out, &c.summary)?;

@@ -300,11 +300,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     }
     let text = match args.format {
         ReportFormat::Table => render::table(&report, Some(&loaded.info)),
-        ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        ReportFormat::Json => crate::output::json_document(&report)?,
         ReportFormat::Csv => render::csv(&report),
         ReportFormat::Markdown => render::markdown(&report),
     };
-    // Not print!: it panics when stdout is a closed pipe.
-    std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+    crate::output::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }

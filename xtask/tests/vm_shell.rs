@@ -1,0 +1,71 @@
+//! Shell habits on a real 7.2 kernel, one boot: `record --format json` ends with a summary on
+//! stdout that agrees with the capture's report, and `record -o - | report -` streams a
+//! capture through a pipe (the writer never seeks) with the report reading it from stdin.
+use std::time::Duration;
+
+mod common;
+use common::{function, json, read, run_script, u};
+use xtask::kernel::Kernel;
+
+/// lock_timer_base runs system-wide, so no scenario is needed: 3 s record it.
+const CMD: &str = "set -e
+damon-trace record -o /out/a.dtcap --duration 3s --functions lock_timer_base --format json \
+  > /out/summary.json 2> /out/record.err
+damon-trace report /out/a.dtcap --format json > /out/report.json
+damon-trace record -o - --duration 3s --functions lock_timer_base --no-calibrate 2> /out/pipe.err \
+  | damon-trace report - --format json > /out/piped.json";
+
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_record_summary_and_capture_through_a_pipe() {
+    let run = run_script(Kernel::Debian72, CMD, Duration::from_secs(300));
+    let dir = run.dir();
+    let summary = json(dir, "summary.json");
+    let report = json(dir, "report.json");
+    assert_eq!(summary["schema_version"], 1, "{summary}");
+    assert_eq!(report["schema_version"], 1, "report: {}", report["meta"]);
+    assert_eq!(summary["path"], "/out/a.dtcap", "{summary}");
+    assert_eq!(summary["exit_reason"], "duration", "{summary}");
+    assert_eq!(summary["mode"], "stream", "{summary}");
+    let secs = u(&summary, "duration_ns") as f64 / 1e9;
+    assert!((2.5..10.0).contains(&secs), "{secs} s: {summary}");
+    let s = common::entry(&summary["functions"], "name", "lock_timer_base");
+    let r = function(&report, "lock_timer_base");
+    assert!(u(s, "calls") > 0, "{s}");
+    assert_eq!(s["attach"], r["attach"], "summary {s}\nreport {r}");
+    assert_eq!(
+        u(s, "calls"),
+        u(s, "records") + u(s, "dropped") + u(s, "in_flight"),
+        "{s}"
+    );
+    // What the summary says was written is what the capture holds.
+    for (mine, theirs) in [
+        ("calls", "calls"),
+        ("records", "count"),
+        ("dropped", "dropped"),
+    ] {
+        assert_eq!(u(s, mine), u(r, theirs), "{mine}: summary {s}\nreport {r}");
+    }
+    // Calibrated at start: the floor is there, as the capture's meta has it.
+    assert_eq!(
+        summary["calibration"]["status"], "ok",
+        "{}",
+        summary["calibration"]
+    );
+    let err = read(dir, "record.err");
+    assert!(
+        err.contains("wrote ") && err.contains("/out/a.dtcap"),
+        "{err}"
+    );
+
+    let piped = json(dir, "piped.json");
+    let p = function(&piped, "lock_timer_base");
+    assert!(u(p, "count") > 0, "{p}");
+    assert_eq!(
+        u(p, "calls"),
+        u(p, "count") + u(p, "dropped") + u(p, "in_flight"),
+        "{p}"
+    );
+    let err = read(dir, "pipe.err");
+    assert!(err.contains("to stdout"), "{err}");
+}
