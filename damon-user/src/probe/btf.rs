@@ -4,6 +4,14 @@
 //! finds the few offsets they need here and passes them as globals. aya 0.14 parses BTF but
 //! keeps member lookup crate-private, so this reads the format directly (kernel
 //! Documentation/bpf/btf.rst): a header, a type section and a string section.
+//!
+//! Why hand-written: the lookup needed is narrow (a struct by name, a direct member's byte
+//! offset, its type resolved through typedefs and qualifiers to an integer of the expected size
+//! or a pointer, bit-fields refused) and the format it reads is a stable kernel ABI. A general
+//! BTF crate would be a second BTF parser beside aya's in the binary, for a handful of offsets
+//! read once at start; this one is checked by host tests on a hand-built blob and on the running
+//! kernel's BTF where there is one, and runs in the guests on every Debian kernel the VM tests
+//! boot, whose value tests read through these offsets.
 use std::collections::HashMap;
 
 const BTF_MAGIC: u16 = 0xeb9f;

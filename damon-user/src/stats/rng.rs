@@ -1,6 +1,15 @@
 //! A small seeded random source: SplitMix64 and the normal (and, for the statistics'
 //! simulations, gamma) variates built on it. Seeded, so that synthetic benchmark data and the
 //! simulations repeat exactly.
+//!
+//! Why hand-written rather than `rand` (+ `rand_distr`): the one production user is the
+//! benchmark's synthetic ring image (`bench/ring_image.rs`), whose bytes, and so the benchmark
+//! numbers compared across commits, must not change when a dependency's generator or its
+//! variate algorithms change between versions (`rand` documents that its `StdRng` and
+//! distributions are not value-stable across releases). SplitMix64 is a dozen lines with
+//! published constants, the normal and gamma variates are Marsaglia's textbook polar and
+//! Marsaglia–Tsang methods, and keeping them here keeps two crates and their trees out of the
+//! binary for what the tests and the benchmark need.
 
 pub struct Rng(u64);
 

@@ -175,7 +175,9 @@ pub struct App {
     pub selected: usize,
     pub focused: bool,
     pub help: bool,
-    pub scale: Scale,
+    /// The histogram scale the user fixed with `l`, `+` or `-`; `None`: each panel's is
+    /// chosen from its data ([`crate::tui::binning::auto_scale`]) at every frame.
+    pub scale: Option<Scale>,
     pub zoom: bool,
     pub bucket_ns: u64,
     pub windowed: bool,
@@ -237,7 +239,7 @@ impl App {
             selected: 0,
             focused: false,
             help: false,
-            scale: Scale::Linear,
+            scale: None,
             zoom: false,
             bucket_ns: config.bucket_ns.max(1),
             windowed: false,
@@ -440,12 +442,7 @@ impl App {
                 self.focused = false;
                 self.message = None;
             }
-            Action::ToggleScale => {
-                self.scale = match self.scale {
-                    Scale::Linear => Scale::Log2,
-                    Scale::Log2 => Scale::Linear,
-                }
-            }
+            Action::ToggleScale => self.scale = Some(self.other_scale()),
             Action::ToggleZoom => self.zoom = !self.zoom,
             Action::WiderBuckets => self.set_bucket(keys::wider(self.bucket_ns)),
             Action::NarrowerBuckets => self.set_bucket(keys::narrower(self.bucket_ns)),
@@ -472,10 +469,23 @@ impl App {
         Effect::Draw
     }
 
+    /// What `l` switches to: the other scale than the one shown, which before any choice is
+    /// the one the selected panel's data called for. From then on the choice is the user's.
+    fn other_scale(&self) -> Scale {
+        let shown = self.scale.or_else(|| {
+            let panel = self.panels().get(self.selected)?;
+            crate::tui::binning::auto_scale(&self.distribution(panel))
+        });
+        match shown {
+            Some(Scale::Log2) => Scale::Linear,
+            _ => Scale::Log2,
+        }
+    }
+
     /// Adjusting the bucket width means the user wants linear buckets of that width.
     fn set_bucket(&mut self, width_ns: u64) {
         self.bucket_ns = width_ns;
-        self.scale = Scale::Linear;
+        self.scale = Some(Scale::Linear);
         self.zoom = false;
     }
 

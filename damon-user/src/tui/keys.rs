@@ -31,7 +31,11 @@ pub const BINDINGS: &[(&str, &str, Action)] = &[
     ),
     ("Enter", "focus the selected function", Action::Focus),
     ("Esc", "back to all functions; close help", Action::Back),
-    ("l", "histogram: linear buckets / log2", Action::ToggleScale),
+    (
+        "l",
+        "linear / log2 bins (auto until pressed)",
+        Action::ToggleScale,
+    ),
     (
         "z",
         "zoom to the range holding 99 % of calls",

@@ -87,16 +87,36 @@ fn test_config() -> AppConfig {
 #[test]
 fn l_toggles_linear_and_log2_and_z_toggles_zoom() {
     let mut app = app_for(&fixture(), MIGRATE_HOT);
-    assert_eq!((app.scale, app.zoom), (Scale::Linear, false));
+    assert_eq!(
+        (app.scale, app.zoom),
+        (None, false),
+        "bins chosen from the data"
+    );
     key(&mut app, KeyCode::Char('l'));
-    assert_eq!(app.scale, Scale::Log2);
+    assert_eq!(app.scale, Some(Scale::Log2));
     key(&mut app, KeyCode::Char('z'));
     assert!(app.zoom);
     key(&mut app, KeyCode::Char('l'));
-    assert_eq!(app.scale, Scale::Linear);
+    assert_eq!(app.scale, Some(Scale::Linear));
     assert!(app.zoom, "zoom survives a scale change");
     key(&mut app, KeyCode::Char('z'));
     assert!(!app.zoom);
+}
+
+/// Before any choice `l` switches away from what the selected panel shows (its data's
+/// scale), and the choice then stays the user's whatever data arrives.
+#[test]
+fn l_fixes_the_other_scale_than_the_automatic_one() {
+    let mut app = replayed(fixture(), MIGRATE_HOT, 12_000_000_000);
+    let panel = &app.panels()[app.selected];
+    let auto = crate::tui::binning::auto_scale(&app.distribution(panel));
+    assert_eq!(auto, Some(Scale::Log2), "damon_hot_score: p99 30x p1");
+    key(&mut app, KeyCode::Char('l'));
+    assert_eq!(app.scale, Some(Scale::Linear));
+    app.update(Event::Second {
+        elapsed: Duration::from_secs(13),
+    });
+    assert_eq!(app.scale, Some(Scale::Linear), "sticky");
 }
 
 #[test]
@@ -110,7 +130,7 @@ fn plus_and_minus_step_the_bucket_width_and_return_to_plain_linear() {
     key(&mut app, KeyCode::Char('z'));
     key(&mut app, KeyCode::Char('-'));
     assert_eq!(app.bucket_ns, 50);
-    assert_eq!((app.scale, app.zoom), (Scale::Linear, false));
+    assert_eq!((app.scale, app.zoom), (Some(Scale::Linear), false));
     for _ in 0..10 {
         key(&mut app, KeyCode::Char('-'));
     }

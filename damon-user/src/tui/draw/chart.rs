@@ -64,8 +64,8 @@ pub fn columns(bins: &Bins, area: Rect, buf: &mut Buffer) {
     }
 }
 
-/// The axis under [`columns`]: lowest edge at the left, highest at the right, octave labels
-/// where they fit, and the calls outside the bins in the middle.
+/// The axis under [`columns`]: lowest edge at the left, then which bins these are, octave
+/// labels where they fit, the calls outside the bins in the middle, highest edge at the right.
 pub fn axis(binned: &Binned, area: Rect, buf: &mut Buffer) {
     let bins = &binned.bins.bins;
     let (Some(first), Some(last)) = (bins.first(), bins.last()) else {
@@ -74,14 +74,9 @@ pub fn axis(binned: &Binned, area: Rect, buf: &mut Buffer) {
     let cw = column_width(bins.len(), area.width);
     let span = (cw * bins.len() as u16).min(area.width);
     let right = format::ns(last.hi);
-    let mut taken = format::ns(first.lo).len() as u16 + 1;
-    buf.set_stringn(
-        area.x,
-        area.y,
-        format::ns(first.lo),
-        area.width as usize,
-        DIM,
-    );
+    let left = format!("{}  {}", format::ns(first.lo), binned.label());
+    let mut taken = left.chars().count() as u16 + 2;
+    buf.set_stringn(area.x, area.y, &left, area.width as usize, DIM);
     if binned.width_ns.is_none() {
         // log2: label every bin whose label fits before the next one.
         for (i, bin) in bins.iter().enumerate().skip(1) {

@@ -102,17 +102,21 @@ fn histogram_table(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buf
         return;
     }
     // Rows for calls outside the buckets are reserved when the mode can have them.
-    let reserve = match (app.scale, app.zoom) {
-        (Scale::Log2, false) => 0,
-        (_, true) => 2,
-        (Scale::Linear, false) => 1,
+    let room = |scale| {
+        let reserve = match (scale, app.zoom) {
+            (Scale::Log2, false) => 0,
+            (_, true) => 2,
+            (Scale::Linear, false) if app.scale.is_none() => 2,
+            (Scale::Linear, false) => 1,
+        };
+        area.height.saturating_sub(1 + reserve).max(1) as usize
     };
-    let room = area.height.saturating_sub(1 + reserve).max(1) as usize;
-    let binned = binning::bin(dist, app.scale, app.zoom, app.bucket_ns, room);
-    let buckets = match binned.as_ref().and_then(|b| b.width_ns) {
-        Some(w) => format!("{} buckets", format::ns(w)),
-        None => "log2 buckets".to_owned(),
-    };
+    let binned = binning::choose(dist, app.scale, app.zoom, app.bucket_ns, room);
+    // The title is short on a serial console: "5.00µs bins" says linear by itself.
+    let buckets = binned.as_ref().map_or_else(
+        || "no bins".to_owned(),
+        |b| b.label().replacen("linear ", "", 1),
+    );
     let zoom = if app.zoom { "zoom 99% · " } else { "" };
     let title = format!(
         "  latency: {} calls · {zoom}{buckets}",

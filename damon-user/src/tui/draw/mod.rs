@@ -198,9 +198,10 @@ pub fn window_label(app: &App) -> String {
 
 pub fn scale_label(app: &App) -> String {
     let mut s = match app.scale {
-        Scale::Linear if app.zoom => "linear".to_owned(),
-        Scale::Linear => format!("linear {}", format::ns(app.bucket_ns)),
-        Scale::Log2 => "log2".to_owned(),
+        None => "bins auto".to_owned(),
+        Some(Scale::Linear) if app.zoom => "linear".to_owned(),
+        Some(Scale::Linear) => format!("linear {}", format::ns(app.bucket_ns)),
+        Some(Scale::Log2) => "log2".to_owned(),
     };
     if app.zoom {
         s.push_str(" · zoom 99%");
@@ -316,6 +317,8 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
     Line::from(spans)
 }
 
+#[cfg(test)]
+mod first_view_tests;
 #[cfg(test)]
 mod interval_snapshot_tests;
 #[cfg(test)]

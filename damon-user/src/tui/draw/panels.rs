@@ -8,7 +8,7 @@ use ratatui::{
 
 use super::{WARN, chart, header, percentile_line};
 use crate::tui::{
-    app::{App, Panel},
+    app::{App, Panel, Scale},
     binning,
 };
 
@@ -125,12 +125,12 @@ fn panel(
         height: rest.height - 1,
     });
     let dist = app.distribution(panel);
-    let room = match app.scale {
-        crate::tui::app::Scale::Linear => bars.width as usize,
+    let room = |scale| match scale {
+        Scale::Linear => bars.width as usize,
         // Octaves are few: give each a few columns so the axis can be labelled.
-        crate::tui::app::Scale::Log2 => (bars.width / 4).max(1) as usize,
+        Scale::Log2 => (bars.width / 4).max(1) as usize,
     };
-    if let Some(binned) = binning::bin(&dist, app.scale, app.zoom, app.bucket_ns, room) {
+    if let Some(binned) = binning::choose(&dist, app.scale, app.zoom, app.bucket_ns, room) {
         chart::columns(&binned.bins, bars, buf);
         chart::axis(&binned, axis, buf);
     }

@@ -24,6 +24,8 @@ fn main_view_80x24() {
 #[test]
 fn main_view_log2_160x48() {
     let mut app = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
+    // The first `l` fixes linear (damon_hot_score's automatic bins are log2), the second log2.
+    press(&mut app, KeyCode::Char('l'));
     press(&mut app, KeyCode::Char('l'));
     press(&mut app, KeyCode::Tab);
     insta::assert_snapshot!("main_log2_160x48", render(&app, 160, 48));
@@ -33,6 +35,7 @@ fn main_view_log2_160x48() {
 fn focused_hot_score_zoomed_80x24() {
     let mut app = replayed(fixture(), MIGRATE_HOT, u64::MAX);
     press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('l'));
     press(&mut app, KeyCode::Char('z'));
     insta::assert_snapshot!("focused_zoom_80x24", render(&app, 80, 24));
 }
@@ -54,7 +57,7 @@ fn focused_lock_timer_base_wide_buckets_80x24() {
         press(&mut app, KeyCode::Char('+'));
     }
     let screen = render(&app, 80, 24);
-    assert!(screen.contains("2.00µs buckets"), "{screen}");
+    assert!(screen.contains("· 2.00µs bins"), "{screen}");
     insta::assert_snapshot!("focused_lock_timer_base_80x24", screen);
 }
 

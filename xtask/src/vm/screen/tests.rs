@@ -66,14 +66,37 @@ fn strip_ansi_keeps_lines() {
     assert_eq!(render(b"x\x1b[1;1Hy", 1, 4), "y");
 }
 
+/// As xterm does, a shorter window keeps the cursor's row in view (the top rows go), and the
+/// cursor stays inside; a taller one adds rows above (no scrollback is kept to bring back).
 #[test]
-fn resizing_keeps_the_top_left_and_the_cursor_inside() {
+fn resizing_keeps_the_cursor_row_and_the_cursor_inside() {
     let mut s = Screen::new(3, 6);
     s.feed(b"abcdef\r\nghi\r\njkl\x1b[3;6H");
     s.resize(2, 4);
-    assert_eq!(s.text(), "abcd\nghi");
+    assert_eq!(s.text(), "ghi\njkl");
     s.feed(b"X");
-    assert_eq!(s.text(), "abcd\nghiX");
+    assert_eq!(s.text(), "ghi\njklX");
     s.resize(3, 5);
-    assert_eq!(s.text(), "abcd\nghiX\n");
+    assert_eq!(s.text(), "\nghi\njklX");
+}
+
+/// What ratatui draws: a box, `▸ µ ±` (ambiguous width: one cell, as ratatui counts them) and a
+/// wide character (two cells), each at the column a terminal puts it. The hand-written model
+/// this replaced put `x` after `表` at column 2 instead of 3.
+#[test]
+fn wide_ambiguous_and_box_drawing_characters_land_at_their_columns() {
+    let mut s = Screen::new(3, 12);
+    s.feed("\x1b[?1049h\x1b[1;1H┌──┐\x1b[1;6H5µs±1▸\x1b[6n".as_bytes());
+    assert_eq!(s.take_answers(), b"\x1b[1;12R".to_vec(), "one cell each");
+    s.feed("\x1b[2;1H表x\x1b[6n".as_bytes());
+    assert_eq!(
+        s.take_answers(),
+        b"\x1b[2;4R".to_vec(),
+        "表 takes two cells"
+    );
+    s.feed("\x1b[3;1H└──┘\x1b[3;5H\x1b[38;5;2m█\x1b[0m|".as_bytes());
+    assert_eq!(s.text(), "┌──┐ 5µs±1▸\n表x\n└──┘█|");
+    // Overwriting the cell after the wide character keeps it whole.
+    s.feed(b"\x1b[2;4HY");
+    assert_eq!(s.text().lines().nth(1), Some("表xY"));
 }
