@@ -5,7 +5,7 @@ use std::path::Path;
 use ratatui::{Terminal, backend::TestBackend, buffer::Buffer};
 
 use crate::{
-    capture::{Capture, format::read_file},
+    capture::{Capture, FunctionCounters, format::read_file},
     tui::{
         app::{App, AppConfig, Event, Origin},
         draw,
@@ -105,4 +105,18 @@ pub fn render(app: &App, width: u16, height: u16) -> String {
         .draw(|f| draw::draw(f, app))
         .expect("draw into a test backend");
     text(terminal.backend().buffer())
+}
+
+/// The kernel's counters of one function, as the session sends them.
+pub fn counters(id: u32, c: FunctionCounters) -> Event {
+    Event::Counters([(id, c)].into())
+}
+
+/// Counters of `calls` calls, `ring_full` of them dropped because the ring was full.
+pub fn ring_full(calls: u64, ring_full: u64) -> FunctionCounters {
+    FunctionCounters {
+        calls,
+        ring_full,
+        ..FunctionCounters::default()
+    }
 }

@@ -1,11 +1,11 @@
 //! State-update tests: every key, every event, on the real capture.
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use damon_common::CallRecord;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::*;
-use crate::tui::test_support::{MIGRATE_HOT, app_for, fixture, replayed};
+use crate::tui::test_support::{MIGRATE_HOT, app_for, counters, fixture, replayed, ring_full};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -179,16 +179,7 @@ fn f_freezes_the_display_while_collection_goes_on() {
 #[test]
 fn r_resets_statistics_and_counts_drops_from_then_on() {
     let mut app = replayed(fixture(), MIGRATE_HOT, 5 * SECOND);
-    let mut counters = BTreeMap::new();
-    counters.insert(
-        0,
-        FunctionCounters {
-            calls: 1000,
-            ring_full: 7,
-            ..Default::default()
-        },
-    );
-    app.update(Event::Counters(counters.clone()));
+    app.update(counters(0, ring_full(1000, 7)));
     assert_eq!(app.panels()[0].dropped(), 7);
     assert_eq!(app.total_dropped(), 7);
     key(&mut app, KeyCode::Char('f'));
@@ -203,15 +194,7 @@ fn r_resets_statistics_and_counts_drops_from_then_on() {
     assert_eq!(app.panels()[0].stats.since_start().count, 0);
     assert_eq!((app.panels()[0].calls(), app.panels()[0].dropped()), (0, 0));
     assert!(app.message.as_deref().is_some_and(|m| m.contains("reset")));
-    counters.insert(
-        0,
-        FunctionCounters {
-            calls: 1500,
-            ring_full: 9,
-            ..Default::default()
-        },
-    );
-    app.update(Event::Counters(counters));
+    app.update(counters(0, ring_full(1500, 9)));
     assert_eq!(
         (app.panels()[0].calls(), app.panels()[0].dropped()),
         (500, 2)
@@ -284,15 +267,7 @@ fn rates_come_from_calls_per_second_of_the_source_clock() {
     assert_eq!(app.panels()[3].calls_per_sec(), Some(4));
     assert_eq!(app.records_per_sec, 4);
     // Counters ahead of the records (calls dropped or not yet read) count as calls.
-    let mut counters = BTreeMap::new();
-    counters.insert(
-        3,
-        FunctionCounters {
-            calls: 10,
-            ..Default::default()
-        },
-    );
-    app.update(Event::Counters(counters));
+    app.update(counters(3, ring_full(10, 0)));
     app.update(Event::Second {
         elapsed: Duration::from_millis(1500),
     });

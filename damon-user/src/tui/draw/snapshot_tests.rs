@@ -1,14 +1,16 @@
 //! The whole screen, drawn from the real capture replayed on its own clock (no wall clock, so
 //! every frame is reproducible), at a serial console's 80x24 and at 160x48.
-use std::collections::BTreeMap;
 
 use ratatui::crossterm::event::KeyCode;
 
 use crate::{
     capture::{AttachState, FunctionCounters},
     tui::{
-        app::{Event, Origin},
-        test_support::{MIGRATE_HOT, OVERLOAD, fixture, overload_fixture, press, render, replayed},
+        app::Origin,
+        test_support::{
+            MIGRATE_HOT, OVERLOAD, counters, fixture, overload_fixture, press, render, replayed,
+            ring_full,
+        },
     },
 };
 
@@ -76,16 +78,7 @@ fn missing_functions_recording_and_drops_80x24() {
     let mut app = replayed(capture, MIGRATE_HOT, 8 * SECOND);
     app.origin = Origin::Live;
     app.recording = Some("/out/live.dtcap".into());
-    let mut counters = BTreeMap::new();
-    counters.insert(
-        3,
-        FunctionCounters {
-            calls: 300,
-            ring_full: 12,
-            ..Default::default()
-        },
-    );
-    app.update(Event::Counters(counters));
+    app.update(counters(3, ring_full(300, 12)));
     press(&mut app, KeyCode::Char('f'));
     let screen = render(&app, 80, 24);
     for expected in ["missing", "● REC /out/live.dtcap", "12 dropped", "FROZEN"] {
@@ -202,18 +195,15 @@ fn corrected_latencies_toggle_80x24() {
 fn skipped_probe_runs_show_in_the_panel_80x24() {
     let mut app = replayed(fixture(), MIGRATE_HOT, 8 * SECOND);
     app.origin = Origin::Live;
-    let mut counters = BTreeMap::new();
-    counters.insert(
+    app.update(counters(
         3,
         FunctionCounters {
-            calls: 300,
             stale_entries: 5,
             skipped_entries: Some(40),
             skipped_exits: Some(5),
-            ..Default::default()
+            ..ring_full(300, 0)
         },
-    );
-    app.update(Event::Counters(counters));
+    ));
     let panel = app
         .panels()
         .iter()
