@@ -10,6 +10,7 @@ mod diagnosis;
 mod doctor;
 mod error;
 mod export;
+mod manual;
 mod output;
 mod probe;
 mod record;
@@ -46,6 +47,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
         Command::Scenario(cmd) => scenario::run(&cmd),
+        Command::Completions(args) => manual::completions(&args),
+        Command::Man(args) => manual::man(&args),
         Command::Workload(args) => scenario::run_workload(&args),
         Command::BenchLoop(args) => bench::run_loop(&args),
         Command::BenchDecode(args) => bench::run_decode(&args),

@@ -35,6 +35,8 @@ fn cases() -> Vec<Vec<String>> {
         let (a, b) = (cap.clone(), other.clone());
         cases.push(vec!["compare".into(), a, b, "--format".into(), f.into()]);
     }
+    cases.push(vec!["completions".into(), "bash".into()]);
+    cases.push(vec!["man".into()]);
     cases
 }
 

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod bootstrap;
 pub mod build;
 pub mod demo;
+pub mod dist;
 pub mod elf;
 pub mod guest;
 pub mod host;

@@ -29,6 +29,11 @@ enum Cmd {
     Bootstrap,
     /// Build the static (musl) damon-trace and print its path.
     BuildStatic,
+    /// Build what goes onto a real machine: the stripped static binary (dist profile) with its
+    /// man pages, bash/zsh/fish completions and the systemd unit for `serve`, as
+    /// target/dist/damon-trace-VERSION-x86_64-linux-musl.tar.gz and
+    /// target/dist/damon-trace_VERSION_amd64.deb (needs dpkg-deb).
+    Dist,
     /// Download (or find cached) a guest kernel and print its path and release.
     Kernel {
         /// 7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian trixie), 6.1 (Debian
@@ -293,6 +298,10 @@ fn real_main() -> Result<ExitCode> {
         Cmd::BuildStatic => {
             let tc = bootstrap::ensure()?;
             println!("{}", build::build_static(&tc)?.display());
+        }
+        Cmd::Dist => {
+            let dist = xtask::dist::run_dist(&bootstrap::ensure()?)?;
+            println!("{}\n{}", dist.tarball.display(), dist.deb.display());
         }
         Cmd::Kernel { kernel } => {
             bootstrap::ensure()?;

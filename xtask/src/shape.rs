@@ -32,6 +32,7 @@ pub const COMMANDS: &[&str] = &[
     "compare",
     "doctor",
     "export",
+    "manual",
     "record",
     "report",
     "scenario",

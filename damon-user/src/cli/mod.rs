@@ -50,6 +50,10 @@ pub enum Command {
     /// Drive a reproducible DAMON experiment through sysfs, then restore what was there.
     #[command(subcommand, after_long_help = help::SCENARIO)]
     Scenario(ScenarioCommand),
+    /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) to stdout, or write one page per command into a folder.
+    Man(ManArgs),
     /// Memory workload used by `scenario` (a child process; not for direct use).
     #[command(hide = true, name = "__workload")]
     Workload(WorkloadArgs),
@@ -462,6 +466,23 @@ pub struct ScenarioArgs {
     /// a way to overload a small --ring-size on purpose. Default: the kernel's (10 to 1000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(3..=1_000_000))]
     pub regions: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+#[command(after_long_help = help::COMPLETIONS)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+#[command(after_long_help = help::MAN)]
+pub struct ManArgs {
+    /// Write damon-trace.1 and one page per command (damon-trace-record.1, …) into DIR
+    /// instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
