@@ -36,6 +36,7 @@ pub fn exporter(format: ExportFormat, opts: ReportOptions) -> Box<dyn Exporter> 
         ExportFormat::Json => Box::new(json::Json(opts)),
         ExportFormat::Csv => Box::new(csv::Calls(opts)),
         ExportFormat::CsvBuckets => Box::new(buckets::Buckets(opts)),
+        ExportFormat::CsvIntervals => Box::new(csv::Intervals(opts)),
         ExportFormat::Openmetrics => Box::new(openmetrics_exporter::OpenMetrics(opts)),
     }
 }
@@ -55,7 +56,10 @@ pub fn keeps(capture: &Capture, opts: &ReportOptions, r: &damon_common::CallReco
 
 mod openmetrics_exporter {
     use super::*;
-    use crate::export::openmetrics::{MetricsSnapshot, render};
+    use crate::{
+        export::openmetrics::{MetricsSnapshot, ProcessMetrics, render},
+        stats::calibration::Calibration,
+    };
 
     /// The capture as one OpenMetrics scrape (counters from its summary).
     pub struct OpenMetrics(pub ReportOptions);
@@ -79,6 +83,9 @@ mod openmetrics_exporter {
             .collect();
         let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses);
         snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
+        if let Some(cal) = Calibration::from_meta(c.meta.calibration.as_ref()) {
+            snap.process.probe_floors = ProcessMetrics::floors_from(&cal);
+        }
         if c.is_kernel_mode() {
             let end = c.final_hists().unwrap_or_default();
             for f in &mut snap.functions {
@@ -95,6 +102,14 @@ mod openmetrics_exporter {
         for f in &mut snap.functions {
             let count = c.records.iter().filter(|r| r.func == f.id).count() as u64;
             f.counters = crate::report::counters(c, f.id, count);
+        }
+        for (name, p) in crate::report::damon::per_interval_of(c) {
+            if snap.functions.iter().any(|f| f.name == name) {
+                let h = snap.damon.interval_cost_of(&name);
+                for &ns in &p.per_interval_totals {
+                    h.observe(ns);
+                }
+            }
         }
         snap
     }

@@ -9,7 +9,11 @@ use std::fmt::Write as _;
 
 use damon_common::CallRecord;
 
+pub use self::{damon::DamonMetrics, process::ProcessMetrics};
 use crate::capture::{FunctionCounters, FunctionStatus};
+
+pub mod damon;
+pub mod process;
 
 /// Mantissas of the bounds in each decade, ns: a log grid of ten per decade (each about 1.26
 /// times the last, the Renard R10 series rounded to whole 10 ns so that a kernel-mode
@@ -41,32 +45,26 @@ const fn bounds() -> [u64; DECADES * DECADE.len() + 1] {
     out
 }
 
-/// One function's metrics.
-#[derive(Debug, Clone)]
-pub struct FunctionMetrics {
-    pub id: u32,
-    pub name: String,
-    pub attach: &'static str,
-    pub counters: FunctionCounters,
-    /// Calls per bucket (not cumulative); the last is `+Inf` only.
+/// A histogram of durations over [`BOUNDS_NS`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationHistogram {
+    /// Observations per bucket (not cumulative); the last is `+Inf` only.
     pub buckets: [u64; BOUNDS_NS.len() + 1],
     pub sum_ns: u128,
     pub count: u64,
 }
 
-impl FunctionMetrics {
-    pub fn new(status: &FunctionStatus) -> FunctionMetrics {
-        FunctionMetrics {
-            id: status.id,
-            name: status.name.clone(),
-            attach: status.attach.as_str(),
-            counters: FunctionCounters::default(),
+impl Default for DurationHistogram {
+    fn default() -> Self {
+        DurationHistogram {
             buckets: [0; BOUNDS_NS.len() + 1],
             sum_ns: 0,
             count: 0,
         }
     }
+}
 
+impl DurationHistogram {
     pub fn observe(&mut self, duration_ns: u64) {
         // `le` is inclusive: a call of exactly 100 ns belongs to le="1e-07".
         let i = BOUNDS_NS.partition_point(|&b| b < duration_ns);
@@ -76,7 +74,32 @@ impl FunctionMetrics {
     }
 }
 
+/// One function's metrics.
+#[derive(Debug, Clone)]
+pub struct FunctionMetrics {
+    pub id: u32,
+    pub name: String,
+    pub attach: &'static str,
+    pub counters: FunctionCounters,
+    /// Per-call latency.
+    pub latency: DurationHistogram,
+}
+
 impl FunctionMetrics {
+    pub fn new(status: &FunctionStatus) -> FunctionMetrics {
+        FunctionMetrics {
+            id: status.id,
+            name: status.name.clone(),
+            attach: status.attach.as_str(),
+            counters: FunctionCounters::default(),
+            latency: DurationHistogram::default(),
+        }
+    }
+
+    pub fn observe(&mut self, duration_ns: u64) {
+        self.latency.observe(duration_ns);
+    }
+
     /// Adds a kernel-mode histogram: each kernel bucket `[lo, hi)` goes to the first bound at
     /// or above its top value `hi - 1`, so a cumulative count at `le=B` holds only calls known
     /// to be at most `B` (never one above it; with the 10 ns linear buckets, every bound up to
@@ -85,22 +108,21 @@ impl FunctionMetrics {
     /// maps are read a moment apart and can differ by the calls in between (at the end they
     /// are equal).
     pub fn observe_hist(&mut self, h: &crate::capture::KernelHist) {
+        let l = &mut self.latency;
         for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
             let (_, hi) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
             let top = hi.saturating_sub(1);
             let i = BOUNDS_NS.partition_point(|&bound| bound < top);
-            self.buckets[i] += n;
-            self.count += n;
+            l.buckets[i] += n;
+            l.count += n;
         }
-        self.sum_ns += u128::from(h.sum_ns);
+        l.sum_ns += u128::from(h.sum_ns);
     }
 
     /// Replaces the latency histogram by a cumulative kernel-mode one (`serve --mode kernel`
     /// reads the kernel's running totals each second).
     pub fn set_hist(&mut self, h: &crate::capture::KernelHist) {
-        self.buckets = [0; BOUNDS_NS.len() + 1];
-        self.sum_ns = 0;
-        self.count = 0;
+        self.latency = DurationHistogram::default();
         self.observe_hist(h);
     }
 }
@@ -113,6 +135,10 @@ pub struct MetricsSnapshot {
     pub functions: Vec<FunctionMetrics>,
     /// Ring items of unexpected size, discarded.
     pub malformed_items: u64,
+    /// DAMON's cost per aggregation interval and the values it returned.
+    pub damon: DamonMetrics,
+    /// The tool's own cost and probe floor; each rendered when set.
+    pub process: ProcessMetrics,
 }
 
 impl MetricsSnapshot {
@@ -121,13 +147,16 @@ impl MetricsSnapshot {
             kernel_release: kernel_release.to_owned(),
             mode: mode.to_owned(),
             functions: functions.iter().map(FunctionMetrics::new).collect(),
-            malformed_items: 0,
+            ..Default::default()
         }
     }
 
+    /// One call: its latency, and for the DAMON functions whose value is kept the value
+    /// (`damon_hot_score`'s score, `damon_migrate_pages`' pages moved).
     pub fn observe(&mut self, r: &CallRecord) {
         if let Some(f) = self.functions.iter_mut().find(|f| f.id == r.func) {
             f.observe(r.duration_ns);
+            self.damon.observe_value(r.func, r.value);
         }
     }
 }
@@ -240,6 +269,8 @@ pub fn render_as(s: &MetricsSnapshot, format: Exposition) -> String {
     histogram(&mut t, s);
     counters(&mut t, s);
     info(&mut t, s);
+    damon::render(&mut t, &s.damon);
+    process::render(&mut t, &s.process);
     counter_single(
         &mut t,
         "damon_trace_malformed_items",
@@ -281,18 +312,51 @@ fn histogram(t: &mut Text, s: &MetricsSnapshot) {
     };
     t.family(h, Kind::Histogram, Some("seconds"), help);
     for f in &s.functions {
-        let fl = format!("function=\"{}\"", escape(&f.name));
-        let mut cumulative = 0;
-        for (i, n) in f.buckets.iter().enumerate() {
-            cumulative += n;
-            let le = BOUNDS_NS
-                .get(i)
-                .map_or_else(|| "+Inf".to_owned(), |&b| seconds(u128::from(b)));
-            let _ = writeln!(t.out, "{h}_bucket{{{fl},le=\"{le}\"}} {cumulative}");
-        }
-        let _ = writeln!(t.out, "{h}_sum{{{fl}}} {}", seconds(f.sum_ns));
-        let _ = writeln!(t.out, "{h}_count{{{fl}}} {}", f.count);
+        duration_samples(
+            t,
+            h,
+            &format!("function=\"{}\"", escape(&f.name)),
+            &f.latency,
+        );
     }
+}
+
+/// The samples of one histogram over [`BOUNDS_NS`], in seconds.
+fn duration_samples(t: &mut Text, name: &str, labels: &str, d: &DurationHistogram) {
+    let les = BOUNDS_NS
+        .iter()
+        .map(|&b| seconds(u128::from(b)))
+        .chain(std::iter::once("+Inf".to_owned()));
+    let buckets: Vec<(String, u64)> = les.zip(d.buckets.iter().copied()).collect();
+    histogram_samples(t, name, labels, &buckets, &seconds(d.sum_ns), d.count);
+}
+
+/// The samples of one histogram: `buckets` are `(le, observations in the bucket)` in order,
+/// `+Inf` last, written cumulative; then `_sum` and `_count`. `labels` come before `le`.
+fn histogram_samples(
+    t: &mut Text,
+    name: &str,
+    labels: &str,
+    buckets: &[(String, u64)],
+    sum: &str,
+    count: u64,
+) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    let mut cumulative = 0;
+    for (le, n) in buckets {
+        cumulative += n;
+        let _ = writeln!(
+            t.out,
+            "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let braced = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{labels}}}")
+    };
+    let _ = writeln!(t.out, "{name}_sum{braced} {sum}");
+    let _ = writeln!(t.out, "{name}_count{braced} {count}");
 }
 
 /// Calls, drops by reason, orphan exits and calls in flight of every function.

@@ -4,12 +4,19 @@ use std::path::Path;
 use super::*;
 use crate::{capture::format::read_file, report::ReportOptions};
 
+fn opts() -> ReportOptions {
+    ReportOptions {
+        bucket_ns: 20,
+        ..Default::default()
+    }
+}
+
 fn fixture_snapshot(name: &str) -> MetricsSnapshot {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name);
     let c = read_file(&path).expect("fixture");
-    crate::export::openmetrics_exporter::snapshot(&c, &ReportOptions::default())
+    crate::export::openmetrics_exporter::snapshot(&c, &opts())
 }
 
 /// The families a text declares, `(name, type)`, in order; panics on a sample whose name
@@ -302,10 +309,7 @@ const MIN_CALLS: u64 = 100;
 /// 15 % of `report`'s nearest-rank percentiles of the same capture.
 #[test]
 fn promql_quantiles_are_within_15_percent_of_report() {
-    let opts = ReportOptions {
-        bucket_ns: 20,
-        ..Default::default()
-    };
+    let opts = opts();
     let mut worst = (0.0f64, String::new());
     let mut checked = 0;
     for (name, c) in fixtures().iter().filter(|(_, c)| !c.is_kernel_mode()) {
@@ -348,4 +352,147 @@ fn promql_quantiles_are_within_15_percent_of_report() {
         worst.1
     );
     assert!(checked >= 10, "only {checked} functions checked");
+}
+
+/// The value of the one sample `name` with the given labels.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    crate::export::tests::parse_samples(text)
+        .into_iter()
+        .find(|(n, l, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.2)
+}
+
+/// DAMON's cost per aggregation interval, its pages migrated and hot scores, exported from
+/// every stream fixture, equal what `report` states for the same capture.
+#[test]
+fn damon_metrics_equal_report() {
+    let opts = opts();
+    let (mut intervals, mut scores, mut pages) = (0, 0, 0);
+    for (name, c) in fixtures().iter().filter(|(_, c)| !c.is_kernel_mode()) {
+        let report = crate::report::build(c, &opts).expect("report");
+        let text = render(&crate::export::openmetrics_exporter::snapshot(c, &opts));
+        check(&text, Exposition::OpenMetrics);
+        for f in &report.functions {
+            let fl = [("function", f.name.as_str())];
+            let cost = |suffix: &str| {
+                sample(
+                    &text,
+                    &format!("damon_trace_interval_cost_seconds{suffix}"),
+                    &fl,
+                )
+            };
+            match &f.per_interval {
+                Some(p) => {
+                    assert_eq!(
+                        cost("_count"),
+                        Some(p.intervals as f64),
+                        "{name} {}",
+                        f.name
+                    );
+                    let sum = cost("_sum").expect("sum");
+                    assert!(
+                        (sum - p.total_ns_in_intervals as f64 / 1e9).abs() < 1e-12,
+                        "{name} {}: {sum}",
+                        f.name
+                    );
+                    let max = p.max_total_ns;
+                    let le = BOUNDS_NS[BOUNDS_NS.partition_point(|&b| b < max)];
+                    let at = sample(
+                        &text,
+                        "damon_trace_interval_cost_seconds_bucket",
+                        &[("function", &f.name), ("le", &seconds(u128::from(le)))],
+                    );
+                    assert_eq!(at, Some(p.intervals as f64), "{name} {}: le {le}", f.name);
+                    intervals += 1;
+                }
+                None => assert_eq!(cost("_count"), None, "{name} {}", f.name),
+            }
+            let Some(v) = f.values.as_ref().and_then(|v| v.value.as_ref()) else {
+                continue;
+            };
+            match f.name.as_str() {
+                "damon_hot_score" => {
+                    let get = |s: &str| sample(&text, s, &[]).expect(s);
+                    assert_eq!(get("damon_trace_hot_score_count"), v.count as f64, "{name}");
+                    assert_eq!(get("damon_trace_hot_score_sum"), v.sum as f64, "{name}");
+                    let cold = sample(&text, "damon_trace_hot_score_bucket", &[("le", "0.0")]);
+                    assert_eq!(cold.is_some_and(|n| n > 0.0), v.min == 0, "{name}");
+                    if v.max <= 99 {
+                        let all = sample(&text, "damon_trace_hot_score_bucket", &[("le", "99.0")]);
+                        assert_eq!(all, Some(v.count as f64), "{name}");
+                    }
+                    scores += 1;
+                }
+                "damon_migrate_pages" => {
+                    assert_eq!(
+                        sample(&text, "damon_trace_migrated_pages_total", &[]),
+                        Some(v.sum as f64),
+                        "{name}"
+                    );
+                    pages += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    println!("checked: {intervals} interval costs, {scores} score histograms, {pages} page counts");
+    assert!(
+        intervals > 0 && scores > 0 && pages > 0,
+        "{intervals} {scores} {pages}"
+    );
+}
+
+/// The calibrated fixture's floors, as `report` gives them, and the process families when set.
+#[test]
+fn tool_metrics_render_when_set() {
+    let (_, c) = fixtures()
+        .into_iter()
+        .find(|(n, _)| n == "calibrated-7.2.dtcap")
+        .expect("calibrated fixture");
+    let mut snap = crate::export::openmetrics_exporter::snapshot(&c, &opts());
+    let report = crate::report::build(&c, &opts()).expect("report");
+    let floors = report.meta.calibration.as_ref().expect("calibration")["floors"]
+        .as_array()
+        .expect("floors")
+        .clone();
+    assert!(!floors.is_empty());
+    let before = render(&snap);
+    assert!(
+        !before.contains("process_"),
+        "unset process metrics are left out"
+    );
+    for f in floors.iter().filter(|f| f["floor"].is_object()) {
+        let labels = [
+            ("attach", f["attach"].as_str().expect("attach")),
+            ("mode", f["mode"].as_str().expect("mode")),
+        ];
+        let got = sample(&before, "damon_trace_probe_floor_seconds", &labels).expect("floor");
+        let want = f["floor"]["median_ns"].as_f64().expect("median") / 1e9;
+        assert!((got - want).abs() < 1e-15, "{labels:?}: {got} != {want}");
+    }
+    snap.process.cpu_seconds = Some(1.25);
+    snap.process.resident_memory_bytes = Some(12_345_678);
+    for format in [Exposition::OpenMetrics, Exposition::PrometheusText004] {
+        let text = render_as(&snap, format);
+        let families = check(&text, format);
+        assert_eq!(sample(&text, "process_cpu_seconds_total", &[]), Some(1.25));
+        assert_eq!(
+            sample(&text, "process_resident_memory_bytes", &[]),
+            Some(12_345_678.0)
+        );
+        let cpu_family = match format {
+            Exposition::OpenMetrics => "process_cpu_seconds",
+            Exposition::PrometheusText004 => "process_cpu_seconds_total",
+        };
+        assert!(
+            families
+                .iter()
+                .any(|(n, k)| n == cpu_family && k == "counter")
+        );
+    }
 }
