@@ -3,9 +3,14 @@ use std::{collections::BTreeMap, path::Path};
 use super::*;
 use crate::{capture::format::read_file, cli::ExportFormat};
 
+/// A capture in `tests/data`.
+fn data(name: &str) -> Capture {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    read_file(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 fn fixture() -> Capture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/migrate-hot-7.2.dtcap");
-    read_file(&path).expect("fixture")
+    data("migrate-hot-7.2.dtcap")
 }
 
 fn export(format: ExportFormat, opts: ReportOptions) -> String {
@@ -205,8 +210,7 @@ fn le_is_inclusive_and_seconds_are_exact() {
 /// 7.2 guest, `--ring-size 4096`, recorder paused 80 % of the time (see
 /// `tui::test_support::overload_fixture`): most calls were dropped.
 fn overload() -> Capture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/overload-7.2.dtcap");
-    read_file(&path).expect("overload fixture")
+    data("overload-7.2.dtcap")
 }
 
 fn export_overload(format: ExportFormat) -> String {
@@ -431,15 +435,6 @@ fn kernel_histograms_replace_rather_than_add() {
     assert_eq!((f.latency.count, f.latency.sum_ns), (4, 21_199));
     assert_eq!(f.latency.buckets.iter().sum::<u64>(), 4);
     assert_eq!(f.latency.buckets[0], 1); // le=100 ns: the 50 ns call
-}
-
-fn data(name: &str) -> Capture {
-    read_file(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data")
-            .join(name),
-    )
-    .expect("fixture")
 }
 
 /// JSON's `damon` block and csv-intervals carry report's per-interval cost and values of the

@@ -72,17 +72,14 @@ impl DamonMetrics {
     }
 }
 
+const INTERVAL_COST_HELP: &str = "Time a DAMON function took per complete aggregation interval \
+                                  of the kdamonds that called it (its calls' durations summed; \
+                                  intervals without a call count 0); _count is the intervals.";
+
 pub(super) fn render(t: &mut Text, d: &DamonMetrics) {
     if !d.interval_cost.is_empty() {
         let name = "damon_trace_interval_cost_seconds";
-        t.family(
-            name,
-            Kind::Histogram,
-            Some("seconds"),
-            "Time a DAMON function took per complete aggregation interval of the kdamonds \
-             that called it (its calls' durations summed; intervals without a call count 0); \
-             _count is the intervals.",
-        );
+        t.family(name, Kind::Histogram, Some("seconds"), INTERVAL_COST_HELP);
         for (f, h) in &d.interval_cost {
             duration_samples(t, name, &format!("function=\"{}\"", escape(f)), h);
         }

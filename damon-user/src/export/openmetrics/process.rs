@@ -43,6 +43,10 @@ impl ProcessMetrics {
     }
 }
 
+const FLOOR_HELP: &str = "What the probe adds to every traced call: the median duration of an \
+                          empty function, by attach method and trace mode (from the \
+                          calibration).";
+
 pub(super) fn render(t: &mut Text, p: &ProcessMetrics) {
     if let Some(cpu) = p.cpu_seconds {
         t.family(
@@ -64,13 +68,7 @@ pub(super) fn render(t: &mut Text, p: &ProcessMetrics) {
     }
     if !p.probe_floors.is_empty() {
         let name = "damon_trace_probe_floor_seconds";
-        t.family(
-            name,
-            Kind::Gauge,
-            Some("seconds"),
-            "What the probe adds to every traced call: the median duration of an empty \
-             function, by attach method and trace mode (from the calibration).",
-        );
+        t.family(name, Kind::Gauge, Some("seconds"), FLOOR_HELP);
         for f in &p.probe_floors {
             let _ = writeln!(
                 t.out,
