@@ -291,7 +291,11 @@ pub enum ExportFormat {
     Csv,
     /// One line per range-table row (--bucket-ns, --max-ns).
     CsvBuckets,
-    /// Histograms (`_bucket{le=…}`, `_sum`, `_count`) and the kernel's counters.
+    /// One line per DAMON aggregation interval and DAMON function: its calls and the time
+    /// they took in that interval (the numbers behind report's per-interval cost).
+    CsvIntervals,
+    /// Histograms (`_bucket{le=…}`, `_sum`, `_count`), the kernel's counters, DAMON's cost
+    /// per interval, pages migrated and hot scores.
     Openmetrics,
 }
 

@@ -1,4 +1,5 @@
-//! `--format csv`: one line per call, in capture order.
+//! `--format csv`: one line per call, in capture order; `--format csv-intervals`: one line
+//! per DAMON aggregation interval and DAMON function.
 use std::io::Write;
 
 use super::{Exporter, keeps};
@@ -33,6 +34,36 @@ impl Exporter for Calls {
                 "{name},{},{},{},{},{},{}",
                 r.cpu, r.pid, r.tid, r.entry_ns, r.duration_ns, r.value
             )?;
+        }
+        Ok(())
+    }
+}
+
+/// Per-interval cost of the DAMON functions: `function,interval,calls,ns`, intervals numbered
+/// from 1 in time order (kdamond after kdamond), as `report` counts them.
+pub struct Intervals(pub ReportOptions);
+
+impl Exporter for Intervals {
+    fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
+        if c.is_kernel_mode() || c.meta.intervals.is_none() {
+            return Err(crate::error::UsageError(
+                "--format csv-intervals needs per-call records and the aggregation-interval \
+                 boundaries, and this capture lacks them (recorded with --mode kernel, or by a \
+                 version that did not hook damon:damon_aggregated): record again in stream \
+                 mode with DAMON running"
+                    .to_owned(),
+            )
+            .into());
+        }
+        writeln!(out, "function,interval,calls,ns")?;
+        for (name, p) in crate::report::damon::per_interval_of(c) {
+            if !self.0.functions.is_empty() && !self.0.functions.contains(&name) {
+                continue;
+            }
+            let rows = p.per_interval_calls.iter().zip(&p.per_interval_totals);
+            for (i, (calls, ns)) in rows.enumerate() {
+                writeln!(out, "{name},{},{calls},{ns}", i + 1)?;
+            }
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 //!
 //! `{"meta", "summary", "accounting", "records"}`: `accounting` has one entry per exported
 //! function with the kernel's totals (`calls == records + dropped + in_flight`), so a reader
-//! of `records` knows how many calls are not in it and why.
+//! of `records` knows how many calls are not in it and why. `damon` has, per DAMON function,
+//! the cost per aggregation interval and the returned values as `report` states them.
 use std::io::Write;
 
 use serde::Serialize;
@@ -97,6 +98,8 @@ impl Exporter for Json {
             out.write_all(b",\"snapshots\":")?;
             serde_json::to_writer(&mut *out, &kernel::snapshots(c, &self.0))?;
         }
+        out.write_all(b",\"damon\":")?;
+        serde_json::to_writer(&mut *out, &damon::functions(c, &self.0)?)?;
         out.write_all(b",\"records\":[")?;
         let mut first = true;
         for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
@@ -218,5 +221,45 @@ mod kernel {
             }
         }
         out
+    }
+}
+
+/// The DAMON numbers of `report`: per function, its cost per aggregation interval and the
+/// distribution of its returned value (hotness score, pages migrated).
+mod damon {
+    use serde::Serialize;
+
+    use crate::{
+        capture::Capture,
+        report::{FunctionReport, ReportOptions, values::ValueDist},
+        stats::intervals::PerInterval,
+    };
+
+    #[derive(Serialize)]
+    pub struct DamonFunction {
+        function: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        per_interval: Option<PerInterval>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value_name: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value: Option<ValueDist>,
+    }
+
+    pub fn functions(c: &Capture, opts: &ReportOptions) -> anyhow::Result<Vec<DamonFunction>> {
+        let report = crate::report::build(c, opts)?;
+        Ok(report
+            .functions
+            .into_iter()
+            .filter_map(|f: FunctionReport| {
+                let value = f.values.and_then(|v| v.value);
+                (f.per_interval.is_some() || value.is_some()).then_some(DamonFunction {
+                    function: f.name,
+                    per_interval: f.per_interval,
+                    value_name: f.value_name,
+                    value,
+                })
+            })
+            .collect())
     }
 }

@@ -36,6 +36,7 @@ pub fn exporter(format: ExportFormat, opts: ReportOptions) -> Box<dyn Exporter> 
         ExportFormat::Json => Box::new(json::Json(opts)),
         ExportFormat::Csv => Box::new(csv::Calls(opts)),
         ExportFormat::CsvBuckets => Box::new(buckets::Buckets(opts)),
+        ExportFormat::CsvIntervals => Box::new(csv::Intervals(opts)),
         ExportFormat::Openmetrics => Box::new(openmetrics_exporter::OpenMetrics(opts)),
     }
 }
@@ -55,44 +56,62 @@ pub fn keeps(capture: &Capture, opts: &ReportOptions, r: &damon_common::CallReco
 
 mod openmetrics_exporter {
     use super::*;
-    use crate::export::openmetrics::{MetricsSnapshot, render};
+    use crate::{
+        export::openmetrics::{MetricsSnapshot, ProcessMetrics, render},
+        stats::calibration::Calibration,
+    };
 
     /// The capture as one OpenMetrics scrape (counters from its summary).
     pub struct OpenMetrics(pub ReportOptions);
 
     impl Exporter for OpenMetrics {
         fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
-            let statuses: Vec<_> = c
-                .meta
-                .functions
-                .iter()
-                .filter(|f| self.0.functions.is_empty() || self.0.functions.contains(&f.name))
-                .cloned()
-                .collect();
-            let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses);
-            if c.is_kernel_mode() {
-                let end = c.final_hists().unwrap_or_default();
-                for f in &mut snap.functions {
-                    if let Some((k, h)) = end.functions.get(&f.id) {
-                        f.observe_hist(h);
-                        f.counters = *k;
-                    }
-                }
-                snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
-                out.write_all(render(&snap).as_bytes())?;
-                return Ok(());
-            }
-            for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
-                snap.observe(r);
-            }
-            for f in &mut snap.functions {
-                let count = c.records.iter().filter(|r| r.func == f.id).count() as u64;
-                f.counters = crate::report::counters(c, f.id, count);
-            }
-            snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
-            out.write_all(render(&snap).as_bytes())?;
+            out.write_all(render(&snapshot(c, &self.0)).as_bytes())?;
             Ok(())
         }
+    }
+
+    /// What a scrape at the end of the capture would show: the histograms of the selected
+    /// functions, their counters.
+    pub fn snapshot(c: &Capture, opts: &ReportOptions) -> MetricsSnapshot {
+        let statuses: Vec<_> = c
+            .meta
+            .functions
+            .iter()
+            .filter(|f| opts.functions.is_empty() || opts.functions.contains(&f.name))
+            .cloned()
+            .collect();
+        let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses);
+        snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
+        if let Some(cal) = Calibration::from_meta(c.meta.calibration.as_ref()) {
+            snap.process.probe_floors = ProcessMetrics::floors_from(&cal);
+        }
+        if c.is_kernel_mode() {
+            let end = c.final_hists().unwrap_or_default();
+            for f in &mut snap.functions {
+                if let Some((k, h)) = end.functions.get(&f.id) {
+                    f.observe_hist(h);
+                    f.counters = *k;
+                }
+            }
+            return snap;
+        }
+        for r in c.records.iter().filter(|r| keeps(c, opts, r)) {
+            snap.observe(r);
+        }
+        for f in &mut snap.functions {
+            let count = c.records.iter().filter(|r| r.func == f.id).count() as u64;
+            f.counters = crate::report::counters(c, f.id, count);
+        }
+        for (name, p) in crate::report::damon::per_interval_of(c) {
+            if snap.functions.iter().any(|f| f.name == name) {
+                let h = snap.damon.interval_cost_of(&name);
+                for &ns in &p.per_interval_totals {
+                    h.observe(ns);
+                }
+            }
+        }
+        snap
     }
 }
 

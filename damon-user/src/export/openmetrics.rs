@@ -1,70 +1,70 @@
 //! OpenMetrics text: what `export --format openmetrics` writes and `serve` answers.
 //!
-//! Per function: a latency histogram in seconds (Prometheus' base unit) over fixed 1-2-5
-//! bounds from 100 ns to 10 s, so that series from different machines and runs aggregate;
+//! Per function: a latency histogram in seconds (Prometheus' base unit) over fixed bounds,
+//! ten per decade from 100 ns to 10 s ([`BOUNDS_NS`]), so that series from different machines
+//! and runs aggregate and `histogram_quantile` lands within a bucket's ~26 % of the truth;
 //! the kernel's counters (calls, drops by reason, in flight); and an info metric with the
 //! attach mode.
 use std::fmt::Write as _;
 
 use damon_common::CallRecord;
 
+pub use self::{damon::DamonMetrics, process::ProcessMetrics};
 use crate::capture::{FunctionCounters, FunctionStatus};
 
-/// Upper bounds (ns, inclusive as `le` means) of the histogram buckets before `+Inf`.
-pub const BOUNDS_NS: [u64; 25] = [
-    100,
-    200,
-    500,
-    1_000,
-    2_000,
-    5_000,
-    10_000,
-    20_000,
-    50_000,
-    100_000,
-    200_000,
-    500_000,
-    1_000_000,
-    2_000_000,
-    5_000_000,
-    10_000_000,
-    20_000_000,
-    50_000_000,
-    100_000_000,
-    200_000_000,
-    500_000_000,
-    1_000_000_000,
-    2_000_000_000,
-    5_000_000_000,
-    10_000_000_000,
-];
+pub mod damon;
+pub mod process;
 
-/// One function's metrics.
-#[derive(Debug, Clone)]
-pub struct FunctionMetrics {
-    pub id: u32,
-    pub name: String,
-    pub attach: &'static str,
-    pub counters: FunctionCounters,
-    /// Calls per bucket (not cumulative); the last is `+Inf` only.
+/// Mantissas of the bounds in each decade, ns: a log grid of ten per decade (each about 1.26
+/// times the last, the Renard R10 series rounded to whole 10 ns so that a kernel-mode
+/// histogram's 10 ns linear buckets map onto it exactly).
+const DECADE: [u64; 10] = [100, 130, 160, 200, 250, 320, 400, 500, 630, 800];
+
+/// Decades from 100 ns up; the grid ends with 10 s.
+const DECADES: usize = 8;
+
+/// Upper bounds (ns, inclusive as `le` means) of the histogram buckets before `+Inf`:
+/// 100 ns to 10 s, ten per decade. Fixed, so every scrape, machine and run has the same `le`
+/// series; with `+Inf`, `_sum` and `_count`, 84 series per function.
+pub const BOUNDS_NS: [u64; DECADES * DECADE.len() + 1] = bounds();
+
+const fn bounds() -> [u64; DECADES * DECADE.len() + 1] {
+    let mut out = [0; DECADES * DECADE.len() + 1];
+    let mut scale = 1;
+    let mut d = 0;
+    while d < DECADES {
+        let mut m = 0;
+        while m < DECADE.len() {
+            out[d * DECADE.len() + m] = DECADE[m] * scale;
+            m += 1;
+        }
+        scale *= 10;
+        d += 1;
+    }
+    out[DECADES * DECADE.len()] = DECADE[0] * scale;
+    out
+}
+
+/// A histogram of durations over [`BOUNDS_NS`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationHistogram {
+    /// Observations per bucket (not cumulative); the last is `+Inf` only.
     pub buckets: [u64; BOUNDS_NS.len() + 1],
     pub sum_ns: u128,
     pub count: u64,
 }
 
-impl FunctionMetrics {
-    pub fn new(status: &FunctionStatus) -> FunctionMetrics {
-        FunctionMetrics {
-            id: status.id,
-            name: status.name.clone(),
-            attach: status.attach.as_str(),
-            counters: FunctionCounters::default(),
+impl Default for DurationHistogram {
+    fn default() -> Self {
+        DurationHistogram {
             buckets: [0; BOUNDS_NS.len() + 1],
             sum_ns: 0,
             count: 0,
         }
     }
+}
 
+impl DurationHistogram {
     pub fn observe(&mut self, duration_ns: u64) {
         // `le` is inclusive: a call of exactly 100 ns belongs to le="1e-07".
         let i = BOUNDS_NS.partition_point(|&b| b < duration_ns);
@@ -74,28 +74,55 @@ impl FunctionMetrics {
     }
 }
 
+/// One function's metrics.
+#[derive(Debug, Clone)]
+pub struct FunctionMetrics {
+    pub id: u32,
+    pub name: String,
+    pub attach: &'static str,
+    pub counters: FunctionCounters,
+    /// Per-call latency.
+    pub latency: DurationHistogram,
+}
+
 impl FunctionMetrics {
-    /// Adds a kernel-mode histogram: each kernel bucket `[lo, hi)` goes to the bound that
-    /// holds `lo`, so a cumulative count at `le=B` may include calls up to one kernel bucket
-    /// (the linear width, e.g. 10 ns) above `B`. The count is the buckets' total, so `+Inf`
-    /// always equals `_count`: while tracing, the kernel's bucket and count maps are read a
-    /// moment apart and can differ by the calls in between (at the end they are equal).
-    pub fn observe_hist(&mut self, h: &crate::capture::KernelHist) {
-        for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
-            let (lo, _) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
-            let i = BOUNDS_NS.partition_point(|&bound| bound < lo);
-            self.buckets[i] += n;
-            self.count += n;
+    pub fn new(status: &FunctionStatus) -> FunctionMetrics {
+        FunctionMetrics {
+            id: status.id,
+            name: status.name.clone(),
+            attach: status.attach.as_str(),
+            counters: FunctionCounters::default(),
+            latency: DurationHistogram::default(),
         }
-        self.sum_ns += u128::from(h.sum_ns);
+    }
+
+    pub fn observe(&mut self, duration_ns: u64) {
+        self.latency.observe(duration_ns);
+    }
+
+    /// Adds a kernel-mode histogram: each kernel bucket `[lo, hi)` goes to the first bound at
+    /// or above its top value `hi - 1`, so a cumulative count at `le=B` holds only calls known
+    /// to be at most `B` (never one above it; with the 10 ns linear buckets, every bound up to
+    /// the linear range is a bucket edge and nothing is lost). The count is the buckets'
+    /// total, so `+Inf` always equals `_count`: while tracing, the kernel's bucket and count
+    /// maps are read a moment apart and can differ by the calls in between (at the end they
+    /// are equal).
+    pub fn observe_hist(&mut self, h: &crate::capture::KernelHist) {
+        let l = &mut self.latency;
+        for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let (_, hi) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
+            let top = hi.saturating_sub(1);
+            let i = BOUNDS_NS.partition_point(|&bound| bound < top);
+            l.buckets[i] += n;
+            l.count += n;
+        }
+        l.sum_ns += u128::from(h.sum_ns);
     }
 
     /// Replaces the latency histogram by a cumulative kernel-mode one (`serve --mode kernel`
     /// reads the kernel's running totals each second).
     pub fn set_hist(&mut self, h: &crate::capture::KernelHist) {
-        self.buckets = [0; BOUNDS_NS.len() + 1];
-        self.sum_ns = 0;
-        self.count = 0;
+        self.latency = DurationHistogram::default();
         self.observe_hist(h);
     }
 }
@@ -108,6 +135,10 @@ pub struct MetricsSnapshot {
     pub functions: Vec<FunctionMetrics>,
     /// Ring items of unexpected size, discarded.
     pub malformed_items: u64,
+    /// DAMON's cost per aggregation interval and the values it returned.
+    pub damon: DamonMetrics,
+    /// The tool's own cost and probe floor; each rendered when set.
+    pub process: ProcessMetrics,
 }
 
 impl MetricsSnapshot {
@@ -116,19 +147,47 @@ impl MetricsSnapshot {
             kernel_release: kernel_release.to_owned(),
             mode: mode.to_owned(),
             functions: functions.iter().map(FunctionMetrics::new).collect(),
-            malformed_items: 0,
+            ..Default::default()
         }
     }
 
+    /// One call: its latency, and for the DAMON functions whose value is kept the value
+    /// (`damon_hot_score`'s score, `damon_migrate_pages`' pages moved).
     pub fn observe(&mut self, r: &CallRecord) {
         if let Some(f) = self.functions.iter_mut().find(|f| f.id == r.func) {
             f.observe(r.duration_ns);
+            self.damon.observe_value(r.func, r.value);
+        }
+    }
+}
+
+/// The text format a scrape is answered in.
+#[allow(
+    dead_code,
+    reason = "serve negotiates the format with it (branch i16-serve); export writes OpenMetrics"
+)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// OpenMetrics 1.0: `# TYPE`/`# UNIT`/`# HELP` per family, `# EOF` at the end.
+    OpenMetrics,
+    /// Prometheus text 0.0.4: `# HELP`/`# TYPE` naming the sample (a counter's `_total`),
+    /// no units, info metrics as gauges, no end marker.
+    PrometheusText004,
+}
+
+#[allow(dead_code, reason = "serve's responses name it (branch i16-serve)")]
+impl Exposition {
+    /// The `Content-Type` of a response in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Exposition::PrometheusText004 => "text/plain; version=0.0.4; charset=utf-8",
         }
     }
 }
 
 /// Label values escape `\`, `"` and newlines (function names never need it; kernel releases
-/// come from a file we do not control).
+/// come from a file we do not control). Both formats escape label values alike.
 fn escape(v: &str) -> String {
     v.replace('\\', r"\\")
         .replace('"', r#"\""#)
@@ -146,34 +205,88 @@ fn seconds(ns: u128) -> String {
     format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
-fn family(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &str) {
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    if let Some(u) = unit {
-        let _ = writeln!(out, "# UNIT {name} {u}");
+/// A family's kind, as OpenMetrics names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+}
+
+/// The exposition being written: the text and its format.
+struct Text {
+    out: String,
+    format: Exposition,
+}
+
+impl Text {
+    /// A family's metadata. `name` is the OpenMetrics family name (a counter's without
+    /// `_total`, an info's without `_info`); 0.0.4 names the sample series instead, calls an
+    /// info metric a gauge, has no units and escapes only `\\` and newlines in help.
+    fn family(&mut self, name: &str, kind: Kind, unit: Option<&str>, help: &str) {
+        let out = &mut self.out;
+        match self.format {
+            Exposition::OpenMetrics => {
+                let kind = match kind {
+                    Kind::Counter => "counter",
+                    Kind::Gauge => "gauge",
+                    Kind::Histogram => "histogram",
+                    Kind::Info => "info",
+                };
+                let _ = writeln!(out, "# TYPE {name} {kind}");
+                if let Some(u) = unit {
+                    let _ = writeln!(out, "# UNIT {name} {u}");
+                }
+                let _ = writeln!(out, "# HELP {name} {}", escape(help));
+            }
+            Exposition::PrometheusText004 => {
+                let (series, kind) = match kind {
+                    Kind::Counter => (format!("{name}_total"), "counter"),
+                    Kind::Gauge => (name.to_owned(), "gauge"),
+                    Kind::Histogram => (name.to_owned(), "histogram"),
+                    Kind::Info => (format!("{name}_info"), "gauge"),
+                };
+                let help = help.replace('\\', r"\\").replace('\n', r"\n");
+                let _ = writeln!(out, "# HELP {series} {help}");
+                let _ = writeln!(out, "# TYPE {series} {kind}");
+            }
+        }
     }
-    let _ = writeln!(out, "# HELP {name} {help}");
 }
 
 /// Renders the OpenMetrics exposition, `# EOF` included.
 pub fn render(s: &MetricsSnapshot) -> String {
-    let mut out = String::new();
-    histogram(&mut out, s);
-    counters(&mut out, s);
-    info(&mut out, s);
+    render_as(s, Exposition::OpenMetrics)
+}
+
+/// Renders the snapshot in the given text format.
+pub fn render_as(s: &MetricsSnapshot, format: Exposition) -> String {
+    let mut t = Text {
+        out: String::new(),
+        format,
+    };
+    histogram(&mut t, s);
+    counters(&mut t, s);
+    info(&mut t, s);
+    damon::render(&mut t, &s.damon);
+    process::render(&mut t, &s.process);
     counter_single(
-        &mut out,
+        &mut t,
         "damon_trace_malformed_items",
         "Ring buffer items of unexpected size, discarded.",
         s.malformed_items,
     );
-    out.push_str("# EOF\n");
-    out
+    if format == Exposition::OpenMetrics {
+        t.out.push_str("# EOF\n");
+    }
+    t.out
 }
 
 /// One sample per function: `{metric}{function="…"<labels>} <value>`, where `sample` gives
 /// the further labels (each with its leading comma) and the value.
 fn per_function(
-    out: &mut String,
+    t: &mut Text,
     s: &MetricsSnapshot,
     metric: &str,
     sample: &dyn Fn(&FunctionMetrics) -> (String, String),
@@ -181,7 +294,7 @@ fn per_function(
     for f in &s.functions {
         let (labels, value) = sample(f);
         let _ = writeln!(
-            out,
+            t.out,
             "{metric}{{function=\"{}\"{labels}}} {value}",
             escape(&f.name)
         );
@@ -189,49 +302,80 @@ fn per_function(
 }
 
 /// The latency histogram of every function.
-fn histogram(out: &mut String, s: &MetricsSnapshot) {
+fn histogram(t: &mut Text, s: &MetricsSnapshot) {
     let h = "damon_trace_call_duration_seconds";
     let help = if s.mode == "kernel" {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost; \
-         kernel mode: from in-kernel buckets, each `le` exact to one bucket width)."
+         kernel mode: from in-kernel buckets, each counted at the first `le` its whole bucket lies under)."
     } else {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost)."
     };
-    family(out, h, "histogram", Some("seconds"), help);
+    t.family(h, Kind::Histogram, Some("seconds"), help);
     for f in &s.functions {
-        let fl = format!("function=\"{}\"", escape(&f.name));
-        let mut cumulative = 0;
-        for (i, n) in f.buckets.iter().enumerate() {
-            cumulative += n;
-            let le = BOUNDS_NS
-                .get(i)
-                .map_or_else(|| "+Inf".to_owned(), |&b| seconds(u128::from(b)));
-            let _ = writeln!(out, "{h}_bucket{{{fl},le=\"{le}\"}} {cumulative}");
-        }
-        let _ = writeln!(out, "{h}_sum{{{fl}}} {}", seconds(f.sum_ns));
-        let _ = writeln!(out, "{h}_count{{{fl}}} {}", f.count);
+        duration_samples(
+            t,
+            h,
+            &format!("function=\"{}\"", escape(&f.name)),
+            &f.latency,
+        );
     }
 }
 
+/// The samples of one histogram over [`BOUNDS_NS`], in seconds.
+fn duration_samples(t: &mut Text, name: &str, labels: &str, d: &DurationHistogram) {
+    let les = BOUNDS_NS
+        .iter()
+        .map(|&b| seconds(u128::from(b)))
+        .chain(std::iter::once("+Inf".to_owned()));
+    let buckets: Vec<(String, u64)> = les.zip(d.buckets.iter().copied()).collect();
+    histogram_samples(t, name, labels, &buckets, &seconds(d.sum_ns), d.count);
+}
+
+/// The samples of one histogram: `buckets` are `(le, observations in the bucket)` in order,
+/// `+Inf` last, written cumulative; then `_sum` and `_count`. `labels` come before `le`.
+fn histogram_samples(
+    t: &mut Text,
+    name: &str,
+    labels: &str,
+    buckets: &[(String, u64)],
+    sum: &str,
+    count: u64,
+) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    let mut cumulative = 0;
+    for (le, n) in buckets {
+        cumulative += n;
+        let _ = writeln!(
+            t.out,
+            "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let braced = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{labels}}}")
+    };
+    let _ = writeln!(t.out, "{name}_sum{braced} {sum}");
+    let _ = writeln!(t.out, "{name}_count{braced} {count}");
+}
+
 /// Calls, drops by reason, orphan exits and calls in flight of every function.
-fn counters(out: &mut String, s: &MetricsSnapshot) {
-    let counter =
-        |out: &mut String, name: &str, help: &str, value: fn(&FunctionCounters) -> u64| {
-            family(out, name, "counter", None, help);
-            per_function(out, s, &format!("{name}_total"), &|f| {
-                (String::new(), value(&f.counters).to_string())
-            });
-        };
+fn counters(t: &mut Text, s: &MetricsSnapshot) {
+    let counter = |t: &mut Text, name: &str, help: &str, value: fn(&FunctionCounters) -> u64| {
+        t.family(name, Kind::Counter, None, help);
+        per_function(t, s, &format!("{name}_total"), &|f| {
+            (String::new(), value(&f.counters).to_string())
+        });
+    };
     counter(
-        out,
+        t,
         "damon_trace_calls",
         "Calls the kernel made while traced (entries seen plus entry runs it skipped).",
         |c| c.made(),
     );
-    family(
-        out,
+    t.family(
         "damon_trace_dropped",
-        "counter",
+        Kind::Counter,
         None,
         "Calls made but not recorded, by reason (exit_skipped, entry_skipped: the kernel \
          skipped the probe).",
@@ -246,62 +390,62 @@ fn counters(out: &mut String, s: &MetricsSnapshot) {
             ("entry_skipped", c.skipped_entries.unwrap_or(0)),
         ] {
             let _ = writeln!(
-                out,
+                t.out,
                 "damon_trace_dropped_total{{function=\"{}\",reason=\"{reason}\"}} {v}",
                 escape(&f.name)
             );
         }
     }
     counter(
-        out,
+        t,
         "damon_trace_orphan_exits",
         "Exits without their invocation's entry: calls that began before the probes were \
          attached, or whose entry run the kernel skipped.",
         |c| c.orphan_exits,
     );
-    family(
-        out,
+    t.family(
         "damon_trace_in_flight",
-        "gauge",
+        Kind::Gauge,
         None,
         "Calls entered and not yet exited.",
     );
-    per_function(out, s, "damon_trace_in_flight", &|f| {
+    per_function(t, s, "damon_trace_in_flight", &|f| {
         (String::new(), f.counters.in_flight.to_string())
     });
 }
 
 /// How each function is traced, and the build and kernel.
-fn info(out: &mut String, s: &MetricsSnapshot) {
-    family(
-        out,
+fn info(t: &mut Text, s: &MetricsSnapshot) {
+    t.family(
         "damon_trace_function",
-        "info",
+        Kind::Info,
         None,
         "How each function is traced (fentry, kprobe) or why not (missing, inlined, failed).",
     );
-    per_function(out, s, "damon_trace_function_info", &|f| {
+    per_function(t, s, "damon_trace_function_info", &|f| {
         (
             format!(",attach=\"{}\",mode=\"{}\"", f.attach, escape(&s.mode)),
             "1".to_owned(),
         )
     });
-    family(
-        out,
+    t.family(
         "damon_trace_build",
-        "info",
+        Kind::Info,
         None,
         "The damon-trace version and the traced kernel.",
     );
     let _ = writeln!(
-        out,
+        t.out,
         "damon_trace_build_info{{version=\"{}\",kernel=\"{}\"}} 1",
         env!("CARGO_PKG_VERSION"),
         escape(&s.kernel_release)
     );
 }
 
-fn counter_single(out: &mut String, name: &str, help: &str, v: u64) {
-    family(out, name, "counter", None, help);
-    let _ = writeln!(out, "{name}_total {v}");
+fn counter_single(t: &mut Text, name: &str, help: &str, v: u64) {
+    t.family(name, Kind::Counter, None, help);
+    let _ = writeln!(t.out, "{name}_total {v}");
 }
+
+#[cfg(test)]
+mod tests;

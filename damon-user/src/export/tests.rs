@@ -3,9 +3,14 @@ use std::{collections::BTreeMap, path::Path};
 use super::*;
 use crate::{capture::format::read_file, cli::ExportFormat};
 
+/// A capture in `tests/data`.
+fn data(name: &str) -> Capture {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    read_file(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 fn fixture() -> Capture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/migrate-hot-7.2.dtcap");
-    read_file(&path).expect("fixture")
+    data("migrate-hot-7.2.dtcap")
 }
 
 fn export(format: ExportFormat, opts: ReportOptions) -> String {
@@ -118,7 +123,7 @@ fn openmetrics_histograms_are_cumulative_and_add_up() {
     };
     for (func, n) in [("damon_hot_score", 2961.0), ("lock_timer_base", 559.0)] {
         let buckets = get("damon_trace_call_duration_seconds_bucket", func, None);
-        assert_eq!(buckets.len(), 26);
+        assert_eq!(buckets.len(), openmetrics::BOUNDS_NS.len() + 1);
         assert!(
             buckets.windows(2).all(|w| w[0] <= w[1]),
             "{func}: {buckets:?}"
@@ -174,7 +179,15 @@ fn le_is_inclusive_and_seconds_are_exact() {
     for d in [100, 101, 10_000_000_001] {
         m.observe(d);
     }
-    assert_eq!((m.buckets[0], m.buckets[1], m.buckets[25]), (1, 1, 1));
+    let last = openmetrics::BOUNDS_NS.len();
+    assert_eq!(
+        (
+            m.latency.buckets[0],
+            m.latency.buckets[1],
+            m.latency.buckets[last]
+        ),
+        (1, 1, 1)
+    );
     let s = MetricsSnapshot {
         functions: vec![m],
         ..Default::default()
@@ -197,8 +210,7 @@ fn le_is_inclusive_and_seconds_are_exact() {
 /// 7.2 guest, `--ring-size 4096`, recorder paused 80 % of the time (see
 /// `tui::test_support::overload_fixture`): most calls were dropped.
 fn overload() -> Capture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/overload-7.2.dtcap");
-    read_file(&path).expect("overload fixture")
+    data("overload-7.2.dtcap")
 }
 
 fn export_overload(format: ExportFormat) -> String {
@@ -392,17 +404,13 @@ fn kernel_mode_exports_from_buckets() {
         get("damon_trace_call_duration_seconds_bucket", Some("+Inf")),
         500.0
     );
-    // 95..=99 is the [90, 100) bucket: at le=100 ns, exact to one 10 ns bucket.
+    // 95..=99 is the [90, 100) bucket, entirely at or below le=100 ns; [100, 110) is not.
     let at_100 = get(
         "damon_trace_call_duration_seconds_bucket",
         Some("0.0000001"),
     );
-    let exact = d.iter().filter(|&&v| v <= 100).count() as f64;
-    let upper = d.iter().filter(|&&v| v < 110).count() as f64;
-    assert!(
-        exact <= at_100 && at_100 <= upper,
-        "{at_100} not in {exact}..={upper}"
-    );
+    let below = d.iter().filter(|&&v| v < 100).count() as f64;
+    assert_eq!(at_100, below);
     assert!(om.contains("kernel mode"), "{om}");
 
     let err = export_capture(&c, ExportFormat::Csv).expect_err("no records");
@@ -424,7 +432,84 @@ fn kernel_histograms_replace_rather_than_add() {
     let later = crate::stats::kernel_hist::from_durations(&[50, 150, 999, 20_000], 10);
     f.set_hist(&first);
     f.set_hist(&later);
-    assert_eq!((f.count, f.sum_ns), (4, 21_199));
-    assert_eq!(f.buckets.iter().sum::<u64>(), 4);
-    assert_eq!(f.buckets[0], 1); // le=100 ns: the 50 ns call
+    assert_eq!((f.latency.count, f.latency.sum_ns), (4, 21_199));
+    assert_eq!(f.latency.buckets.iter().sum::<u64>(), 4);
+    assert_eq!(f.latency.buckets[0], 1); // le=100 ns: the 50 ns call
+}
+
+/// JSON's `damon` block and csv-intervals carry report's per-interval cost and values of the
+/// same capture (hot scores in intervals-7.2, pages migrated in overload-7.2).
+#[test]
+fn damon_numbers_in_json_and_csv_equal_report() {
+    let (mut intervals, mut values) = (0, 0);
+    for name in [
+        "intervals-7.2.dtcap",
+        "overload-7.2.dtcap",
+        "values-7.2.dtcap",
+    ] {
+        let c = data(name);
+        // Through text like the export, so both floats pass the same parser.
+        let report = crate::report::build(&c, &opts()).expect("report");
+        let report: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&report).expect("report JSON"))
+                .expect("parse");
+        let json: serde_json::Value =
+            serde_json::from_str(&export_capture(&c, ExportFormat::Json).expect("json"))
+                .expect("parse");
+        let csv = match export_capture(&c, ExportFormat::CsvIntervals) {
+            Ok(csv) => {
+                assert_eq!(csv.lines().next(), Some("function,interval,calls,ns"));
+                csv
+            }
+            Err(e) => {
+                assert!(c.meta.intervals.is_none(), "{name}: {e}");
+                String::new()
+            }
+        };
+        for f in report["functions"].as_array().expect("functions") {
+            let fname = f["name"].as_str().expect("name");
+            let entry = json["damon"]
+                .as_array()
+                .expect("damon")
+                .iter()
+                .find(|d| d["function"] == fname);
+            let p = &f["per_interval"];
+            let value = &f["values"]["value"];
+            if p.is_null() && value.is_null() {
+                assert!(entry.is_none(), "{name} {fname}");
+                continue;
+            }
+            let entry = entry.unwrap_or_else(|| panic!("{name}: no damon entry for {fname}"));
+            if !value.is_null() {
+                assert_eq!(&entry["value"], value, "{name} {fname}");
+                values += 1;
+            }
+            let rows: Vec<Vec<u64>> = csv
+                .lines()
+                .filter_map(|l| l.strip_prefix(&format!("{fname},")))
+                .map(|l| l.split(',').map(|n| n.parse().expect("number")).collect())
+                .collect();
+            if p.is_null() {
+                assert!(rows.is_empty(), "{name} {fname}");
+                continue;
+            }
+            assert_eq!(&entry["per_interval"], p, "{name} {fname}");
+            let n = |k: &str| p[k].as_u64().expect(k);
+            assert_eq!(rows.len() as u64, n("intervals"), "{name} {fname}");
+            assert_eq!(
+                rows.iter().map(|r| r[1]).sum::<u64>(),
+                n("calls_in_intervals")
+            );
+            assert_eq!(
+                rows.iter().map(|r| r[2]).sum::<u64>(),
+                n("total_ns_in_intervals")
+            );
+            assert!(rows.iter().enumerate().all(|(i, r)| r[0] == i as u64 + 1));
+            intervals += 1;
+        }
+    }
+    assert!(intervals > 0 && values > 0, "{intervals} {values}");
+    let kernel = data("kernel-mode-7.2.dtcap");
+    let err = export_capture(&kernel, ExportFormat::CsvIntervals).expect_err("no boundaries");
+    assert!(err.to_string().contains("record again"), "{err}");
 }

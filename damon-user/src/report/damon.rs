@@ -48,9 +48,41 @@ pub struct DamonContext {
 
 /// Whether per-interval numbers are computed for this function: DAMON functions that were
 /// traced.
-fn wants_intervals(f: &FunctionReport, id: u32) -> bool {
+fn wants_intervals(attach: &str, id: u32) -> bool {
     FunctionId::try_from(id).is_ok_and(FunctionId::is_damon)
-        && matches!(f.attach, "fentry" | "kprobe")
+        && matches!(attach, "fentry" | "kprobe")
+}
+
+/// Every record of one function (per-interval cost ignores `--cpu`/`--pid`).
+fn calls_of(capture: &Capture, id: u32) -> Vec<damon_common::CallRecord> {
+    capture
+        .records
+        .iter()
+        .filter(|r| r.func == id)
+        .copied()
+        .collect()
+}
+
+/// The per-interval cost of each traced DAMON function, by name, as `add_intervals` gives it
+/// to the report (for exports; `None` entries left out): empty without interval boundaries
+/// or per-call records (kernel mode).
+pub fn per_interval_of(capture: &Capture) -> Vec<(String, intervals::PerInterval)> {
+    if capture.meta.intervals.is_none() || capture.is_kernel_mode() {
+        return Vec::new();
+    }
+    let bounds = Boundaries::from_marks(&capture.marks);
+    capture
+        .meta
+        .functions
+        .iter()
+        .filter(|f| wants_intervals(f.attach.as_str(), f.id))
+        .filter_map(|f| {
+            Some((
+                f.name.clone(),
+                intervals::per_interval(&calls_of(capture, f.id), &bounds)?,
+            ))
+        })
+        .collect()
 }
 
 /// Fills `per_interval` of the DAMON functions and returns the interval facts, with warnings.
@@ -100,15 +132,10 @@ pub fn add_intervals(
         }
     }
     for (id, f) in functions.iter_mut() {
-        if !wants_intervals(f, *id) {
+        if !wants_intervals(f.attach, *id) {
             continue;
         }
-        let calls: Vec<_> = capture
-            .records
-            .iter()
-            .filter(|r| r.func == *id)
-            .copied()
-            .collect();
+        let calls = calls_of(capture, *id);
         let p = intervals::per_interval(&calls, &bounds);
         if let Some(p) = &p
             && let Err(e) = p.check(&calls)
