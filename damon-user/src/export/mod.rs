@@ -62,37 +62,41 @@ mod openmetrics_exporter {
 
     impl Exporter for OpenMetrics {
         fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
-            let statuses: Vec<_> = c
-                .meta
-                .functions
-                .iter()
-                .filter(|f| self.0.functions.is_empty() || self.0.functions.contains(&f.name))
-                .cloned()
-                .collect();
-            let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses);
-            if c.is_kernel_mode() {
-                let end = c.final_hists().unwrap_or_default();
-                for f in &mut snap.functions {
-                    if let Some((k, h)) = end.functions.get(&f.id) {
-                        f.observe_hist(h);
-                        f.counters = *k;
-                    }
-                }
-                snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
-                out.write_all(render(&snap).as_bytes())?;
-                return Ok(());
-            }
-            for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
-                snap.observe(r);
-            }
-            for f in &mut snap.functions {
-                let count = c.records.iter().filter(|r| r.func == f.id).count() as u64;
-                f.counters = crate::report::counters(c, f.id, count);
-            }
-            snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
-            out.write_all(render(&snap).as_bytes())?;
+            out.write_all(render(&snapshot(c, &self.0)).as_bytes())?;
             Ok(())
         }
+    }
+
+    /// What a scrape at the end of the capture would show: the histograms of the selected
+    /// functions, their counters.
+    pub fn snapshot(c: &Capture, opts: &ReportOptions) -> MetricsSnapshot {
+        let statuses: Vec<_> = c
+            .meta
+            .functions
+            .iter()
+            .filter(|f| opts.functions.is_empty() || opts.functions.contains(&f.name))
+            .cloned()
+            .collect();
+        let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses);
+        snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
+        if c.is_kernel_mode() {
+            let end = c.final_hists().unwrap_or_default();
+            for f in &mut snap.functions {
+                if let Some((k, h)) = end.functions.get(&f.id) {
+                    f.observe_hist(h);
+                    f.counters = *k;
+                }
+            }
+            return snap;
+        }
+        for r in c.records.iter().filter(|r| keeps(c, opts, r)) {
+            snap.observe(r);
+        }
+        for f in &mut snap.functions {
+            let count = c.records.iter().filter(|r| r.func == f.id).count() as u64;
+            f.counters = crate::report::counters(c, f.id, count);
+        }
+        snap
     }
 }
 

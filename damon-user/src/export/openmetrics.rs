@@ -127,8 +127,33 @@ impl MetricsSnapshot {
     }
 }
 
+/// The text format a scrape is answered in.
+#[allow(
+    dead_code,
+    reason = "serve negotiates the format with it (branch i16-serve); export writes OpenMetrics"
+)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// OpenMetrics 1.0: `# TYPE`/`# UNIT`/`# HELP` per family, `# EOF` at the end.
+    OpenMetrics,
+    /// Prometheus text 0.0.4: `# HELP`/`# TYPE` naming the sample (a counter's `_total`),
+    /// no units, info metrics as gauges, no end marker.
+    PrometheusText004,
+}
+
+#[allow(dead_code, reason = "serve's responses name it (branch i16-serve)")]
+impl Exposition {
+    /// The `Content-Type` of a response in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Exposition::PrometheusText004 => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
 /// Label values escape `\`, `"` and newlines (function names never need it; kernel releases
-/// come from a file we do not control).
+/// come from a file we do not control). Both formats escape label values alike.
 fn escape(v: &str) -> String {
     v.replace('\\', r"\\")
         .replace('"', r#"\""#)
@@ -146,34 +171,86 @@ fn seconds(ns: u128) -> String {
     format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
-fn family(out: &mut String, name: &str, kind: &str, unit: Option<&str>, help: &str) {
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    if let Some(u) = unit {
-        let _ = writeln!(out, "# UNIT {name} {u}");
+/// A family's kind, as OpenMetrics names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+}
+
+/// The exposition being written: the text and its format.
+struct Text {
+    out: String,
+    format: Exposition,
+}
+
+impl Text {
+    /// A family's metadata. `name` is the OpenMetrics family name (a counter's without
+    /// `_total`, an info's without `_info`); 0.0.4 names the sample series instead, calls an
+    /// info metric a gauge, has no units and escapes only `\\` and newlines in help.
+    fn family(&mut self, name: &str, kind: Kind, unit: Option<&str>, help: &str) {
+        let out = &mut self.out;
+        match self.format {
+            Exposition::OpenMetrics => {
+                let kind = match kind {
+                    Kind::Counter => "counter",
+                    Kind::Gauge => "gauge",
+                    Kind::Histogram => "histogram",
+                    Kind::Info => "info",
+                };
+                let _ = writeln!(out, "# TYPE {name} {kind}");
+                if let Some(u) = unit {
+                    let _ = writeln!(out, "# UNIT {name} {u}");
+                }
+                let _ = writeln!(out, "# HELP {name} {}", escape(help));
+            }
+            Exposition::PrometheusText004 => {
+                let (series, kind) = match kind {
+                    Kind::Counter => (format!("{name}_total"), "counter"),
+                    Kind::Gauge => (name.to_owned(), "gauge"),
+                    Kind::Histogram => (name.to_owned(), "histogram"),
+                    Kind::Info => (format!("{name}_info"), "gauge"),
+                };
+                let help = help.replace('\\', r"\\").replace('\n', r"\n");
+                let _ = writeln!(out, "# HELP {series} {help}");
+                let _ = writeln!(out, "# TYPE {series} {kind}");
+            }
+        }
     }
-    let _ = writeln!(out, "# HELP {name} {help}");
 }
 
 /// Renders the OpenMetrics exposition, `# EOF` included.
 pub fn render(s: &MetricsSnapshot) -> String {
-    let mut out = String::new();
-    histogram(&mut out, s);
-    counters(&mut out, s);
-    info(&mut out, s);
+    render_as(s, Exposition::OpenMetrics)
+}
+
+/// Renders the snapshot in the given text format.
+pub fn render_as(s: &MetricsSnapshot, format: Exposition) -> String {
+    let mut t = Text {
+        out: String::new(),
+        format,
+    };
+    histogram(&mut t, s);
+    counters(&mut t, s);
+    info(&mut t, s);
     counter_single(
-        &mut out,
+        &mut t,
         "damon_trace_malformed_items",
         "Ring buffer items of unexpected size, discarded.",
         s.malformed_items,
     );
-    out.push_str("# EOF\n");
-    out
+    if format == Exposition::OpenMetrics {
+        t.out.push_str("# EOF\n");
+    }
+    t.out
 }
 
 /// One sample per function: `{metric}{function="…"<labels>} <value>`, where `sample` gives
 /// the further labels (each with its leading comma) and the value.
 fn per_function(
-    out: &mut String,
+    t: &mut Text,
     s: &MetricsSnapshot,
     metric: &str,
     sample: &dyn Fn(&FunctionMetrics) -> (String, String),
@@ -181,7 +258,7 @@ fn per_function(
     for f in &s.functions {
         let (labels, value) = sample(f);
         let _ = writeln!(
-            out,
+            t.out,
             "{metric}{{function=\"{}\"{labels}}} {value}",
             escape(&f.name)
         );
@@ -189,7 +266,7 @@ fn per_function(
 }
 
 /// The latency histogram of every function.
-fn histogram(out: &mut String, s: &MetricsSnapshot) {
+fn histogram(t: &mut Text, s: &MetricsSnapshot) {
     let h = "damon_trace_call_duration_seconds";
     let help = if s.mode == "kernel" {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost; \
@@ -197,7 +274,7 @@ fn histogram(out: &mut String, s: &MetricsSnapshot) {
     } else {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost)."
     };
-    family(out, h, "histogram", Some("seconds"), help);
+    t.family(h, Kind::Histogram, Some("seconds"), help);
     for f in &s.functions {
         let fl = format!("function=\"{}\"", escape(&f.name));
         let mut cumulative = 0;
@@ -206,32 +283,30 @@ fn histogram(out: &mut String, s: &MetricsSnapshot) {
             let le = BOUNDS_NS
                 .get(i)
                 .map_or_else(|| "+Inf".to_owned(), |&b| seconds(u128::from(b)));
-            let _ = writeln!(out, "{h}_bucket{{{fl},le=\"{le}\"}} {cumulative}");
+            let _ = writeln!(t.out, "{h}_bucket{{{fl},le=\"{le}\"}} {cumulative}");
         }
-        let _ = writeln!(out, "{h}_sum{{{fl}}} {}", seconds(f.sum_ns));
-        let _ = writeln!(out, "{h}_count{{{fl}}} {}", f.count);
+        let _ = writeln!(t.out, "{h}_sum{{{fl}}} {}", seconds(f.sum_ns));
+        let _ = writeln!(t.out, "{h}_count{{{fl}}} {}", f.count);
     }
 }
 
 /// Calls, drops by reason, orphan exits and calls in flight of every function.
-fn counters(out: &mut String, s: &MetricsSnapshot) {
-    let counter =
-        |out: &mut String, name: &str, help: &str, value: fn(&FunctionCounters) -> u64| {
-            family(out, name, "counter", None, help);
-            per_function(out, s, &format!("{name}_total"), &|f| {
-                (String::new(), value(&f.counters).to_string())
-            });
-        };
+fn counters(t: &mut Text, s: &MetricsSnapshot) {
+    let counter = |t: &mut Text, name: &str, help: &str, value: fn(&FunctionCounters) -> u64| {
+        t.family(name, Kind::Counter, None, help);
+        per_function(t, s, &format!("{name}_total"), &|f| {
+            (String::new(), value(&f.counters).to_string())
+        });
+    };
     counter(
-        out,
+        t,
         "damon_trace_calls",
         "Calls the kernel made while traced (entries seen plus entry runs it skipped).",
         |c| c.made(),
     );
-    family(
-        out,
+    t.family(
         "damon_trace_dropped",
-        "counter",
+        Kind::Counter,
         None,
         "Calls made but not recorded, by reason (exit_skipped, entry_skipped: the kernel \
          skipped the probe).",
@@ -246,62 +321,62 @@ fn counters(out: &mut String, s: &MetricsSnapshot) {
             ("entry_skipped", c.skipped_entries.unwrap_or(0)),
         ] {
             let _ = writeln!(
-                out,
+                t.out,
                 "damon_trace_dropped_total{{function=\"{}\",reason=\"{reason}\"}} {v}",
                 escape(&f.name)
             );
         }
     }
     counter(
-        out,
+        t,
         "damon_trace_orphan_exits",
         "Exits without their invocation's entry: calls that began before the probes were \
          attached, or whose entry run the kernel skipped.",
         |c| c.orphan_exits,
     );
-    family(
-        out,
+    t.family(
         "damon_trace_in_flight",
-        "gauge",
+        Kind::Gauge,
         None,
         "Calls entered and not yet exited.",
     );
-    per_function(out, s, "damon_trace_in_flight", &|f| {
+    per_function(t, s, "damon_trace_in_flight", &|f| {
         (String::new(), f.counters.in_flight.to_string())
     });
 }
 
 /// How each function is traced, and the build and kernel.
-fn info(out: &mut String, s: &MetricsSnapshot) {
-    family(
-        out,
+fn info(t: &mut Text, s: &MetricsSnapshot) {
+    t.family(
         "damon_trace_function",
-        "info",
+        Kind::Info,
         None,
         "How each function is traced (fentry, kprobe) or why not (missing, inlined, failed).",
     );
-    per_function(out, s, "damon_trace_function_info", &|f| {
+    per_function(t, s, "damon_trace_function_info", &|f| {
         (
             format!(",attach=\"{}\",mode=\"{}\"", f.attach, escape(&s.mode)),
             "1".to_owned(),
         )
     });
-    family(
-        out,
+    t.family(
         "damon_trace_build",
-        "info",
+        Kind::Info,
         None,
         "The damon-trace version and the traced kernel.",
     );
     let _ = writeln!(
-        out,
+        t.out,
         "damon_trace_build_info{{version=\"{}\",kernel=\"{}\"}} 1",
         env!("CARGO_PKG_VERSION"),
         escape(&s.kernel_release)
     );
 }
 
-fn counter_single(out: &mut String, name: &str, help: &str, v: u64) {
-    family(out, name, "counter", None, help);
-    let _ = writeln!(out, "{name}_total {v}");
+fn counter_single(t: &mut Text, name: &str, help: &str, v: u64) {
+    t.family(name, Kind::Counter, None, help);
+    let _ = writeln!(t.out, "{name}_total {v}");
 }
+
+#[cfg(test)]
+mod tests;
