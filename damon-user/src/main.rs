@@ -103,7 +103,10 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             diagnosis::privileges::require_privileges()
         }
         Command::Serve(a) => {
-            check_selection(&a.selection)?;
+            check_selection(&a.trace.selection)?;
+            if let Some(path) = &a.output {
+                check_output(path, a.force)?;
+            }
             diagnosis::privileges::require_privileges()
         }
         Command::Calibrate(_) => diagnosis::privileges::require_privileges(),
