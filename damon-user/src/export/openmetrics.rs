@@ -1,7 +1,8 @@
 //! OpenMetrics text: what `export --format openmetrics` writes and `serve` answers.
 //!
-//! Per function: a latency histogram in seconds (Prometheus' base unit) over fixed 1-2-5
-//! bounds from 100 ns to 10 s, so that series from different machines and runs aggregate;
+//! Per function: a latency histogram in seconds (Prometheus' base unit) over fixed bounds,
+//! ten per decade from 100 ns to 10 s ([`BOUNDS_NS`]), so that series from different machines
+//! and runs aggregate and `histogram_quantile` lands within a bucket's ~26 % of the truth;
 //! the kernel's counters (calls, drops by reason, in flight); and an info metric with the
 //! attach mode.
 use std::fmt::Write as _;
@@ -10,34 +11,35 @@ use damon_common::CallRecord;
 
 use crate::capture::{FunctionCounters, FunctionStatus};
 
-/// Upper bounds (ns, inclusive as `le` means) of the histogram buckets before `+Inf`.
-pub const BOUNDS_NS: [u64; 25] = [
-    100,
-    200,
-    500,
-    1_000,
-    2_000,
-    5_000,
-    10_000,
-    20_000,
-    50_000,
-    100_000,
-    200_000,
-    500_000,
-    1_000_000,
-    2_000_000,
-    5_000_000,
-    10_000_000,
-    20_000_000,
-    50_000_000,
-    100_000_000,
-    200_000_000,
-    500_000_000,
-    1_000_000_000,
-    2_000_000_000,
-    5_000_000_000,
-    10_000_000_000,
-];
+/// Mantissas of the bounds in each decade, ns: a log grid of ten per decade (each about 1.26
+/// times the last, the Renard R10 series rounded to whole 10 ns so that a kernel-mode
+/// histogram's 10 ns linear buckets map onto it exactly).
+const DECADE: [u64; 10] = [100, 130, 160, 200, 250, 320, 400, 500, 630, 800];
+
+/// Decades from 100 ns up; the grid ends with 10 s.
+const DECADES: usize = 8;
+
+/// Upper bounds (ns, inclusive as `le` means) of the histogram buckets before `+Inf`:
+/// 100 ns to 10 s, ten per decade. Fixed, so every scrape, machine and run has the same `le`
+/// series; with `+Inf`, `_sum` and `_count`, 84 series per function.
+pub const BOUNDS_NS: [u64; DECADES * DECADE.len() + 1] = bounds();
+
+const fn bounds() -> [u64; DECADES * DECADE.len() + 1] {
+    let mut out = [0; DECADES * DECADE.len() + 1];
+    let mut scale = 1;
+    let mut d = 0;
+    while d < DECADES {
+        let mut m = 0;
+        while m < DECADE.len() {
+            out[d * DECADE.len() + m] = DECADE[m] * scale;
+            m += 1;
+        }
+        scale *= 10;
+        d += 1;
+    }
+    out[DECADES * DECADE.len()] = DECADE[0] * scale;
+    out
+}
 
 /// One function's metrics.
 #[derive(Debug, Clone)]
@@ -75,15 +77,18 @@ impl FunctionMetrics {
 }
 
 impl FunctionMetrics {
-    /// Adds a kernel-mode histogram: each kernel bucket `[lo, hi)` goes to the bound that
-    /// holds `lo`, so a cumulative count at `le=B` may include calls up to one kernel bucket
-    /// (the linear width, e.g. 10 ns) above `B`. The count is the buckets' total, so `+Inf`
-    /// always equals `_count`: while tracing, the kernel's bucket and count maps are read a
-    /// moment apart and can differ by the calls in between (at the end they are equal).
+    /// Adds a kernel-mode histogram: each kernel bucket `[lo, hi)` goes to the first bound at
+    /// or above its top value `hi - 1`, so a cumulative count at `le=B` holds only calls known
+    /// to be at most `B` (never one above it; with the 10 ns linear buckets, every bound up to
+    /// the linear range is a bucket edge and nothing is lost). The count is the buckets'
+    /// total, so `+Inf` always equals `_count`: while tracing, the kernel's bucket and count
+    /// maps are read a moment apart and can differ by the calls in between (at the end they
+    /// are equal).
     pub fn observe_hist(&mut self, h: &crate::capture::KernelHist) {
         for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
-            let (lo, _) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
-            let i = BOUNDS_NS.partition_point(|&bound| bound < lo);
+            let (_, hi) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
+            let top = hi.saturating_sub(1);
+            let i = BOUNDS_NS.partition_point(|&bound| bound < top);
             self.buckets[i] += n;
             self.count += n;
         }
@@ -270,7 +275,7 @@ fn histogram(t: &mut Text, s: &MetricsSnapshot) {
     let h = "damon_trace_call_duration_seconds";
     let help = if s.mode == "kernel" {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost; \
-         kernel mode: from in-kernel buckets, each `le` exact to one bucket width)."
+         kernel mode: from in-kernel buckets, each counted at the first `le` its whole bucket lies under)."
     } else {
         "Per-call latency of traced kernel functions (raw: includes the probe's own cost)."
     };
