@@ -293,6 +293,10 @@ pub struct ServeArgs {
     /// Stop after this long (default: until SIGINT/SIGTERM).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
+    /// After tracing ends, keep answering scrapes this long with the session's final numbers,
+    /// so that a scrape can see its last seconds too (e.g. 2x the scrape interval).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub linger: Option<Duration>,
     /// Also write what is traced to FILE: the capture `record` writes, of the same session
     /// the scrapes see (so `report FILE` can be set beside the scraped histograms).
     #[arg(short, long, value_name = "FILE")]

@@ -132,10 +132,6 @@ mod tests {
 
     #[test]
     fn forms_of_listen() {
-        let at = |host: Option<&str>, port| Listen {
-            host: host.map(Into::into),
-            port,
-        };
         assert_eq!(p(DEFAULT_LISTEN), Ok(at(Some("127.0.0.1"), DEFAULT_PORT)));
         assert_eq!(p(":9464"), Ok(at(None, 9464)));
         assert_eq!(p("localhost:9464"), Ok(at(Some("localhost"), 9464)));
@@ -155,6 +151,25 @@ mod tests {
         ] {
             let e = p(bad).expect_err(bad);
             assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    /// `serve` with no `--listen` listens on loopback port 9464.
+    #[test]
+    fn listen_has_a_loopback_default() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["damon-trace", "serve"]).expect("parses");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(args.listen, at(Some("127.0.0.1"), 9464));
+        assert!(args.listen.resolve().unwrap()[0].ip().is_loopback());
+    }
+
+    fn at(host: Option<&str>, port: u16) -> Listen {
+        Listen {
+            host: host.map(Into::into),
+            port,
         }
     }
 

@@ -6,7 +6,6 @@
 //! as it is (under a lock held only for the rendering).
 pub mod http;
 pub mod listen;
-pub mod selfstat;
 
 use std::{
     net::SocketAddr,
@@ -88,9 +87,28 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         &mut signals,
         args.duration,
     ))?;
-    server.abort();
     let mut rest = Vec::new();
     let summary = session.stop(stop, &mut rest)?;
+    // The session's end as the capture has it: the last records, the final counters and, in
+    // kernel mode, the final histograms.
+    with(&shared, |s| {
+        for r in &rest {
+            s.observe(r);
+        }
+        for f in &mut s.functions {
+            if let Some(c) = summary.counters.get(&f.id) {
+                f.counters = *c;
+            }
+            if let Some(h) = summary.kernel_hist.get(&f.id) {
+                f.set_hist(h);
+            }
+        }
+    });
+    if let Some(linger) = args.linger.filter(|l| !l.is_zero()) {
+        eprintln!("tracing ended; answering scrapes with the final numbers for {linger:?}");
+        runtime.block_on(tokio::time::sleep(linger));
+    }
+    server.abort();
     let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
     eprintln!(
         "served for {:.1} s; {calls} calls made; ended: {}",
