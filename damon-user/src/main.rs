@@ -10,6 +10,7 @@ mod diagnosis;
 mod doctor;
 mod error;
 mod export;
+mod listen;
 mod probe;
 mod record;
 mod report;

@@ -71,14 +71,7 @@ pub fn ensure(u: &Unpack, suite: &str) -> Result<PathBuf> {
         );
         return Ok(root);
     }
-    let mut packages: Vec<String> = u.alone.iter().map(|p| (*p).to_owned()).collect();
-    for root in u.closure_of {
-        for p in apt.closure(root)? {
-            if !packages.contains(&p) {
-                packages.push(p);
-            }
-        }
-    }
+    let packages = packages(u, &apt)?;
     let work = dir.join(format!("tmp-{}", std::process::id()));
     let _ = fs::remove_dir_all(&work);
     let debs = work.join("debs");
@@ -133,6 +126,19 @@ pub fn ensure(u: &Unpack, suite: &str) -> Result<PathBuf> {
         ),
     );
     Ok(root)
+}
+
+/// `u.alone`, then the `Depends` closures of `u.closure_of`, each package once.
+fn packages(u: &Unpack, apt: &Apt) -> Result<Vec<String>> {
+    let mut packages: Vec<String> = u.alone.iter().map(|p| (*p).to_owned()).collect();
+    for root in u.closure_of {
+        for p in apt.closure(root)? {
+            if !packages.contains(&p) {
+                packages.push(p);
+            }
+        }
+    }
+    Ok(packages)
 }
 
 /// Debian is merged-/usr: the loader is `/lib64/ld-linux-x86-64.so.2`, which base-files makes a

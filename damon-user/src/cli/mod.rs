@@ -288,8 +288,8 @@ pub struct ServeArgs {
     /// Address to listen on: HOST:PORT with an address or a host name (127.0.0.1:9464,
     /// localhost:9464, [::1]:9464), or :PORT for every IPv4 interface (reachable from other
     /// machines: mind the firewall).
-    #[arg(long, value_name = "ADDR", default_value = crate::serve::listen::DEFAULT_LISTEN)]
-    pub listen: crate::serve::listen::Listen,
+    #[arg(long, value_name = "ADDR", default_value = crate::listen::DEFAULT_LISTEN)]
+    pub listen: crate::listen::Listen,
     /// Stop after this long (default: until SIGINT/SIGTERM).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,

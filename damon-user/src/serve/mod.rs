@@ -5,7 +5,6 @@
 //! [`MetricsSnapshot`] together with the kernel's counters; each scrape renders the snapshot
 //! as it is (under a lock held only for the rendering).
 pub mod http;
-pub mod listen;
 
 use std::{
     net::SocketAddr,

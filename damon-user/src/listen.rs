@@ -1,4 +1,4 @@
-//! Where `serve` listens: `--listen` as written (`127.0.0.1:9464`, `localhost:9464`,
+//! Where `serve` listens (used by the CLI to parse `--listen`, and by `serve` to bind): `--listen` as written (`127.0.0.1:9464`, `localhost:9464`,
 //! `[::1]:9464`, `:9464`), resolved and bound with errors that say what to do.
 use std::{
     fmt,
