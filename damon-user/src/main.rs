@@ -10,6 +10,7 @@ mod diagnosis;
 mod doctor;
 mod error;
 mod export;
+mod listen;
 mod manual;
 mod output;
 mod probe;
@@ -129,7 +130,10 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
             diagnosis::privileges::require_privileges()
         }
         Command::Serve(a) => {
-            check_selection(&a.selection)?;
+            check_selection(&a.trace.selection)?;
+            if let Some(path) = &a.output {
+                check_output(path, a.force)?;
+            }
             diagnosis::privileges::require_privileges()
         }
         Command::Calibrate(_) => diagnosis::privileges::require_privileges(),

@@ -9,6 +9,7 @@ pub mod apt;
 pub mod bench;
 pub mod bootstrap;
 pub mod build;
+pub mod debroot;
 pub mod demo;
 pub mod dist;
 pub mod elf;

@@ -570,7 +570,7 @@ fn vm_7_2_serve_is_scraped_with_wget() {
   --listen 127.0.0.1:9464 --duration 120s > /out/serve.out 2> /out/serve.err &
 srv=$!
 i=0
-until wget -q -O /out/m1.txt http://127.0.0.1:9464/metrics; do
+until wget -q --header 'Accept: application/openmetrics-text' -O /out/m1.txt http://127.0.0.1:9464/metrics; do
     i=$((i+1)); [ $i -gt 240 ] && exit 9; sleep 0.5
 done
 # Scrape again until lock_timer_base's count has changed (up to 60 s; the host then checks
@@ -578,7 +578,7 @@ done
 timer() {{ grep '^damon_trace_call_duration_seconds_count{{function=\"lock_timer_base\"}}' $1; }}
 i=0
 while :; do
-    wget -q -O /out/m2.txt http://127.0.0.1:9464/metrics
+    wget -q --header 'Accept: application/openmetrics-text' -O /out/m2.txt http://127.0.0.1:9464/metrics
     [ \"$(timer /out/m2.txt)\" != \"$(timer /out/m1.txt)\" ] && break
     i=$((i+1)); [ $i -gt 120 ] && break; sleep 0.5
 done

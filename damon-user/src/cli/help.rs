@@ -114,6 +114,28 @@ Exit status:
   2  usage error (bad option)
   128+N  stopped by signal N (130: Ctrl-C, 143: SIGTERM), after restoring DAMON";
 
+pub const COMPLETIONS: &str = "\
+Examples:
+  damon-trace completions bash > /usr/share/bash-completion/completions/damon-trace
+  damon-trace completions zsh > /usr/share/zsh/vendor-completions/_damon-trace
+  damon-trace completions fish > /usr/share/fish/vendor_completions.d/damon-trace.fish
+  source <(damon-trace completions bash)        # this shell only
+
+Exit status:
+  0  the script was written (also when the reader closed the pipe early)
+  1  writing it failed
+  2  usage error (unknown shell)";
+
+pub const MAN: &str = "\
+Examples:
+  damon-trace man | man -l -
+  damon-trace man --dir /usr/local/share/man/man1   # damon-trace.1, damon-trace-record.1, …
+
+Exit status:
+  0  the page(s) were written (also when the reader closed the pipe early)
+  1  writing a page failed (e.g. DIR is not writable)
+  2  usage error";
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory as _;
@@ -149,25 +171,3 @@ mod tests {
         );
     }
 }
-
-pub const COMPLETIONS: &str = "\
-Examples:
-  damon-trace completions bash > /usr/share/bash-completion/completions/damon-trace
-  damon-trace completions zsh > /usr/share/zsh/vendor-completions/_damon-trace
-  damon-trace completions fish > /usr/share/fish/vendor_completions.d/damon-trace.fish
-  source <(damon-trace completions bash)        # this shell only
-
-Exit status:
-  0  the script was written (also when the reader closed the pipe early)
-  1  writing it failed
-  2  usage error (unknown shell)";
-
-pub const MAN: &str = "\
-Examples:
-  damon-trace man | man -l -
-  damon-trace man --dir /usr/local/share/man/man1   # damon-trace.1, damon-trace-record.1, …
-
-Exit status:
-  0  the page(s) were written (also when the reader closed the pipe early)
-  1  writing a page failed (e.g. DIR is not writable)
-  2  usage error";

@@ -98,7 +98,8 @@ pub struct DoctorArgs {
     pub selection: Selection,
 }
 
-/// What `record` and `live` trace and how, and whether they measure the probe floor first.
+/// What `record`, `live` and `serve` trace and how, and whether they measure the probe floor
+/// first.
 #[derive(Debug, Args, Clone)]
 pub struct TraceArgs {
     #[command(flatten)]
@@ -321,22 +322,33 @@ pub struct ExportArgs {
 #[derive(Debug, Args)]
 #[command(after_long_help = help::SERVE)]
 pub struct ServeArgs {
-    /// Address to listen on, e.g. 127.0.0.1:9464 or [::]:9464.
-    #[arg(long, value_name = "ADDR")]
-    pub listen: std::net::SocketAddr,
+    /// Address to listen on: HOST:PORT with an address or a host name (127.0.0.1:9464,
+    /// localhost:9464, [::1]:9464), or :PORT for every IPv4 interface (reachable from other
+    /// machines: mind the firewall).
+    #[arg(long, value_name = "ADDR", default_value = crate::listen::DEFAULT_LISTEN)]
+    pub listen: crate::listen::Listen,
     /// Stop after this long (e.g. 10m, 1h30m; default: until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
+    /// After tracing ends, keep answering scrapes this long with the session's final numbers,
+    /// so that a scrape can see its last seconds too (e.g. 2x the scrape interval).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub linger: Option<Duration>,
+    /// Also write what is traced to FILE: the capture `record` writes, of the same session
+    /// the scrapes see (so `report FILE` can be set beside the scraped histograms).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Overwrite the --output FILE if it exists.
+    #[arg(long, requires = "output")]
+    pub force: bool,
     /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
     #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true)]
     pub ring_size: u32,
     #[command(flatten)]
-    pub selection: Selection,
-    #[command(flatten)]
-    pub mode: ModeArgs,
+    pub trace: TraceArgs,
 }
 
-/// Measuring the probe floor when a session starts (`record`, `live`).
+/// Measuring the probe floor when a session starts (`record`, `live`, `serve`).
 #[derive(Debug, Args, Clone, Copy)]
 pub struct CalibrationArgs {
     /// Do not measure the probe floor at start: the capture then says calibration was skipped,

@@ -142,7 +142,8 @@ pub fn uname_then_scrape(prev: &str, file: &str, n: u64) -> String {
 prev=$(seen /out/{prev})
 n=0; while [ $n -lt {n} ]; do uname > /dev/null; n=$((n+1)); done
 i=0
-until wget -q -O /out/{file} http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {n})) ]; do
+until wget -q --header 'Accept: application/openmetrics-text' -O /out/{file} \
+http://127.0.0.1:9464/metrics && [ $(seen /out/{file}) -ge $((prev + {n})) ]; do
   i=$((i+1)); [ $i -gt 60 ] && break; sleep 0.5
 done
 "
