@@ -49,7 +49,7 @@ pub async fn accept_loop(listener: TcpListener, shared: Shared) {
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let config = args
         .selection
-        .session_config(args.mode, args.ring_size, None)?;
+        .session_config(args.mode, args.ring_size, None, &args.tasks)?;
     let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
     // Bind before the (slow) attach, so a taken port fails at once and nothing is attached.
