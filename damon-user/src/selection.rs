@@ -45,7 +45,8 @@ pub fn select_and_expand(
 fn traceable_functions() -> anyhow::Result<Vec<String>> {
     let mut names = crate::probe::kernel::ftrace_functions().map_err(|e| {
         UsageError(format!(
-            "a --func glob is matched against the functions this kernel can trace, but {e};              run as root with tracefs available, or name the functions without * ? ["
+            "a --func glob is matched against the functions this kernel can trace, but {e}; \
+             run as root with tracefs available, or name the functions without * ? ["
         ))
     })?;
     if let Some(blacklist) = crate::probe::kernel::kprobe_blacklist() {

@@ -107,10 +107,9 @@ damon-trace record --func 'vfs_raed*' --no-calibrate --duration 2s -o /out/none.
         err.contains("--func 'vfs_raed*' matches no traceable function; did you mean vfs_"),
         "{err}"
     );
-    eprintln!(
-        "7.2: vfs_read* -> {expected:?}; vfs_* matches {} (refused)",
-        wide.len()
-    );
+    for f in ["read.err", "wide.err", "none.err"] {
+        eprintln!("--- {f}\n{}", read(dir, f));
+    }
 }
 
 /// Guest shell: `start_mine` starts the selected workload paused (its pid in $mine; `$1` runs
@@ -204,6 +203,7 @@ fn check_filtered(dir: &std::path::Path, name: &str, filter: &str) {
         );
     }
     let text = read(dir, &format!("{name}.report.txt"));
+    eprintln!("--- {name}.err\n{err}--- {name}.report.txt\n{text}");
     assert!(
         text.contains("calls of other tasks were filtered out in the kernel"),
         "{name}:\n{text}"

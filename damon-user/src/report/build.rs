@@ -91,7 +91,8 @@ fn task_filter_note(capture: &Capture, functions: &[FunctionReport]) -> Option<S
         .collect::<Vec<_>>()
         .join(", ");
     Some(format!(
-        "recorded with the task filter {}: calls are those of the selected tasks; {total}          calls of other tasks were filtered out in the kernel{}",
+        "recorded with the task filter {}: calls are those of the selected tasks; {total} \
+         calls of other tasks were filtered out in the kernel{}",
         filter.describe(),
         if per_function.is_empty() {
             String::new()
