@@ -191,6 +191,16 @@ pub const GLOBAL_RING_WAKE_BYTES: &str = "RING_WAKE_BYTES";
 /// The wake-up threshold as a fraction of the ring: `ring_size / RING_WAKE_DIVISOR`.
 pub const RING_WAKE_DIVISOR: u32 = 16;
 
+/// Name of the `u32` eBPF global: when not 0, only calls of tasks of this thread group (the
+/// process id userspace sees) are timed; the others bump [`Counter::Filtered`] at entry and are
+/// ignored at exit.
+pub const GLOBAL_FILTER_TGID: &str = "FILTER_TGID";
+/// Name of the `u32` eBPF global: when not 0, only calls of this task (thread id), as above.
+pub const GLOBAL_FILTER_TID: &str = "FILTER_TID";
+/// Name of the `u64` eBPF global: when not 0, only calls of tasks whose cgroup v2 id
+/// (`bpf_get_current_cgroup_id`) is this, as above.
+pub const GLOBAL_FILTER_CGROUP: &str = "FILTER_CGROUP";
+
 /// Name of the `u64` eBPF global holding the width in ns of the linear histogram buckets
 /// (kernel mode); 0 is treated as 1.
 pub const GLOBAL_HIST_WIDTH_NS: &str = "HIST_WIDTH_NS";
@@ -307,9 +317,12 @@ pub enum Counter {
     /// the same invocation frame, or the exit of an enclosing call, found the stamp still open
     /// (or four stamps were open on one task). Discarded, never turned into a duration.
     StaleEntries = 6,
+    /// Entries of tasks the session's task filter ([`GLOBAL_FILTER_TGID`], [`GLOBAL_FILTER_TID`],
+    /// [`GLOBAL_FILTER_CGROUP`]) leaves out: not stamped, not in `Calls`, their exits ignored.
+    Filtered = 7,
 }
 
-pub const NR_COUNTERS: u32 = 7;
+pub const NR_COUNTERS: u32 = 8;
 
 impl Counter {
     pub const ALL: [Counter; NR_COUNTERS as usize] = [
@@ -320,6 +333,7 @@ impl Counter {
         Counter::TooDeep,
         Counter::OrphanExits,
         Counter::StaleEntries,
+        Counter::Filtered,
     ];
 
     pub const fn index(self, func: u32) -> u32 {

@@ -14,7 +14,10 @@
 
 use aya_ebpf::{
     bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
+        bpf_ktime_get_ns,
+    },
     macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
@@ -40,6 +43,32 @@ static HIST_WIDTH_NS: u64 = DEFAULT_HIST_WIDTH_NS;
 /// Bytes waiting in the ring before a record wakes the reader (0: the kernel's default).
 #[unsafe(no_mangle)]
 static RING_WAKE_BYTES: u64 = 0;
+
+/// The task filter (`--tgid`, `--pid`, `--cgroup`), 0 = off: a call of another task is
+/// counted as [`Counter::Filtered`] at entry, before any stamp work, and ignored at exit.
+#[unsafe(no_mangle)]
+static FILTER_TGID: u32 = 0;
+#[unsafe(no_mangle)]
+static FILTER_TID: u32 = 0;
+#[unsafe(no_mangle)]
+static FILTER_CGROUP: u64 = 0;
+
+/// Whether the task filter leaves out the current task (`pid_tgid` from the helper). The
+/// cgroup helper runs only when a cgroup is set.
+#[inline(always)]
+fn filtered_out(pid_tgid: u64) -> bool {
+    let tgid = global(&FILTER_TGID);
+    if tgid != 0 && (pid_tgid >> 32) as u32 != tgid {
+        return true;
+    }
+    let tid = global(&FILTER_TID);
+    if tid != 0 && pid_tgid as u32 != tid {
+        return true;
+    }
+    let cgroup = global64(&FILTER_CGROUP);
+    // SAFETY: helper without preconditions.
+    cgroup != 0 && unsafe { bpf_get_current_cgroup_id() } != cgroup
+}
 
 /// Ring bytes one record takes (8-byte header + the record).
 const RING_RECORD_BYTES: u64 = 8 + core::mem::size_of::<CallRecord>() as u64;
@@ -191,8 +220,13 @@ fn idle_cpu(tid: u32) -> u32 {
 /// Opens a call of invocation `frame` (see [`StampStack`]): stamps it on the task's stack.
 #[inline(always)]
 fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if filtered_out(pid_tgid) {
+        bump(func, Counter::Filtered);
+        return;
+    }
     bump(func, Counter::Calls);
-    let tid = bpf_get_current_pid_tgid() as u32;
+    let tid = pid_tgid as u32;
     let key = stamp_key(tid, idle_cpu(tid), func);
     if let Some(stack) = STAMPS.get_ptr_mut(key) {
         // SAFETY: only this task (or code nested in it on this CPU) uses this key.
@@ -222,6 +256,11 @@ fn on_exit(func: u32, frame: u64, value: i64) {
     // SAFETY: helper without preconditions; read first so the duration excludes our own work.
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
+    if filtered_out(pid_tgid) {
+        // Its entry was filtered too (a task keeps its ids; see the README for a task moved
+        // to another cgroup inside a call): no stamp to look for, nothing to count.
+        return;
+    }
     let tid = pid_tgid as u32;
     let cpu = idle_cpu(tid);
     let key = stamp_key(tid, cpu, func);

@@ -7,6 +7,8 @@ use crate::{
     trace::{FunctionNames, TracedFunction},
 };
 
+mod glob;
+
 /// Resolves `--functions` and `--func` into the functions to trace, with their ids: the
 /// built-in ones named by `--functions` (all four when neither flag is given), then the
 /// `--func` ones in command-line order with ids from [`damon_common::FIRST_USER_FUNC`]. Usage
@@ -14,6 +16,49 @@ use crate::{
 /// naming a built-in function or given twice, more than [`damon_common::MAX_USER_FUNCS`].
 /// Whether the kernel has the `--func` symbols is [`check_symbols`]' job.
 pub fn select_functions(sel: &FunctionNames) -> anyhow::Result<Vec<TracedFunction>> {
+    Ok(select_and_expand(sel)?.0)
+}
+
+/// [`select_functions`] with the `--func` globs expanded first (see [`glob::expand`]) over
+/// the functions this kernel can trace; also gives one line per glob saying what it matched,
+/// for the session to print.
+pub fn select_and_expand(
+    sel: &FunctionNames,
+) -> anyhow::Result<(Vec<TracedFunction>, Vec<String>)> {
+    if !sel.others.iter().any(|n| glob::is_glob(n)) {
+        return Ok((select_names(sel)?, Vec::new()));
+    }
+    let traceable = traceable_functions()?;
+    let builtins = FunctionId::ALL.map(FunctionId::symbol);
+    let max = damon_common::MAX_USER_FUNCS as usize;
+    let (others, lines) = glob::expand(&sel.others, &traceable, &builtins, max)?;
+    let expanded = FunctionNames {
+        builtins: sel.builtins.clone(),
+        others,
+    };
+    Ok((select_names(&expanded)?, lines))
+}
+
+/// The functions a `--func` glob may expand to, sorted: those ftrace can attach to
+/// (`available_filter_functions`, which fentry needs) and that the kprobe blacklist does not
+/// name (when it can be read). A usage error says why the list cannot be read.
+fn traceable_functions() -> anyhow::Result<Vec<String>> {
+    let mut names = crate::probe::kernel::ftrace_functions().map_err(|e| {
+        UsageError(format!(
+            "a --func glob is matched against the functions this kernel can trace, but {e}; \
+             run as root with tracefs available, or name the functions without * ? ["
+        ))
+    })?;
+    if let Some(blacklist) = crate::probe::kernel::kprobe_blacklist() {
+        names.retain(|n| !blacklist.contains(n));
+    }
+    let mut names: Vec<String> = names.into_iter().collect();
+    names.sort_unstable();
+    Ok(names)
+}
+
+/// [`select_functions`] once every name is plain.
+fn select_names(sel: &FunctionNames) -> anyhow::Result<Vec<TracedFunction>> {
     let mut out: Vec<TracedFunction> = select_builtins(&sel.builtins, !sel.others.is_empty())?
         .into_iter()
         .map(TracedFunction::builtin)
@@ -34,7 +79,7 @@ pub fn select_functions(sel: &FunctionNames) -> anyhow::Result<Vec<TracedFunctio
         }
         if !is_symbol_name(name) {
             return Err(UsageError(format!(
-                "--func `{name}` is not a kernel function name (letters, digits, `_` and `.` only)"
+                "--func `{name}` is not a kernel function name (letters, digits, `_` and `.` only), nor a glob (`*`, `?`, `[...]`)"
             ))
             .into());
         }

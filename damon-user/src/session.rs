@@ -147,7 +147,15 @@ impl Session {
             attach: config.attach,
             ring_size: config.ring_size,
             mode,
+            filter: config.filter.clone(),
         })?;
+        if !config.filter.is_off() {
+            eprintln!(
+                "task filter {}: only these tasks' calls are timed; other tasks' calls are \
+                 counted as filtered, in the kernel",
+                config.filter.describe()
+            );
+        }
         for s in tracer.statuses() {
             match &s.detail {
                 Some(d) => eprintln!("{:<27} {:<7} {d}", s.name, s.attach.as_str()),
@@ -182,6 +190,7 @@ impl Session {
             calibration: floor.map(serde_json::to_value).transpose()?,
             intervals: Some(tracer.interval_hook().clone()),
             args: tracer.arg_statuses().to_vec(),
+            filter: config.filter.clone(),
         };
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;

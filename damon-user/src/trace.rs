@@ -168,6 +168,8 @@ pub struct SessionConfig {
     pub ring_size: u32,
     /// `None`: no calibration is stored at all (`serve` writes no capture).
     pub calibration: Option<CalibrationPlan>,
+    /// Whose calls are timed (applied in the kernel).
+    pub filter: crate::capture::TaskFilter,
 }
 
 #[cfg(test)]

@@ -328,6 +328,7 @@ fn measure_capture_write(
         calibration: None,
         intervals: None,
         args: Vec::new(),
+        filter: Default::default(),
     };
     let result = (|| {
         let mut writer = CaptureWriter::create(&path, false, &meta)

@@ -89,6 +89,8 @@ pub fn decode(bytes: &[u8], skips: bool) -> Result<HistSnapshot, String> {
             stale_entries: extra[0],
             skipped_entries: known(extra[1]),
             skipped_exits: known(extra[2]),
+            // Snapshots do not carry it; the summary does.
+            filtered: 0,
             calls: v[0],
             emitted: v[1],
             ring_full: v[2],

@@ -108,6 +108,55 @@ pub struct Meta {
     /// captures written before arguments were recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<ArgStatus>,
+    /// Whose calls were timed (`--tgid`, `--pid`, `--cgroup`, applied in the kernel); absent:
+    /// every task's, as in captures written before the filter existed.
+    #[serde(default, skip_serializing_if = "TaskFilter::is_off")]
+    pub filter: TaskFilter,
+}
+
+/// Which tasks' calls a session times, decided in the kernel at each entry; all `None`: every
+/// task. Calls of other tasks are only counted ([`FunctionCounters::filtered`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFilter {
+    /// Thread group id (the process id `ps` shows): all its threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tgid: Option<u32>,
+    /// One task (thread id; the kernel's `pid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u32>,
+    /// Tasks directly in this cgroup v2 directory (not its descendants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupFilter>,
+}
+
+/// A cgroup v2 directory and its id (the directory's inode number, what
+/// `bpf_get_current_cgroup_id` gives for a task in it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupFilter {
+    pub path: String,
+    pub id: u64,
+}
+
+impl TaskFilter {
+    /// No filter: every task's calls are timed.
+    pub fn is_off(&self) -> bool {
+        self.tgid.is_none() && self.tid.is_none() && self.cgroup.is_none()
+    }
+
+    /// The filter as the options that set it: `--tgid 4242 --cgroup /sys/fs/cgroup/w (id 9)`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = self.tgid {
+            parts.push(format!("--tgid {t}"));
+        }
+        if let Some(t) = self.tid {
+            parts.push(format!("--pid {t}"));
+        }
+        if let Some(c) = &self.cgroup {
+            parts.push(format!("--cgroup {} (id {})", c.path, c.id));
+        }
+        parts.join(" ")
+    }
 }
 
 /// Which of a function's arguments (see `FunctionId::arg_names`) its records carry.
@@ -192,6 +241,14 @@ pub struct FunctionCounters {
     /// Runs of the exit probe the kernel skipped, as above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped_exits: Option<u64>,
+    /// Entries of tasks the session's [`TaskFilter`] left out (not part of `calls`: neither
+    /// timed nor dropped). 0 without a filter and in captures written before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub filtered: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl FunctionCounters {

@@ -5,8 +5,8 @@ use std::{collections::BTreeMap, path::Path};
 use damon_common::CallRecord;
 
 use super::{
-    AttachState, Capture, FunctionCounters, FunctionStatus, KernelIdentity, Meta, Summary,
-    format::*, v1,
+    AttachState, Capture, CgroupFilter, FunctionCounters, FunctionStatus, KernelIdentity, Meta,
+    Summary, TaskFilter, format::*, v1,
 };
 
 fn meta() -> Meta {
@@ -35,6 +35,7 @@ fn meta() -> Meta {
         calibration: None,
         intervals: None,
         args: Vec::new(),
+        filter: Default::default(),
     }
 }
 
@@ -615,4 +616,37 @@ fn kernel_mode_snapshots_round_trip_and_survive_a_kill() {
         matches!(err, CaptureError::Malformed { chunk: 4, .. }),
         "{err}"
     );
+}
+
+/// A task filter and the filtered counts are kept; captures written before them read as "no
+/// filter, nothing filtered" (the fixture predates both).
+#[test]
+fn task_filter_and_filtered_counts_round_trip_and_old_captures_have_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("f.dtcap");
+    let mut m = meta();
+    m.filter = TaskFilter {
+        tgid: Some(4242),
+        tid: None,
+        cgroup: Some(CgroupFilter {
+            path: "/sys/fs/cgroup/adhoc".to_owned(),
+            id: 9876,
+        }),
+    };
+    let mut s = summary(1);
+    s.counters.get_mut(&3).expect("function 3").filtered = 2000;
+    let mut w = CaptureWriter::create(&path, false, &m).expect("create");
+    w.push(&rec(0)).expect("push");
+    w.finish(&s).expect("finish");
+    let c = read_file(&path).expect("read");
+    assert_eq!(c.meta.filter, m.filter);
+    assert_eq!(
+        c.meta.filter.describe(),
+        "--tgid 4242 --cgroup /sys/fs/cgroup/adhoc (id 9876)"
+    );
+    assert_eq!(c.summary.expect("summary").counters[&3].filtered, 2000);
+    let old = read_file(&data("migrate-hot-7.2.dtcap")).expect("fixture");
+    assert!(old.meta.filter.is_off());
+    let summary = old.summary.expect("summary");
+    assert!(summary.counters.values().all(|c| c.filtered == 0));
 }

@@ -1,7 +1,7 @@
 //! The one place where command-line arguments become the domain's vocabulary
 //! (`crate::trace`): each conversion once, so that nothing past a command's entry point needs
 //! a clap type.
-use super::{AttachArg, CalibrationArgs, ModeArg, ModeArgs, Selection, TraceArgs};
+use super::{AttachArg, CalibrationArgs, ModeArg, ModeArgs, Selection, TaskFilterArgs, TraceArgs};
 use crate::trace::{
     AttachChoice, AttachMethod, CalibrationPlan, FunctionNames, ModeConfig, SessionConfig,
     TraceMode,
@@ -57,13 +57,19 @@ impl Selection {
         mode: ModeArgs,
         ring_size: u32,
         calibration: Option<&CalibrationArgs>,
+        tasks: &TaskFilterArgs,
     ) -> anyhow::Result<SessionConfig> {
+        let (functions, expanded) = crate::selection::select_and_expand(&self.into())?;
+        for line in expanded {
+            eprintln!("{line}");
+        }
         Ok(SessionConfig {
-            functions: crate::selection::select_functions(&self.into())?,
+            functions,
             attach: self.attach.into(),
             mode: mode.into(),
             ring_size,
             calibration: calibration.map(CalibrationPlan::from),
+            filter: tasks.to_filter()?,
         })
     }
 }
@@ -72,7 +78,7 @@ impl TraceArgs {
     /// What the session of `record` or `live` traces, with a ring of `ring_size` bytes.
     pub fn session_config(&self, ring_size: u32) -> anyhow::Result<SessionConfig> {
         self.selection
-            .session_config(self.mode, ring_size, Some(&self.calibration))
+            .session_config(self.mode, ring_size, Some(&self.calibration), &self.tasks)
     }
 }
 
@@ -82,5 +88,21 @@ impl From<&Selection> for FunctionNames {
             builtins: s.functions.clone(),
             others: s.func.clone(),
         }
+    }
+}
+
+impl TaskFilterArgs {
+    /// The filter the kernel applies; the cgroup directory resolved into its id (a usage
+    /// error when it is not a cgroup v2 directory).
+    pub fn to_filter(&self) -> anyhow::Result<crate::capture::TaskFilter> {
+        Ok(crate::capture::TaskFilter {
+            tgid: self.tgid,
+            tid: self.pid,
+            cgroup: self
+                .cgroup
+                .as_deref()
+                .map(crate::probe::cgroup::resolve)
+                .transpose()?,
+        })
     }
 }

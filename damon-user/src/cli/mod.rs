@@ -108,6 +108,26 @@ pub struct TraceArgs {
     pub mode: ModeArgs,
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+    #[command(flatten)]
+    pub tasks: TaskFilterArgs,
+}
+
+/// Whose calls are timed. The filters apply in the kernel, at each entry before any stamp is
+/// taken; calls of other tasks are only counted (`filtered` in the report). Several filters:
+/// a call must pass all of them.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TaskFilterArgs {
+    /// Only calls made by this process, all its threads (thread group id: the pid `ps` shows).
+    #[arg(long, value_name = "TGID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub tgid: Option<u32>,
+    /// Only calls made by this one task: a thread id (the kernel's pid, as in
+    /// /proc/TGID/task/PID; a single-threaded process's pid). Use --tgid for all threads.
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pid: Option<u32>,
+    /// Only calls made by tasks directly in this cgroup v2 directory (not its descendants):
+    /// absolute, or relative to /sys/fs/cgroup (e.g. system.slice/nginx.service).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
 }
 
 /// Which functions to trace and how.
@@ -123,8 +143,10 @@ pub struct Selection {
     #[arg(long, value_enum, default_value_t = AttachArg::Auto)]
     pub attach: AttachArg,
     /// Trace this kernel function (repeatable, up to 11): any function in /proc/kallsyms that
-    /// fentry or kprobe can attach to. With --func only the named functions are traced; add
-    /// --functions to trace built-in ones as well.
+    /// fentry or kprobe can attach to, or a glob (`*`, `?`, `[a-z]`; quote it) over the
+    /// functions the kernel can trace (available_filter_functions, minus the kprobe
+    /// blacklist), e.g. --func 'vfs_rea?'. With --func only the named functions are traced;
+    /// add --functions to trace built-in ones as well.
     #[arg(long = "func", value_name = "NAME")]
     pub func: Vec<String>,
 }

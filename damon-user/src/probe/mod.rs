@@ -3,6 +3,7 @@ pub mod attach;
 pub mod btf;
 pub mod calibrate;
 pub mod calibration_text;
+pub mod cgroup;
 pub mod folio_node;
 pub mod globals;
 pub mod intervals;

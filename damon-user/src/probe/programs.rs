@@ -211,9 +211,10 @@ mod tests {
     #[test]
     fn every_global_the_loader_writes_is_in_the_object() {
         use damon_common::{
-            GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_HIST_WIDTH_NS,
-            GLOBAL_PAGE_STRUCT_SIZE, GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF,
-            GLOBAL_RING_WAKE_BYTES, GLOBAL_TRACE_MODE, GLOBAL_VMEMMAP_BASE_SYM,
+            GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_FILTER_CGROUP,
+            GLOBAL_FILTER_TGID, GLOBAL_FILTER_TID, GLOBAL_HIST_WIDTH_NS, GLOBAL_PAGE_STRUCT_SIZE,
+            GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF, GLOBAL_RING_WAKE_BYTES,
+            GLOBAL_TRACE_MODE, GLOBAL_VMEMMAP_BASE_SYM,
         };
         let obj = object();
         let btf = obj.btf.as_ref().expect("the eBPF object has BTF");
@@ -227,6 +228,9 @@ mod tests {
             GLOBAL_DESTS_NR_OFF,
             GLOBAL_VMEMMAP_BASE_SYM,
             GLOBAL_PAGE_STRUCT_SIZE,
+            GLOBAL_FILTER_TGID,
+            GLOBAL_FILTER_TID,
+            GLOBAL_FILTER_CGROUP,
         ] {
             assert!(
                 btf.id_by_type_name_kind(global, BtfKind::Var).is_ok(),

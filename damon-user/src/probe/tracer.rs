@@ -75,6 +75,8 @@ pub struct LoadOptions {
     pub ring_size: u32,
     /// The trace mode and the kernel histograms' bucket width.
     pub mode: ModeConfig,
+    /// Whose calls are timed (written into the programs' globals).
+    pub filter: crate::capture::TaskFilter,
 }
 
 impl Tracer {
@@ -352,6 +354,7 @@ impl Tracer {
                     stale_entries: sum(Counter::StaleEntries)?,
                     skipped_entries,
                     skipped_exits,
+                    filtered: sum(Counter::Filtered)?,
                 },
             );
         }
@@ -439,6 +442,12 @@ fn load_object(
     loader.override_global(damon_common::GLOBAL_RING_WAKE_BYTES, &wake_bytes, true);
     loader.override_global(GLOBAL_TRACE_MODE, &trace_mode, true);
     loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
+    let filter = &opts.filter;
+    let (tgid, tid) = (filter.tgid.unwrap_or(0), filter.tid.unwrap_or(0));
+    let cgroup = filter.cgroup.as_ref().map_or(0, |c| c.id);
+    loader.override_global(damon_common::GLOBAL_FILTER_TGID, &tgid, true);
+    loader.override_global(damon_common::GLOBAL_FILTER_TID, &tid, true);
+    loader.override_global(damon_common::GLOBAL_FILTER_CGROUP, &cgroup, true);
     for (global, off) in offsets {
         loader.override_global(global, off, true);
     }

@@ -62,17 +62,44 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             s.malformed_items
         ));
     }
+    let mut notes = Vec::new();
+    if kernel_mode {
+        notes.push(kernel::NOT_AVAILABLE.to_owned());
+    }
+    notes.extend(task_filter_note(capture, &functions));
     Ok(Report {
         meta: meta(capture, opts, calibration.as_ref()),
         functions,
         intervals,
         warnings,
-        notes: if kernel_mode {
-            vec![kernel::NOT_AVAILABLE.to_owned()]
-        } else {
-            Vec::new()
-        },
+        notes,
     })
+}
+
+/// What the recording's task filter left out: `calls` are the calls of the selected tasks;
+/// the others were only counted, per function. `None` for a capture recorded without one.
+fn task_filter_note(capture: &Capture, functions: &[FunctionReport]) -> Option<String> {
+    let filter = &capture.meta.filter;
+    if filter.is_off() {
+        return None;
+    }
+    let total: u64 = functions.iter().map(|f| f.filtered).sum();
+    let per_function = functions
+        .iter()
+        .filter(|f| f.filtered > 0)
+        .map(|f| format!("{} {}", f.name, f.filtered))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "recorded with the task filter {}: calls are those of the selected tasks; {total} \
+         calls of other tasks were filtered out in the kernel{}",
+        filter.describe(),
+        if per_function.is_empty() {
+            String::new()
+        } else {
+            format!(" ({per_function})")
+        }
+    ))
 }
 
 /// What the reader must know about the capture as a whole before any function: it is

@@ -111,6 +111,9 @@ pub struct FunctionReport {
     pub skipped_entries: Option<u64>,
     /// Exit runs the kernel skipped (its own count); `null`: this kernel does not count them.
     pub skipped_exits: Option<u64>,
+    /// Entries of tasks the recording's task filter (`--tgid`/`--pid`/`--cgroup`) left out,
+    /// counted in the kernel: not part of `calls`.
+    pub filtered: u64,
     /// Records selected by `--cpu`/`--pid` (all of `count` without them): what the
     /// latencies below describe.
     pub matched: u64,
@@ -268,6 +271,7 @@ impl FunctionReport {
             stale_entries: k.stale_entries,
             skipped_entries: k.skipped_entries,
             skipped_exits: k.skipped_exits,
+            filtered: k.filtered,
             matched,
             min_ns: lat.map(|l| l.min_ns),
             mean_ns: lat.map(|l| l.mean_ns),

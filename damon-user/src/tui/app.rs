@@ -212,6 +212,7 @@ fn counter_delta(now: &FunctionCounters, base: &FunctionCounters) -> FunctionCou
         orphan_exits: now.orphan_exits.saturating_sub(base.orphan_exits),
         in_flight: now.in_flight,
         stale_entries: now.stale_entries.saturating_sub(base.stale_entries),
+        filtered: now.filtered.saturating_sub(base.filtered),
         skipped_entries: now
             .skipped_entries
             .map(|n| n.saturating_sub(base.skipped_entries.unwrap_or(0))),

@@ -58,6 +58,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
         attach: r.attach.into(),
         ring_size: RING_BYTES,
         mode: r.mode,
+        filter: Default::default(),
     })
     .context("loading the calibration probes")?;
     let want = r.attach.state();

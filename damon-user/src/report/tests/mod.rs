@@ -93,6 +93,7 @@ pub(crate) fn stream_capture(
             calibration: None,
             intervals: None,
             args: Vec::new(),
+            filter: Default::default(),
         },
         records,
         summary: end.map(|(duration_ns, counters)| Summary::new(duration_ns, "duration", counters)),
@@ -532,5 +533,43 @@ fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
     assert!(
         table.contains("count of skipped probe runs is not available"),
         "{table}"
+    );
+}
+
+/// A capture recorded with a task filter: `calls` are the selected tasks' (the identity holds
+/// on them), each function's filtered count is reported, and a note says which filter left
+/// how many calls out; without a filter, no such note.
+#[test]
+fn a_task_filter_is_stated_with_what_it_left_out() {
+    let mut c = capture(true);
+    assert!(
+        !build(&c, &opts())
+            .expect("report")
+            .notes
+            .iter()
+            .any(|n| n.contains("filter"))
+    );
+    c.meta.filter = crate::capture::TaskFilter {
+        tgid: Some(100),
+        ..Default::default()
+    };
+    if let Some(s) = c.summary.as_mut() {
+        s.counters.get_mut(&0).expect("function 0").filtered = 2000;
+    }
+    let r = build(&c, &opts()).expect("report");
+    let f = &r.functions[0];
+    assert_eq!((f.calls, f.filtered), (13, 2000));
+    assert_eq!(f.calls, f.count + f.dropped + f.in_flight);
+    assert_eq!(
+        r.notes,
+        [
+            "recorded with the task filter --tgid 100: calls are those of the selected tasks; \
+          2000 calls of other tasks were filtered out in the kernel (damon_hot_score 2000)"
+        ]
+    );
+    let text = crate::report::render::table(&r, None);
+    assert!(
+        text.contains("2000 calls of other tasks were filtered out"),
+        "{text}"
     );
 }
