@@ -601,7 +601,8 @@ cat /out/serve.err
     let count = "damon_trace_call_duration_seconds_count";
     for name in FOUR {
         let buckets = metric(&m2, "damon_trace_call_duration_seconds_bucket", name, None);
-        assert_eq!(buckets.len(), 26, "{name}:\n{t2}");
+        // Ten bounds per decade from 100 ns to 10 s (81) and +Inf.
+        assert_eq!(buckets.len(), 82, "{name}:\n{t2}");
         assert!(
             buckets.windows(2).all(|w| w[0] <= w[1]),
             "{name}: buckets not cumulative {buckets:?}"
