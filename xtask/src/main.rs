@@ -31,8 +31,8 @@ enum Cmd {
     BuildStatic,
     /// Build what goes onto a real machine: the stripped static binary (dist profile) with its
     /// man pages, bash/zsh/fish completions and the systemd unit for `serve`, as
-    /// target/dist/damon-trace-VERSION-x86_64-linux-musl.tar.gz and
-    /// target/dist/damon-trace_VERSION_amd64.deb (needs dpkg-deb).
+    /// target/packages/damon-trace-VERSION-x86_64-linux-musl.tar.gz and
+    /// target/packages/damon-trace_VERSION_amd64.deb (needs dpkg-deb).
     Dist,
     /// Download (or find cached) a guest kernel and print its path and release.
     Kernel {

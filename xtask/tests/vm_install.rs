@@ -13,18 +13,26 @@ use std::{
 };
 
 use xtask::{
-    bootstrap,
+    bootstrap, build,
     dist::{self, Artifacts},
     kernel::Kernel,
     util::output,
 };
 
-/// One `cargo xtask dist` for every test of this file.
+/// The packages `cargo xtask dist` makes, of the static binary the suite built
+/// (`$DAMON_TRACE_BIN`, else a fresh `build-static`): one for every test of this file.
 fn artifacts() -> &'static Artifacts {
     static DIST: OnceLock<Artifacts> = OnceLock::new();
     DIST.get_or_init(|| {
-        let tc = bootstrap::ensure().expect("toolchain (cargo xtask bootstrap)");
-        dist::run_dist(&tc).expect("cargo xtask dist")
+        let bin = match std::env::var_os("DAMON_TRACE_BIN").filter(|v| !v.is_empty()) {
+            Some(b) => PathBuf::from(b),
+            None => {
+                let tc = bootstrap::ensure().expect("toolchain (cargo xtask bootstrap)");
+                build::build_static(&tc).expect("cargo xtask build-static")
+            }
+        };
+        let out = xtask::util::target_dir().join("packages-test");
+        dist::package(&bin, &out).expect("packaging (cargo xtask dist's steps)")
     })
 }
 
