@@ -5,6 +5,11 @@
 //! and runs aggregate and `histogram_quantile` lands within a bucket's ~26 % of the truth;
 //! the kernel's counters (calls, drops by reason, in flight); and an info metric with the
 //! attach mode.
+//!
+//! Hand-written on purpose: the output is a short text format with a fixed grid, written from
+//! captured data by `export` and from a live snapshot by `serve`, with no registry or global
+//! state; the prometheus-client crate would add a metric registry and a dependency tree to
+//! produce a few hundred lines of text that the tests check line by line (both formats).
 use std::fmt::Write as _;
 
 use damon_common::CallRecord;
@@ -162,10 +167,6 @@ impl MetricsSnapshot {
 }
 
 /// The text format a scrape is answered in.
-#[allow(
-    dead_code,
-    reason = "serve negotiates the format with it (branch i16-serve); export writes OpenMetrics"
-)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exposition {
     /// OpenMetrics 1.0: `# TYPE`/`# UNIT`/`# HELP` per family, `# EOF` at the end.
@@ -175,7 +176,6 @@ pub enum Exposition {
     PrometheusText004,
 }
 
-#[allow(dead_code, reason = "serve's responses name it (branch i16-serve)")]
 impl Exposition {
     /// The `Content-Type` of a response in this format.
     pub fn content_type(self) -> &'static str {

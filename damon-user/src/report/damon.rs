@@ -48,7 +48,7 @@ pub struct DamonContext {
 
 /// Whether per-interval numbers are computed for this function: DAMON functions that were
 /// traced.
-fn wants_intervals(attach: &str, id: u32) -> bool {
+pub fn wants_intervals(attach: &str, id: u32) -> bool {
     FunctionId::try_from(id).is_ok_and(FunctionId::is_damon)
         && matches!(attach, "fentry" | "kprobe")
 }

@@ -8,6 +8,7 @@ pub mod http;
 mod usage;
 
 use std::{
+    collections::{BTreeMap, BTreeSet},
     net::SocketAddr,
     process::ExitCode,
     sync::{Arc, Mutex, PoisonError},
@@ -15,17 +16,72 @@ use std::{
 };
 
 use anyhow::Context as _;
+use damon_common::{AGGREGATION_MARK, CallRecord};
 use tokio::net::TcpListener;
 
 use crate::{
     capture::format::CaptureWriter,
     cli::ServeArgs,
-    export::openmetrics::{MetricsSnapshot, ProcessMetrics, render_as},
+    export::openmetrics::{FunctionMetrics, MetricsSnapshot, ProcessMetrics, render_as},
+    report::damon::wants_intervals,
     session::{Session, StopReason, StopSignals, runtime_with_signals},
     stats::calibration::Calibration,
+    stats::interval_tracker::IntervalTracker,
 };
 
 pub type Shared = Arc<Mutex<MetricsSnapshot>>;
+
+/// Folds records into the snapshot: their latencies and values, and, from the aggregation
+/// markers among them, the time each DAMON function took per interval (as the live screen
+/// tracks it: a kdamond's calls come before its marker in the ring). As in `report`, every
+/// complete interval of a kdamond that called the function counts, those before its first
+/// call as 0.
+#[derive(Debug, Default)]
+struct Fold {
+    intervals: IntervalTracker,
+    /// Complete intervals per kdamond so far (a kdamond's first marker opens its first).
+    completed: BTreeMap<u32, u64>,
+    /// (kdamond or other thread, function id) pairs seen calling.
+    callers: BTreeSet<(u32, u32)>,
+}
+
+impl Fold {
+    fn record(&mut self, s: &mut MetricsSnapshot, r: &CallRecord) {
+        if r.func == AGGREGATION_MARK {
+            match self.completed.get_mut(&r.tid) {
+                Some(n) => *n += 1,
+                None => {
+                    self.completed.insert(r.tid, 0);
+                }
+            }
+            let (functions, damon) = (&s.functions, &mut s.damon);
+            self.intervals.mark(r, |id, _calls, ns| {
+                if let Some(f) = interval_function(functions, id) {
+                    damon.interval_cost_of(&f.name).observe(ns);
+                }
+            });
+            return;
+        }
+        if self.callers.insert((r.tid, r.func)) {
+            let earlier = self.completed.get(&r.tid).copied().unwrap_or(0);
+            if let Some(f) = interval_function(&s.functions, r.func) {
+                let h = s.damon.interval_cost_of(&f.name);
+                for _ in 0..earlier {
+                    h.observe(0);
+                }
+            }
+        }
+        self.intervals.call(r);
+        s.observe(r);
+    }
+}
+
+/// The traced function `id` when its per-interval cost is kept (the DAMON functions).
+fn interval_function(functions: &[FunctionMetrics], id: u32) -> Option<&FunctionMetrics> {
+    functions
+        .iter()
+        .find(|f| f.id == id && wants_intervals(f.attach, id))
+}
 
 /// The tool's CPU time and resident memory as of this scrape (left unset if /proc cannot be
 /// read: a scrape never fails for it).
@@ -95,8 +151,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     eprintln!("serving metrics on http://{local}/metrics");
     let server = tokio::spawn(accept_loop(listener, shared.clone()));
 
+    let mut fold = Fold::default();
     let stop = runtime.block_on(serve_until_stopped(
         &mut session,
+        &mut fold,
         &shared,
         capture.as_mut(),
         &mut signals,
@@ -108,7 +166,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     // kernel mode, the final histograms.
     with(&shared, |s| {
         for r in &rest {
-            s.observe(r);
+            fold.record(s, r);
         }
         for f in &mut s.functions {
             if let Some(c) = summary.counters.get(&f.id) {
@@ -146,6 +204,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 /// go into the snapshot together (and into the capture, if any).
 async fn serve_until_stopped(
     session: &mut Session,
+    fold: &mut Fold,
     shared: &Shared,
     mut capture: Option<&mut CaptureWriter>,
     signals: &mut StopSignals,
@@ -196,7 +255,7 @@ async fn serve_until_stopped(
         let counters = session.counters()?;
         with(shared, |s| {
             for r in batch.drain(..) {
-                s.observe(&r);
+                fold.record(s, &r);
             }
             for f in &mut s.functions {
                 f.counters = counters.get(&f.id).copied().unwrap_or_default();
@@ -283,6 +342,44 @@ mod tests {
             )
         );
         assert!(second.contains("damon_trace_calls_total{function=\"lock_timer_base\"} 1"));
+        // The tool's own cost, read from /proc/self at each scrape.
+        for family in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+        ] {
+            assert!(second.contains(family), "{family}missing:\n{second}");
+        }
         assert!(second.ends_with("# EOF\n"));
+    }
+
+    /// Fed a real capture's records and markers in ring order (a call is written at its
+    /// exit, a marker when the interval ends), serve's per-interval cost equals what `report`
+    /// and `export` compute from the boundaries afterwards (the two intervals before the
+    /// kdamond's first migration count as 0 in both).
+    #[test]
+    fn interval_cost_while_serving_equals_the_report() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/intervals-7.2.dtcap");
+        let c = crate::capture::format::read_file(&path).expect("fixture");
+        let mut ring: Vec<CallRecord> = c.records.iter().chain(&c.marks).copied().collect();
+        ring.sort_by_key(|r| r.entry_ns + r.duration_ns);
+        let mut s = MetricsSnapshot::new("7.2", "stream", &c.meta.functions);
+        let mut fold = Fold::default();
+        for r in &ring {
+            fold.record(&mut s, r);
+        }
+        let want = crate::report::damon::per_interval_of(&c);
+        assert_eq!(want.len(), 3, "the three DAMON functions");
+        for (name, p) in want {
+            let h = s.damon.interval_cost_of(&name);
+            assert_eq!(
+                h.count,
+                p.per_interval_totals.len() as u64,
+                "{name}: intervals"
+            );
+            let sum: u64 = p.per_interval_totals.iter().sum();
+            assert_eq!(h.sum_ns, u128::from(sum), "{name}: ns");
+        }
+        assert_eq!(s.damon.interval_cost.len(), 3, "lock_timer_base has none");
     }
 }

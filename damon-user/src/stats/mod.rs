@@ -4,6 +4,7 @@ pub mod calibration;
 pub mod dist;
 pub mod floor;
 pub mod histogram;
+pub mod interval_tracker;
 pub mod intervals;
 pub mod kernel_hist;
 #[cfg(test)]

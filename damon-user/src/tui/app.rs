@@ -16,12 +16,10 @@ use crate::{
     session::StopReason,
     stats::{
         calibration::Calibration,
+        interval_tracker::{IntervalTrack, IntervalTracker},
         window::{Distribution, FunctionStats},
     },
-    tui::{
-        intervals::{IntervalTrack, IntervalTracker},
-        keys::{self, Action},
-    },
+    tui::keys::{self, Action},
 };
 
 /// Seconds of calls/s history behind the sparklines.

@@ -8,7 +8,6 @@ pub mod app;
 mod binning;
 pub mod draw;
 mod format;
-pub mod intervals;
 mod keys;
 pub mod replay;
 pub mod source;

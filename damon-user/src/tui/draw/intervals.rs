@@ -3,7 +3,10 @@
 use ratatui::{buffer::Buffer, layout::Rect, style::Style};
 
 use super::chart;
-use crate::tui::{app::Panel, format, intervals::INTERVAL_HISTORY};
+use crate::{
+    stats::interval_tracker::INTERVAL_HISTORY,
+    tui::{app::Panel, format},
+};
 
 /// `per interval (129): mean 34.7µs · last 30.1µs in 12 calls · max 310µs`
 pub fn summary(panel: &Panel) -> String {

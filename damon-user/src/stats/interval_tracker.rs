@@ -1,4 +1,5 @@
-//! Time per DAMON aggregation interval, as the records stream in (pure).
+//! Time per DAMON aggregation interval, as the records stream in (pure): the live screen's
+//! per-interval line and `serve`'s `damon_trace_interval_cost_seconds`.
 //!
 //! A kdamond runs its calls and then ends the interval (`damon:damon_aggregated` fires in the
 //! same thread after the scheme work), so in the ring a kdamond's calls of interval `i` come
