@@ -42,8 +42,10 @@ pub const LEAK_BYTES_PER_CALL: f64 = 32.0;
 pub const MIN_SLOPE_KIB_S: f64 = 1.0;
 
 /// The guest script: scenario in the background, `record` for `seconds`, a sample of the
-/// recorder every `every_s` seconds into /out/samples.txt, then the capture's JSON report.
+/// recorder every `every_s` seconds into /out/samples.txt until the last second of the
+/// recording, then the capture's JSON report.
 pub fn guest_script(seconds: u64, every_s: u64) -> String {
+    let last = seconds.saturating_sub(1);
     let body = format!(
         "damon-trace record -o /out/soak.dtcap --duration {seconds}s 2> /out/record.err &
 rec=$!
@@ -55,6 +57,9 @@ while :; do
   case \"$st\" in *'State:'*'Z (zombie)'*) break;; esac
   fds=$(ls /proc/$rec/fd 2>/dev/null | wc -l)
   now=$(cut -d' ' -f1 /proc/uptime)
+  t0=${{t0:-$now}}
+  # The last second is the session's end (drain, summary, detach), not its steady state.
+  awk -v n=$now -v t=$t0 'BEGIN {{ exit !(n - t >= {last}) }}' && break
   echo \"$st\" | awk -v t=$now -v fds=$fds \\
     '/^VmRSS/{{r=$2}} /^RssAnon/{{a=$2}} /^RssFile/{{f=$2}} /^RssShmem/{{s=$2}} \\
      END{{if (r != \"\") print t, r, a, f, s, fds}}' >> /out/samples.txt
