@@ -16,7 +16,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use damon_common::{AGGREGATION_MARK, CallRecord};
+use damon_common::{AGGREGATION_MARK, CallRecord, FunctionId};
 use tokio::net::TcpListener;
 
 use crate::{
@@ -41,7 +41,7 @@ struct Fold {
     intervals: IntervalTracker,
     /// Complete intervals per kdamond so far (a kdamond's first marker opens its first).
     completed: BTreeMap<u32, u64>,
-    /// (kdamond or other thread, function id) pairs seen calling.
+    /// (thread, DAMON function id) pairs seen calling.
     callers: BTreeSet<(u32, u32)>,
 }
 
@@ -62,7 +62,10 @@ impl Fold {
             });
             return;
         }
-        if self.callers.insert((r.tid, r.func)) {
+        // Only DAMON functions have an interval cost: lock_timer_base, the busy one, costs no
+        // set lookup per record.
+        let damon = FunctionId::try_from(r.func).is_ok_and(FunctionId::is_damon);
+        if damon && self.callers.insert((r.tid, r.func)) {
             let earlier = self.completed.get(&r.tid).copied().unwrap_or(0);
             if let Some(f) = interval_function(&s.functions, r.func) {
                 let h = s.damon.interval_cost_of(&f.name);
