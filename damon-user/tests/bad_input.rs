@@ -70,13 +70,23 @@ impl Corpus {
     }
 }
 
+/// One call of the binary; its arguments, with paths shortened to file names, name it.
 struct Case {
-    label: &'static str,
     args: Vec<String>,
     /// 2: usage or input error; 1: runtime failure.
     status: i32,
     /// Each must appear in the error line.
     says: Vec<&'static str>,
+}
+
+impl Case {
+    fn label(&self) -> String {
+        let short = |a: &String| match Path::new(a).file_name() {
+            Some(name) if a.starts_with('/') => name.to_string_lossy().into_owned(),
+            _ => a.clone(),
+        };
+        self.args.iter().map(short).collect::<Vec<_>>().join(" ")
+    }
 }
 
 /// How unknown-name errors list the built-in functions.
@@ -90,8 +100,7 @@ fn fixture() -> String {
 fn cases(c: &Corpus) -> Vec<Case> {
     let fx = fixture();
     let out = c.p("out.dtcap");
-    let case = |label, args: &[&str], status, says: &[&'static str]| Case {
-        label,
+    let case = |args: &[&str], status, says: &[&'static str]| Case {
         args: args.iter().map(|s| s.to_string()).collect(),
         status,
         says: says.to_vec(),
@@ -102,31 +111,26 @@ fn cases(c: &Corpus) -> Vec<Case> {
     let mut v = vec![
         // Durations, sizes and numbers, in every subcommand that takes them.
         case(
-            "record --duration 10x",
             &["record", "-o", &out, "--duration", "10x"],
             2,
             &["unknown unit `x`"],
         ),
         case(
-            "record --duration -5s",
             &["record", "-o", &out, "--duration", "-5s"],
             2,
             &["must be positive"],
         ),
         case(
-            "record --duration 0",
             &["record", "-o", &out, "--duration", "0"],
             2,
             &["must be positive"],
         ),
         case(
-            "record --duration 1000h",
             &["record", "-o", &out, "--duration", "1000h"],
             2,
             &["at most a week"],
         ),
         case(
-            "record --duration 10^26 h",
             &[
                 "record",
                 "-o",
@@ -138,37 +142,31 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["at most a week"],
         ),
         case(
-            "record --duration empty",
             &["record", "-o", &out, "--duration", ""],
             2,
             &["not a duration"],
         ),
         case(
-            "record --ring-size 4095",
             &["record", "-o", &out, "--ring-size", "4095"],
             2,
             &["power of two"],
         ),
         case(
-            "record --ring-size abc",
             &["record", "-o", &out, "--ring-size", "abc"],
             2,
             &["not a size"],
         ),
         case(
-            "record --ring-size -4096",
             &["record", "-o", &out, "--ring-size", "-4096"],
             2,
             &["not a size"],
         ),
         case(
-            "record --ring-size 8 GiB",
             &["record", "-o", &out, "--ring-size", "8589934592"],
             2,
             &["larger than"],
         ),
         case(
-            "record --ring-size 2^70",
             &[
                 "record",
                 "-o",
@@ -179,186 +177,76 @@ fn cases(c: &Corpus) -> Vec<Case> {
             2,
             &["not a size"],
         ),
+        case(&["record", "-o", &out, "--attach", "bogus"], 2, &["bogus"]),
+        case(&["record"], 2, &["--output"]),
+        case(&["live", "--bucket-ns", "0"], 2, &["--bucket-ns"]),
+        case(&["live", "--bucket-ns", "-1"], 2, &["--bucket-ns"]),
+        case(&["live", "--window", "0"], 2, &["--window"]),
+        case(&["live", "--window", "abc"], 2, &["--window"]),
+        case(&["live", "--window", "99999"], 2, &["--window"]),
+        case(&["live", "--ring-size", "4095"], 2, &["power of two"]),
+        case(&["live", "--replay", &fx, "--speed", "-1"], 2, &["--speed"]),
         case(
-            "record --attach bogus",
-            &["record", "-o", &out, "--attach", "bogus"],
-            2,
-            &["bogus"],
-        ),
-        case("record without -o", &["record"], 2, &["--output"]),
-        case(
-            "live --bucket-ns 0",
-            &["live", "--bucket-ns", "0"],
-            2,
-            &["--bucket-ns"],
-        ),
-        case(
-            "live --bucket-ns -1",
-            &["live", "--bucket-ns", "-1"],
-            2,
-            &["--bucket-ns"],
-        ),
-        case(
-            "live --window 0",
-            &["live", "--window", "0"],
-            2,
-            &["--window"],
-        ),
-        case(
-            "live --window abc",
-            &["live", "--window", "abc"],
-            2,
-            &["--window"],
-        ),
-        case(
-            "live --window 99999",
-            &["live", "--window", "99999"],
-            2,
-            &["--window"],
-        ),
-        case(
-            "live --ring-size 4095",
-            &["live", "--ring-size", "4095"],
-            2,
-            &["power of two"],
-        ),
-        case(
-            "live --speed -1",
-            &["live", "--replay", &fx, "--speed", "-1"],
-            2,
-            &["--speed"],
-        ),
-        case(
-            "live --speed fast",
             &["live", "--replay", &fx, "--speed", "fast"],
             2,
             &["not a speed"],
         ),
         case(
-            "live --speed inf",
             &["live", "--replay", &fx, "--speed", "inf"],
             2,
             &["--speed"],
         ),
+        case(&["live", "--speed", "2"], 2, &["--replay"]),
+        case(&["serve", "--listen", "garbage"], 2, &["--listen"]),
+        case(&["serve", "--listen", "127.0.0.1:99999"], 2, &["--listen"]),
+        case(&["serve", "--listen", "127.0.0.1"], 2, &["--listen"]),
         case(
-            "live --speed without --replay",
-            &["live", "--speed", "2"],
-            2,
-            &["--replay"],
-        ),
-        case(
-            "serve --listen garbage",
-            &["serve", "--listen", "garbage"],
-            2,
-            &["--listen"],
-        ),
-        case(
-            "serve --listen port 99999",
-            &["serve", "--listen", "127.0.0.1:99999"],
-            2,
-            &["--listen"],
-        ),
-        case(
-            "serve --listen without port",
-            &["serve", "--listen", "127.0.0.1"],
-            2,
-            &["--listen"],
-        ),
-        case(
-            "serve --duration 10x",
             &["serve", "--listen", listen, "--duration", "10x"],
             2,
             &["unknown unit"],
         ),
         case(
-            "serve --ring-size 4095",
             &["serve", "--listen", listen, "--ring-size", "4095"],
             2,
             &["power of two"],
         ),
+        case(&["report", &fx, "--bucket-ns", "0"], 2, &["--bucket-ns"]),
+        case(&["report", &fx, "--max-ns", "-1"], 2, &["--max-ns"]),
+        case(&["report", &fx, "--cpu", "abc"], 2, &["--cpu"]),
+        case(&["report", &fx, "--format", "yaml"], 2, &["yaml"]),
         case(
-            "report --bucket-ns 0",
-            &["report", &fx, "--bucket-ns", "0"],
-            2,
-            &["--bucket-ns"],
-        ),
-        case(
-            "report --max-ns -1",
-            &["report", &fx, "--max-ns", "-1"],
-            2,
-            &["--max-ns"],
-        ),
-        case(
-            "report --cpu abc",
-            &["report", &fx, "--cpu", "abc"],
-            2,
-            &["--cpu"],
-        ),
-        case(
-            "report --format yaml",
-            &["report", &fx, "--format", "yaml"],
-            2,
-            &["yaml"],
-        ),
-        case(
-            "compare --bucket-ns 0",
             &["compare", &fx, &fx, "--bucket-ns", "0"],
             2,
             &["--bucket-ns"],
         ),
+        case(&["compare", "--before", &fx, &fx], 2, &["--after"]),
+        case(&["compare", &fx, "--after", &fx], 2, &["--after"]),
+        case(&["compare", &fx], 2, &["AFTER"]),
+        case(&["export", &fx], 2, &["--format"]),
+        case(&["export", &fx, "--format", "nope"], 2, &["nope"]),
         case(
-            "compare --before without --after",
-            &["compare", "--before", &fx, &fx],
-            2,
-            &["--after"],
-        ),
-        case(
-            "compare BEFORE --after (two forms mixed)",
-            &["compare", &fx, "--after", &fx],
-            2,
-            &["--after"],
-        ),
-        case("compare with one capture", &["compare", &fx], 2, &["AFTER"]),
-        case(
-            "export --format missing",
-            &["export", &fx],
-            2,
-            &["--format"],
-        ),
-        case(
-            "export --format nope",
-            &["export", &fx, "--format", "nope"],
-            2,
-            &["nope"],
-        ),
-        case(
-            "export csv-buckets --bucket-ns 0",
             &["export", &fx, "--format", "csv-buckets", "--bucket-ns", "0"],
             2,
             &["--bucket-ns"],
         ),
         case(
-            "scenario --duration 10x",
             &["scenario", "migrate-hot", "--duration", "10x"],
             2,
             &["unknown unit"],
         ),
         case(
-            "scenario --workload-mib abc",
             &["scenario", "migrate-hot", "--workload-mib", "abc"],
             2,
             &["--workload-mib"],
         ),
-        case("unknown subcommand", &["trace"], 2, &["trace"]),
+        case(&["trace"], 2, &["trace"]),
         // Function names: unknown or repeated, the error lists what exists.
         case(
-            "record --functions nope",
             &["record", "-o", &out, "--functions", "nope"],
             2,
             &["nope", FOUR],
         ),
         case(
-            "record --functions twice",
             &[
                 "record",
                 "-o",
@@ -371,19 +259,16 @@ fn cases(c: &Corpus) -> Vec<Case> {
         ),
         // --func: checked against this machine's /proc/kallsyms before anything else.
         case(
-            "record --func unknown",
             &["record", "-o", &out, "--func", "no_such_function_k5q"],
             2,
             &["--func `no_such_function_k5q`", "no such function"],
         ),
         case(
-            "record --func typo",
             &["record", "-o", &out, "--func", "vfs_wrte"],
             2,
             &["`vfs_wrte`", "did you mean `vfs_write`?"],
         ),
         case(
-            "record --func 12 times",
             &[
                 "record", "-o", &out, "--func", "f1", "--func", "f2", "--func", "f3", "--func",
                 "f4", "--func", "f5", "--func", "f6", "--func", "f7", "--func", "f8", "--func",
@@ -393,7 +278,6 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["12 --func", "at most 11"],
         ),
         case(
-            "record --func twice",
             &[
                 "record", "-o", &out, "--func", "vfs_read", "--func", "vfs_read",
             ],
@@ -401,31 +285,26 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["`vfs_read` is given twice"],
         ),
         case(
-            "record --func built-in",
             &["record", "-o", &out, "--func", "lock_timer_base"],
             2,
             &["built-in", "--functions lock_timer_base"],
         ),
         case(
-            "record --func empty",
             &["record", "-o", &out, "--func", ""],
             2,
             &["--func needs a kernel function name"],
         ),
         case(
-            "record --func with a space",
             &["record", "-o", &out, "--func", "vfs read"],
             2,
             &["not a kernel function name"],
         ),
         case(
-            "live --func unknown",
             &["live", "--func", "no_such_function_k5q"],
             2,
             &["no_such_function_k5q", "no such function"],
         ),
         case(
-            "serve --func unknown",
             &[
                 "serve",
                 "--listen",
@@ -437,25 +316,13 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["no_such_function_k5q", "no such function"],
         ),
         case(
-            "live --replay --func",
             &["live", "--replay", &fx, "--func", "vfs_read"],
             2,
             &["--func", "replay", "--functions"],
         ),
+        case(&["doctor", "--func", " "], 2, &["--func needs"]),
+        case(&["record", "-o", &out, "--mode", "fast"], 2, &["fast"]),
         case(
-            "doctor --func empty",
-            &["doctor", "--func", " "],
-            2,
-            &["--func needs"],
-        ),
-        case(
-            "record --mode unknown",
-            &["record", "-o", &out, "--mode", "fast"],
-            2,
-            &["fast"],
-        ),
-        case(
-            "record --hist-width 0",
             &[
                 "record",
                 "-o",
@@ -468,100 +335,56 @@ fn cases(c: &Corpus) -> Vec<Case> {
             2,
             &["--hist-width"],
         ),
+        case(&["live", "--functions", "nope"], 2, &["nope", FOUR]),
         case(
-            "live --functions nope",
-            &["live", "--functions", "nope"],
-            2,
-            &["nope", FOUR],
-        ),
-        case(
-            "serve --functions nope",
             &["serve", "--listen", listen, "--functions", "nope"],
             2,
             &["nope", FOUR],
         ),
+        case(&["doctor", "--functions", "nope"], 2, &["nope", FOUR]),
         case(
-            "doctor --functions nope",
-            &["doctor", "--functions", "nope"],
-            2,
-            &["nope", FOUR],
-        ),
-        case(
-            "report --functions nope",
             &["report", &fx, "--functions", "nope"],
             2,
             &["nope", "lock_timer_base", "damon_hot_score"],
         ),
         case(
-            "export --functions nope",
             &["export", &fx, "--format", "csv", "--functions", "nope"],
             2,
             &["nope", "lock_timer_base", "damon_hot_score"],
         ),
         case(
-            "compare --functions nope",
             &["compare", &fx, &fx, "--functions", "nope"],
             2,
             &["nope", "none of the captures"],
         ),
         case(
-            "live --replay --functions nope",
             &["live", "--replay", &fx, "--functions", "nope"],
             2,
             &["nope"],
         ),
         // Output paths: existing (refused without --force), unusable directories. Checked before
         // the kernel, so these are input errors (2) even on a host that cannot trace.
+        case(&["record", "-o", &exists], 2, &["exists", "--force"]),
+        case(&["record", "-o", &dir, "--force"], 2, &["directory"]),
+        case(&["record", "-o", &under_file], 2, &["not a directory"]),
         case(
-            "record -o existing",
-            &["record", "-o", &exists],
-            2,
-            &["exists", "--force"],
-        ),
-        case(
-            "record -o dir --force",
-            &["record", "-o", &dir, "--force"],
-            2,
-            &["directory"],
-        ),
-        case(
-            "record -o under a file",
-            &["record", "-o", &under_file],
-            2,
-            &["not a directory"],
-        ),
-        case(
-            "record -o in /proc",
             &["record", "-o", "/proc/damon-trace-nonexistent/out.dtcap"],
             2,
             &["No such file"],
         ),
+        case(&["live", "--record", &exists], 2, &["exists", "--force"]),
+        case(&["live", "--record", &under_file], 2, &["not a directory"]),
         case(
-            "live --record existing",
-            &["live", "--record", &exists],
-            2,
-            &["exists", "--force"],
-        ),
-        case(
-            "live --record under a file",
-            &["live", "--record", &under_file],
-            2,
-            &["not a directory"],
-        ),
-        case(
-            "export -o existing",
             &["export", &fx, "--format", "json", "-o", &exists],
             2,
             &["exists", "--force"],
         ),
         case(
-            "export -o under a file",
             &["export", &fx, "--format", "json", "-o", &under_file],
             2,
             &["not a directory"],
         ),
         case(
-            "export -o in /proc",
             &[
                 "export",
                 &fx,
@@ -574,19 +397,16 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["No such file"],
         ),
         case(
-            "export -o a directory --force",
             &["export", &fx, "--format", "json", "-o", &dir, "--force"],
             2,
             &["directory"],
         ),
         case(
-            "compare --plot existing",
             &["compare", &fx, &fx, "--plot", &exists],
             2,
             &["exists", "--force"],
         ),
         case(
-            "compare --plot under a file",
             &["compare", &fx, &fx, "--plot", &under_file],
             2,
             &["not a directory"],
@@ -635,24 +455,17 @@ fn cases(c: &Corpus) -> Vec<Case> {
         } else {
             c.p(name)
         };
-        let with = |label, args: Vec<String>| Case {
-            label,
+        let with = |args: Vec<String>| Case {
             args,
             status: 2,
             says: says.to_vec(),
         };
         let s = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        v.push(with("report BROKEN", s(&["report", &path])));
-        v.push(with("compare BROKEN GOOD", s(&["compare", &path, &fx])));
-        v.push(with("compare GOOD BROKEN", s(&["compare", &fx, &path])));
-        v.push(with(
-            "export BROKEN",
-            s(&["export", &path, "--format", "json"]),
-        ));
-        v.push(with(
-            "live --replay BROKEN",
-            s(&["live", "--replay", &path]),
-        ));
+        v.push(with(s(&["report", &path])));
+        v.push(with(s(&["compare", &path, &fx])));
+        v.push(with(s(&["compare", &fx, &path])));
+        v.push(with(s(&["export", &path, "--format", "json"])));
+        v.push(with(s(&["live", "--replay", &path])));
     }
     v
 }
@@ -664,7 +477,7 @@ fn bad_input_gives_one_line_and_the_right_status() {
     let cases = cases(&c);
     let mut failures = Vec::new();
     for case in &cases {
-        let label = format!("{} ({})", case.label, case.args.join(" "));
+        let label = case.label();
         let r = run(&case.args);
         let outcome = error_line(&label, &r, case.status).and_then(|line| {
             // The corpus and its answers, for `--nocapture`.

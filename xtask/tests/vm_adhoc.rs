@@ -125,10 +125,7 @@ trace() {
   damon-trace record --func vfs_write --func vfs_read --no-calibrate --duration 600s \
     -o /out/$name.dtcap "$@" 2> /out/$name.err &
   rec=$!
-  while [ ! -s /out/$name.dtcap ]; do
-    kill -0 $rec 2>/dev/null || { cat /out/$name.err; exit 1; }
-    sleep 0.2
-  done
+  attached $name
   dd if=/dev/zero of=/dev/null bs=1 count=OTHER 2> /out/$name.other &
   other=$!
   echo go > /tmp/go
@@ -214,7 +211,7 @@ fn check_filtered(dir: &std::path::Path, name: &str, filter: &str) {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_adhoc_tgid_and_cgroup_time_only_the_selected_tasks() {
     let script = format!(
-        "set -e\n{}
+        "set -e\n{}{}
 start_mine true
 trace tgid --tgid $mine
 grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup
@@ -223,6 +220,7 @@ start_mine 'echo $$ > /sys/fs/cgroup/adhoc/cgroup.procs'
 until grep -qx $mine /sys/fs/cgroup/adhoc/cgroup.procs; do sleep 0.1; done
 trace cgroup --cgroup adhoc
 ",
+        common::RECORDER_HELPERS,
         FILTER_RUN
             .replace("MINE", &MINE.to_string())
             .replace("OTHER", &OTHER.to_string())

@@ -35,23 +35,11 @@ const MAP: u64 = 3;
 /// (`max(10, 2 × possible CPUs)`); more would also skip return probes, another drop path.
 const READERS: u64 = 8;
 
-const SCRIPT: &str = r#"set -e
+const SCRIPT: &str = r#"
 T=/sys/kernel/tracing/available_filter_functions
-# Waits for the capture file of recorder $rec ($1: its name), which appears once the probes
-# are attached.
-attached() {
-  while [ ! -s /out/$1.dtcap ]; do
-    kill -0 $rec 2>/dev/null || { cat /out/$1.err >&2; exit 1; }
-    sleep 0.2
-  done
-}
-# The ring: the kernel function behind getppid(2), its own symbol where the compiler kept it.
-G=
-for f in __do_sys_getppid __x64_sys_getppid; do
-  if grep -qx "$f" $T; then G=$f; break; fi
-done
-[ -n "$G" ] || { echo "no getppid function to trace" >&2; exit 3; }
-echo $G > /out/ring.func
+# The ring: the kernel function behind getppid(2).
+getppid_function
+G=$F
 damon-trace record --func $G --attach kprobe --ring-size 4096 --no-calibrate --duration 300s   -o /out/ring.dtcap 2> /out/ring.err &
 rec=$!
 attached ring
@@ -133,7 +121,7 @@ fn accounting(f: &serde_json::Value) -> serde_json::Value {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
-    let script = SCRIPT
+    let script = format!("set -e\n{}{SCRIPT}", common::RECORDER_HELPERS)
         .replace("@RING_CALLS@", &RING_CALLS.to_string())
         .replace("@READERS@", &READERS.to_string())
         .replace("@MAP@", &MAP.to_string());
@@ -141,7 +129,7 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
     let dir = run.dir();
 
     // Ring full, kprobe: the calls bench-loop made, each a record or a counted drop.
-    let func = std::fs::read_to_string(dir.join("ring.func")).expect("ring.func");
+    let func = std::fs::read_to_string(dir.join("func")).expect("func");
     let func = func.trim();
     let made = u(&json(dir, "ring.loop"), "made");
     assert_eq!(made, RING_CALLS, "bench-loop's calls");

@@ -30,25 +30,16 @@ const RUNS: [(&str, &str, &str, &str); 6] = [
     ("auto-stream-same", "auto", "stream", "same"),
 ];
 
-const SCRIPT: &str = r#"set -e
+const SCRIPT: &str = r#"
 mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
 cat /sys/kernel/debug/sched/preempt > /out/preempt 2>/dev/null || echo unknown > /out/preempt
-# The kernel function behind getppid(2): its own symbol where the compiler kept it.
-F=
-for f in __do_sys_getppid __x64_sys_getppid; do
-  if grep -qx "$f" /sys/kernel/tracing/available_filter_functions; then F=$f; break; fi
-done
-[ -n "$F" ] || { echo "no getppid function to trace" >&2; exit 3; }
-echo $F > /out/func
+getppid_function
 one() {
   name=$1; attach=$2; mode=$3; pin=$4
   damon-trace record --func $F --attach $attach --mode $mode --no-calibrate --duration 600s \
     -o /out/$name.dtcap 2> /out/$name.err &
   rec=$!
-  while [ ! -s /out/$name.dtcap ]; do
-    kill -0 $rec 2>/dev/null || { cat /out/$name.err >&2; exit 1; }
-    sleep 0.2
-  done
+  attached $name
   damon-trace bench-loop --calls CALLS --tasks TASKS --pin $pin --no-warmup > /out/$name.loop
   kill -INT $rec
   wait $rec
@@ -62,7 +53,7 @@ fn script() -> String {
         .iter()
         .map(|(n, a, m, p)| format!("one {n} {a} {m} {p}"))
         .collect();
-    SCRIPT
+    format!("set -e\n{}{SCRIPT}", common::RECORDER_HELPERS)
         .replace("CALLS", &CALLS.to_string())
         .replace("TASKS", &TASKS.to_string())
         .replace("RUNS", &runs.join("\n"))

@@ -26,11 +26,7 @@ const RUN: &str = r#"run() {
   damon-trace record --func vfs_read --func vfs_write --duration 600s -o /out/$name.dtcap "$@" \
     2> /out/$name.err &
   rec=$!
-  # The capture file appears once the probes are attached.
-  while [ ! -s /out/$name.dtcap ]; do
-    kill -0 $rec 2>/dev/null || { cat /out/$name.err; exit 1; }
-    sleep 0.2
-  done
+  attached $name
   dd if=/dev/zero of=/dev/null bs=1 count=BYTES 2> /out/$name.dd &
   dd=$!
   wait $dd
@@ -42,7 +38,11 @@ const RUN: &str = r#"run() {
 "#;
 
 fn script(body: &str) -> String {
-    format!("set -e\n{}{body}", RUN.replace("BYTES", &BYTES.to_string()))
+    format!(
+        "set -e\n{}{}{body}",
+        common::RECORDER_HELPERS,
+        RUN.replace("BYTES", &BYTES.to_string())
+    )
 }
 
 fn run_func_script(kernel: Kernel, body: &str) -> GuestRun {
