@@ -527,11 +527,9 @@ fn compare_across_tool_versions_warns() {
         ]);
         assert_no_panic("compare", &r);
         assert_eq!(r.status, Some(0), "{}", r.stderr);
-        let warning = r
-            .stdout
-            .lines()
-            .find(|l| l.contains("different damon-trace versions"))
-            .unwrap_or_else(|| panic!("{format}: no version warning:\n{}", r.stdout));
+        let warning = r.stdout_line(&format!("{format} version warning"), |l| {
+            l.contains("different damon-trace versions")
+        });
         assert!(
             warning.contains("before 0.0.9-old") && warning.contains(&format!("after {mine}")),
             "{warning}"

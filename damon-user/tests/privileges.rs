@@ -63,11 +63,7 @@ fn setpriv(opts: &[&str], program: &str, args: &[&str]) -> Run {
 fn cap_eff(opts: &[&str]) -> u64 {
     let r = setpriv(opts, "cat", &["/proc/self/status"]);
     assert_eq!(r.status, Some(0), "setpriv: {}", r.stderr);
-    let line = r
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("CapEff:"))
-        .expect("CapEff");
+    let line = r.stdout_line("CapEff", |l| l.starts_with("CapEff:"));
     u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).expect("hex")
 }
 
@@ -117,20 +113,12 @@ fn check_commands(opts: &[&str], missing: &[&str], present: &[&str]) {
     assert_no_panic("doctor", &r);
     assert_eq!(r.status, Some(1), "doctor: {}", r.stderr);
     let want = format!("missing {} (", missing.join(" and "));
-    let privileges = r
-        .stdout
-        .lines()
-        .find(|l| l.contains("privileges"))
-        .expect("privileges row");
+    let privileges = r.stdout_line("privileges", |l| l.contains("privileges"));
     assert!(
         privileges.contains("FAIL") && privileges.contains(&want),
         "{privileges}"
     );
-    let verdict = r
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("verdict:"))
-        .expect("verdict");
+    let verdict = r.stdout_line("verdict", |l| l.starts_with("verdict:"));
     assert!(
         verdict.contains(&want) && verdict.contains("setcap"),
         "{verdict}"

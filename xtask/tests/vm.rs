@@ -237,22 +237,9 @@ damon-trace report /out/c.dtcap";
     assert_eq!(report["meta"]["complete"], true);
 }
 
-/// The number left of `calls` on the live screen's panel header of `name`, as printed
-/// (`1863`, `12.3k`), if that panel is on the screen.
-fn calls_shown(screen: &str, name: &str) -> Option<String> {
-    screen.lines().find_map(|line| {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let at = words.iter().position(|w| *w == name)?;
-        let calls = words[at..].iter().position(|w| *w == "calls")? + at;
-        Some(words[calls - 1].to_owned())
-    })
-}
-
 /// True when every one of the four panels shows a call count above zero.
 fn all_four_called(screen: &str) -> bool {
-    FOUR.iter().all(|name| {
-        calls_shown(screen, name).is_some_and(|n| n.bytes().any(|b| (b'1'..=b'9').contains(&b)))
-    })
+    FOUR.iter().all(|name| common::called(screen, name))
 }
 
 /// `damon-trace live` on the 80x24 serial console under the scenario: all four panels count
@@ -286,7 +273,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
         log.screen()
     );
     for name in FOUR {
-        let calls = calls_shown(shown, name).unwrap_or_default();
+        let calls = common::calls_shown(shown, name).unwrap_or_default();
         assert!(
             calls != "0" && !calls.is_empty(),
             "{name}: {calls:?}\n{shown}"

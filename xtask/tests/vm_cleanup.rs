@@ -400,28 +400,6 @@ fn marker_at(raw: &[u8], marker: &str) -> usize {
         .unwrap_or_else(|| panic!("{marker} not on the console"))
 }
 
-/// True when the live screen's `lock_timer_base` panel header counts calls (a number other
-/// than 0 left of `calls`).
-fn timer_calls_shown(screen: &str) -> bool {
-    screen.lines().any(|line| {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        words
-            .iter()
-            .position(|w| *w == "lock_timer_base")
-            .is_some_and(|at| {
-                words[at..]
-                    .iter()
-                    .position(|w| *w == "calls")
-                    .is_some_and(|c| {
-                        c > 0
-                            && words[at + c - 1]
-                                .bytes()
-                                .any(|b| (b'1'..=b'9').contains(&b))
-                    })
-            })
-    })
-}
-
 /// `live --record` on the serial console, quit with `q` and ended by SIGINT, SIGTERM, SIGHUP
 /// and SIGKILL. Each ending leaves the kernel's BPF objects (programs, maps, links), kprobes
 /// and ftrace hooks as they were before the first run. `q`, SIGINT, SIGTERM and SIGHUP end it
@@ -469,7 +447,7 @@ exit 0"#
         cmd,
         Duration::from_secs(600),
         ("lock_timer_base with calls > 0", Duration::from_secs(240)),
-        timer_calls_shown,
+        |screen| common::called(screen, "lock_timer_base"),
     );
     let log = outcome.terminal.as_ref().expect("terminal log");
     assert_eq!(outcome.status, 0, "last screen:\n{}", log.screen());

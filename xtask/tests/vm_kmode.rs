@@ -408,10 +408,10 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
 
 /// Calls a panel shows for `name` (`damon_hot_score  fentry  619 calls`), if on screen.
 fn calls_shown(screen: &str, name: &str) -> Option<u64> {
-    let line = screen.lines().find(|l| l.contains(name))?;
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let i = words.iter().position(|w| *w == "calls")?;
-    words.get(i.checked_sub(1)?)?.replace(',', "").parse().ok()
+    common::calls_shown(screen, name)?
+        .replace(',', "")
+        .parse()
+        .ok()
 }
 
 /// `live --mode kernel` on the 80x24 serial console: the status line says KERNEL with the

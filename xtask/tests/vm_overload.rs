@@ -103,12 +103,7 @@ fn vm_7_2_overload_counts_every_dropped_call() {
 
     // The report's table and warnings.
     let table = read("report.txt");
-    let row: Vec<&str> = table
-        .lines()
-        .find(|l| l.starts_with("damon_hot_score "))
-        .expect("hot score row")
-        .split_whitespace()
-        .collect();
+    let row = common::row(&table, "damon_hot_score");
     assert_eq!(
         row[2..5],
         [

@@ -27,6 +27,17 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl Run {
+    /// The first line of standard output that `wanted` accepts; panics naming `what` and
+    /// showing the output when there is none.
+    pub fn stdout_line(&self, what: &str, wanted: impl Fn(&str) -> bool) -> &str {
+        self.stdout
+            .lines()
+            .find(|l| wanted(l))
+            .unwrap_or_else(|| panic!("no {what} line in:\n{}", self.stdout))
+    }
+}
+
 /// Runs `cmd` (stdin from /dev/null, RUST_BACKTRACE=1 so that a panic would show its
 /// backtrace) and kills it if it outlives [`DEADLINE`].
 pub fn run_cmd(mut cmd: Command) -> Run {

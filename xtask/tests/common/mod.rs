@@ -194,6 +194,36 @@ macro_rules! kill_after_s {
 }
 use kill_after_s;
 
+/// The number left of `calls` on the live screen's panel header of `name`, as printed
+/// (`1863`, `12.3k`), if that panel is on the screen.
+pub fn calls_shown(screen: &str, name: &str) -> Option<String> {
+    screen.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == name)?;
+        let calls = words[at..].iter().position(|w| *w == "calls")? + at;
+        Some(words.get(calls.checked_sub(1)?)?.to_string())
+    })
+}
+
+/// True when the live screen's panel of `name` counts calls (a number other than 0 left of
+/// `calls`).
+pub fn called(screen: &str, name: &str) -> bool {
+    calls_shown(screen, name).is_some_and(|n| n.bytes().any(|b| (b'1'..=b'9').contains(&b)))
+}
+
+/// The words of the first line of a text table that starts with `name` and a space.
+pub fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' '))
+        })
+        .unwrap_or_else(|| panic!("no {name} row in:\n{table}"))
+        .split_whitespace()
+        .collect()
+}
+
 /// Guest shell helpers for a recorder started in the background as `$rec`, writing
 /// `/out/NAME.dtcap` with its standard error in `/out/NAME.err`:
 /// - `attached NAME`: waits until the capture file is not empty (it appears once the probes
