@@ -410,7 +410,12 @@ pub fn run_compare(
 
 /// The compare step: compare.{txt,json,md} in `dir` (old ones removed first, so a failure
 /// never leaves a stale result next to new captures).
-fn compare(binary: &Path, dir: &Path, before: &[PathBuf], after: &[PathBuf]) -> Result<Compared> {
+pub fn compare(
+    binary: &Path,
+    dir: &Path,
+    before: &[PathBuf],
+    after: &[PathBuf],
+) -> Result<Compared> {
     for f in ["compare.txt", "compare.json", "compare.md"] {
         let _ = fs::remove_file(dir.join(f));
     }

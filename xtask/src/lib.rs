@@ -18,6 +18,7 @@ pub mod host;
 pub mod initramfs;
 pub mod kernel;
 pub mod parse;
+pub mod patch_ab;
 pub mod script;
 pub mod seed;
 pub mod shape;
