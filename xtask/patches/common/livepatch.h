@@ -49,4 +49,5 @@ static void __exit lp_exit(void)
 module_init(lp_init);
 module_exit(lp_exit);
 MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("damon-trace patch-ab: one variant of a patch, as a livepatch");
 MODULE_INFO(livepatch, "Y");

@@ -3,20 +3,33 @@
  * control: a known slowdown, so every `cargo xtask patch-ab` shows what the
  * harness can detect. Both variants are damon_hot_score() of
  * mm/damon/ops-common.c (Debian 7.2.13) with seed-000's fls(); the after
- * variant (LP_AFTER=1) adds ndelay(100) before returning: 100 ns on hardware,
- * several times that under an emulated CPU, whose clock the delay loop follows.
+ * variant (LP_AFTER=1) adds ndelay(LP_DELAY_NS) before returning. The delay
+ * loop follows the clock, so it adds about LP_DELAY_NS under an emulated CPU
+ * too (plus its loop's slower iterations). Preemption stays disabled around
+ * it: ndelay() lets the task be preempted between its clock reads, which under
+ * emulation added millisecond tails to a few percent of the calls instead of a
+ * fixed shift.
+ *
+ * 1000 ns: under TCG on a loaded two-core host the per-run median of this
+ * function varies by 200-300 ns from run to run, so a 100 ns delay (tried
+ * first) was not resolved by three runs a side.
  */
 #include <linux/delay.h>
 
 #include "hot_score.h"
+
+#define LP_DELAY_NS 1000
 
 static noinline int lp_damon_hot_score(struct damon_ctx *c,
 		struct damon_region *r, struct damos *s)
 {
 	int hotness = damon_hot_score_copy(c, r, s, true);
 
-	if (LP_AFTER)
-		ndelay(100);
+	if (LP_AFTER) {
+		preempt_disable();
+		ndelay(LP_DELAY_NS);
+		preempt_enable();
+	}
 	return hotness;
 }
 

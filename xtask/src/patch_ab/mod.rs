@@ -43,7 +43,11 @@ pub const DEFAULT_RUNS: u32 = 3;
 pub const DEFAULT_SECONDS: u64 = 15;
 /// Per run beyond the recording: loading the module, the transition, removing the replaced
 /// one, attaching and detaching the probes (3–4 s under TCG).
-const RUN_SLACK_SECONDS: u64 = 30;
+/// Calibrating the probe floor (`--calibrate-calls`, 5 000: 2–6 s under TCG, where the default
+/// 20 000 took 6–25 s) is part of it.
+const RUN_SLACK_SECONDS: u64 = 60;
+/// Test runs of the probe floor each recording measures first.
+const CALIBRATE_CALLS: u32 = 5000;
 /// Where the modules are in the guest.
 const GUEST_DIR: &str = "/lp";
 /// The function every patch's module defines (and `record --func` traces).
@@ -118,11 +122,17 @@ lp_load() {{ # MODULE [REPLACED]
     )
 }
 
+/// An upper bound of the guest command's time: the scenario runs this long (its stop ends it
+/// once the runs are done).
+pub fn guest_seconds(runs: u32, seconds: u64) -> u64 {
+    u64::from(runs) * 2 * (seconds + RUN_SLACK_SECONDS) + 120
+}
+
 /// The guest's command: the scenario, then per run the variant's module loaded and a recording
 /// of [`FUNCTION`] (kprobe) into `/out/<side>-<i>.dtcap`, its output in `/out/<side>-<i>.txt`;
 /// after the first load one 1 s fentry attempt, its output in `/out/fentry-attempt.txt`.
 pub fn guest_cmd(patch: &str, runs: u32, seconds: u64) -> String {
-    let scenario_seconds = u64::from(runs) * 2 * (seconds + RUN_SLACK_SECONDS) + 90;
+    let scenario_seconds = guest_seconds(runs, seconds);
     let mut body = String::from("sleep 1\n");
     let mut previous = String::new();
     for (n, (side, index)) in schedule(runs).into_iter().enumerate() {
@@ -131,14 +141,14 @@ pub fn guest_cmd(patch: &str, runs: u32, seconds: u64) -> String {
         if n == 0 {
             body.push_str(&format!(
                 "damon-trace record -o /out/fentry-attempt.dtcap --duration 1s --func {FUNCTION} \
-                 --attach fentry > /out/fentry-attempt.txt 2>&1 || true\n"
+                 --attach fentry --calibrate-calls {CALIBRATE_CALLS} > /out/fentry-attempt.txt 2>&1 || true\n"
             ));
         }
         let capture = capture_name(side, index);
         let log = capture.replace(".dtcap", ".txt");
         body.push_str(&format!(
             "damon-trace record -o /out/{capture} --duration {seconds}s --func {FUNCTION} \
-             --attach kprobe > /out/{log} 2>&1 || {{ cat /out/{log} >&2; exit 1; }}\n"
+             --attach kprobe --calibrate-calls {CALIBRATE_CALLS} > /out/{log} 2>&1 || {{ cat /out/{log} >&2; exit 1; }}\n"
         ));
         previous = module;
     }
@@ -170,6 +180,10 @@ fn collect(dir: &Path, out: &Path, runs: u32) -> Result<Vec<(String, String)>> {
         fs::copy(dir.join(&capture), out.join(&capture))
             .with_context(|| format!("the guest left no /out/{capture}"))?;
         fs::write(out.join(capture.replace(".dtcap", ".txt")), &log)?;
+        ensure!(
+            records_written(&log).is_some_and(|n| n > 0),
+            "run {capture} recorded no calls of {FUNCTION} (did the scenario end?):\n{log}"
+        );
         let method = attach_method(&log).unwrap_or_else(|| "unknown".into());
         methods.push((capture, method));
     }
@@ -216,7 +230,7 @@ pub fn main(opts: &PatchAbOptions) -> Result<bool> {
             image.release, opts.runs, opts.patch, opts.patch, opts.seconds
         ),
     );
-    let total = u64::from(opts.runs) * 2 * (opts.seconds + RUN_SLACK_SECONDS) + 300;
+    let total = guest_seconds(opts.runs, opts.seconds) + 300;
     let run = Guest::new(
         opts.kernel.clone(),
         guest_cmd(&opts.patch, opts.runs, opts.seconds),
@@ -274,15 +288,29 @@ pub fn main(opts: &PatchAbOptions) -> Result<bool> {
     }
 }
 
-/// The line of a record's output that says why fentry did not attach (or that it did).
+/// `N` of record's `wrote N records` line.
+pub fn records_written(record_output: &str) -> Option<u64> {
+    record_output.lines().find_map(|l| {
+        l.strip_prefix("wrote ")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// What record said about attaching fentry to [`FUNCTION`]: its line of the attach table with
+/// the spaces squeezed (`lp_damon_hot_score failed fentry/fexit: function not in the kernel's
+/// BTF`), else its error line.
 pub fn fentry_summary(output: &str) -> String {
-    if attach_method(output).as_deref() == Some("fentry") {
-        return "attached".into();
-    }
-    output
+    let line = output
         .lines()
-        .find(|l| l.contains("error") || l.contains("fentry"))
-        .map_or_else(|| "no output".into(), |l| l.trim().to_owned())
+        .find(|l| l.split_whitespace().next() == Some(FUNCTION))
+        .or_else(|| output.lines().find(|l| l.contains("error")));
+    line.map_or_else(
+        || "no output".into(),
+        |l| l.split_whitespace().collect::<Vec<_>>().join(" "),
+    )
 }
 
 #[cfg(test)]
