@@ -202,6 +202,9 @@ enum Cmd {
         /// Use this static damon-trace instead of building one.
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
+        /// Boot nothing: compare the --runs captures already in OUT again.
+        #[arg(long)]
+        compare_only: bool,
     },
     /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
     /// guest boot (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
@@ -464,8 +467,10 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             kernel,
             out,
             binary,
+            compare_only,
         } => {
             let mut opts = xtask::patch_ab::PatchAbOptions::new(&patch);
+            opts.compare_only = compare_only;
             if let Some(out) = out {
                 opts.out_dir = out;
             }

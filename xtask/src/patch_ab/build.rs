@@ -215,13 +215,15 @@ impl Drop for ProcMount {
     }
 }
 
+/// `program args` in the chroot, its stdout sent to our stderr (stdout is the compare's).
 fn chroot(root: &Path, program: &str, args: &[String]) -> Result<()> {
     util::run(
         Command::new("chroot")
             .arg(root)
             .arg(program)
             .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive"),
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(std::io::stderr()),
     )
 }
 
@@ -233,7 +235,11 @@ fn ensure_chroot(plan: &Plan) -> Result<()> {
     }
     if util::which("debootstrap").is_none() {
         status("patch-ab", "installing debootstrap with apt-get");
-        util::run(Command::new("apt-get").args(["install", "-y", "-q", "debootstrap"]))?;
+        util::run(
+            Command::new("apt-get")
+                .args(["install", "-y", "-q", "debootstrap"])
+                .stdout(std::io::stderr()),
+        )?;
     }
     let mirror = apt::system_debian_mirror()?;
     let tmp = root.with_extension(format!("tmp{}", std::process::id()));
@@ -247,7 +253,11 @@ fn ensure_chroot(plan: &Plan) -> Result<()> {
             root.display()
         ),
     );
-    util::run(Command::new("debootstrap").args(plan.debootstrap_args(&tmp, &mirror)))?;
+    util::run(
+        Command::new("debootstrap")
+            .args(plan.debootstrap_args(&tmp, &mirror))
+            .stdout(std::io::stderr()),
+    )?;
     fs::write(tmp.join(CHROOT_READY), "")?;
     let _ = fs::remove_dir_all(&root);
     fs::rename(&tmp, &root)?;

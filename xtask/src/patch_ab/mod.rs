@@ -68,6 +68,8 @@ pub struct PatchAbOptions {
     pub out_dir: PathBuf,
     /// The static damon-trace for the guest and the compare.
     pub binary: Option<PathBuf>,
+    /// Boot nothing: compare the `--runs` captures already in `out_dir` again.
+    pub compare_only: bool,
 }
 
 impl PatchAbOptions {
@@ -79,6 +81,7 @@ impl PatchAbOptions {
             seconds: DEFAULT_SECONDS,
             out_dir: util::target_dir().join("patch-ab").join(patch),
             binary: None,
+            compare_only: false,
         }
     }
 }
@@ -190,13 +193,13 @@ fn collect(dir: &Path, out: &Path, runs: u32) -> Result<Vec<(String, String)>> {
     Ok(methods)
 }
 
-/// Builds the modules, boots the guest, records every run and compares them; false if the
-/// compare step failed (the captures are kept).
-pub fn main(opts: &PatchAbOptions) -> Result<bool> {
-    ensure!(
-        opts.runs >= 1,
-        "patch-ab needs at least one run per variant"
-    );
+/// The compare's range table: 100 ns rows up to 4 µs, where this function's calls are under
+/// TCG (its default would widen the rows to fit the millisecond tail in 40 lines).
+pub const COMPARE_ARGS: [&str; 4] = ["--bucket-ns", "100", "--max-ns", "4000"];
+
+/// Builds the modules, boots the guest and records every run into `opts.out_dir`; prints the
+/// attach method of each run and what fentry said.
+fn boot_and_record(opts: &PatchAbOptions, binary: &Path) -> Result<()> {
     let suite = opts
         .kernel
         .suite()
@@ -208,11 +211,6 @@ pub fn main(opts: &PatchAbOptions) -> Result<bool> {
         release: image.release.clone(),
     };
     let [before, after] = build::ensure_modules(&plan, &opts.patch)?;
-    let probe = VmOptions {
-        binary: opts.binary.clone(),
-        ..VmOptions::new(opts.kernel.clone(), "")
-    };
-    let binary = fs::canonicalize(vm::guest_binary(&probe)?)?;
     let out = &opts.out_dir;
     let _ = fs::remove_dir_all(out);
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -230,14 +228,15 @@ pub fn main(opts: &PatchAbOptions) -> Result<bool> {
             image.release, opts.runs, opts.patch, opts.patch, opts.seconds
         ),
     );
-    let total = guest_seconds(opts.runs, opts.seconds) + 300;
     let run = Guest::new(
         opts.kernel.clone(),
         guest_cmd(&opts.patch, opts.runs, opts.seconds),
     )
     .out_dir(out.join("guest"))
-    .timeout(Duration::from_secs(total))
-    .binary(Some(binary.clone()))
+    .timeout(Duration::from_secs(
+        guest_seconds(opts.runs, opts.seconds) + 300,
+    ))
+    .binary(Some(binary.to_path_buf()))
     .files(files)
     .quiet()
     .run_ok()
@@ -249,35 +248,45 @@ pub fn main(opts: &PatchAbOptions) -> Result<bool> {
     let methods = collect(run.dir(), out, opts.runs)?;
     let fentry = run.read("fentry-attempt.txt");
     fs::write(out.join("fentry-attempt.txt"), &fentry)?;
-    let (before, after): (Vec<PathBuf>, Vec<PathBuf>) = {
-        let caps: Vec<(Side, PathBuf)> = schedule(opts.runs)
-            .into_iter()
-            .map(|(s, i)| (s, out.join(capture_name(s, i))))
-            .collect();
-        let pick = |want: Side| {
-            caps.iter()
-                .filter(|(s, _)| *s == want)
-                .map(|(_, p)| p.clone())
-                .collect()
-        };
-        (pick(Side::Before), pick(Side::After))
-    };
-    let compared = ab::compare(&binary, out, &before, &after);
-    println!(
-        "attach per run: {}",
-        methods
-            .iter()
-            .map(|(c, m)| format!("{} {m}", c.trim_end_matches(".dtcap")))
-            .collect::<Vec<_>>()
-            .join(", ")
+    let methods: Vec<String> = methods
+        .iter()
+        .map(|(c, m)| format!("{} {m}", c.trim_end_matches(".dtcap")))
+        .collect();
+    println!("attach per run: {}", methods.join(", "));
+    println!("fentry attempt: {}", fentry_summary(&fentry));
+    Ok(())
+}
+
+/// Builds the modules, boots the guest, records every run (unless `compare_only`) and compares
+/// the captures; false if the compare step failed (the captures are kept).
+pub fn main(opts: &PatchAbOptions) -> Result<bool> {
+    ensure!(
+        opts.runs >= 1,
+        "patch-ab needs at least one run per variant"
     );
-    println!("fentry on {FUNCTION}: {}", fentry_summary(&fentry));
-    match compared {
+    let probe = VmOptions {
+        binary: opts.binary.clone(),
+        ..VmOptions::new(opts.kernel.clone(), "")
+    };
+    let binary = fs::canonicalize(vm::guest_binary(&probe)?)?;
+    if !opts.compare_only {
+        boot_and_record(opts, &binary)?;
+    }
+    let out = &opts.out_dir;
+    let pick = |want: Side| -> Vec<PathBuf> {
+        schedule(opts.runs)
+            .into_iter()
+            .filter(|(s, _)| *s == want)
+            .map(|(s, i)| out.join(capture_name(s, i)))
+            .collect()
+    };
+    let (before, after) = (pick(Side::Before), pick(Side::After));
+    match ab::compare(&binary, out, &before, &after, &COMPARE_ARGS) {
         Ok(c) => {
             println!("{}", c.text);
             status(
                 "patch-ab",
-                format!("captures and compare.* in {}", out.display()),
+                format!("captures and compare.{{txt,json,md}} in {}", out.display()),
             );
             Ok(true)
         }
