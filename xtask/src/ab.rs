@@ -408,9 +408,8 @@ pub fn run_compare(
     })
 }
 
-/// The compare step: compare.{txt,json,md} in `dir` (old ones removed first, so a failure
-/// never leaves a stale result next to new captures). `args` go to each of the three compares
-/// (e.g. `--bucket-ns`).
+/// The compare step, `args` (e.g. `--bucket-ns`) given to each: compare.{txt,json,md} in `dir`
+/// (old ones removed first, so a failure never leaves a stale result next to new captures).
 pub fn compare(
     binary: &Path,
     dir: &Path,
