@@ -199,12 +199,13 @@ enum Cmd {
         /// Receives the captures, logs and compare.*. Default: target/patch-ab/<patch>.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Use this static damon-trace instead of building one.
-        #[arg(long = "bin")]
-        binary: Option<PathBuf>,
         /// Boot nothing: compare the --runs captures already in OUT again.
         #[arg(long)]
         compare_only: bool,
+        /// Use this static damon-trace (in the guest and for the compare) instead of building
+        /// one.
+        #[arg(long = "bin")]
+        binary: Option<PathBuf>,
     },
     /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
     /// guest boot (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
