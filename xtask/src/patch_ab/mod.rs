@@ -288,6 +288,13 @@ pub fn main(opts: &PatchAbOptions) -> Result<bool> {
                 "patch-ab",
                 format!("captures and compare.{{txt,json,md}} in {}", out.display()),
             );
+            if opts.patch == CONTROL && !control_detected(&c.text) {
+                status(
+                    "patch-ab",
+                    "FAILED: the control's known delay was not found slower over these runs",
+                );
+                return Ok(false);
+            }
             Ok(true)
         }
         Err(e) => {
@@ -295,6 +302,17 @@ pub fn main(opts: &PatchAbOptions) -> Result<bool> {
             Ok(false)
         }
     }
+}
+
+/// The patch whose after variant adds a known delay: `patch-ab control` fails unless the
+/// verdict finds it.
+pub const CONTROL: &str = "control";
+
+/// Whether the compare's verdict on [`FUNCTION`] calls the after variant slower.
+pub fn control_detected(compare_text: &str) -> bool {
+    compare_text
+        .lines()
+        .any(|l| l.starts_with("verdict: after is slower by"))
 }
 
 /// `N` of record's `wrote N records` line.

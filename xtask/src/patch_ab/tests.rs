@@ -165,3 +165,18 @@ fn attach_methods_are_read_from_the_record_output() {
     assert_eq!(records_written("wrote 0 records (0 calls made)"), Some(0));
     assert_eq!(records_written("recording 5.1/15 s"), None);
 }
+
+#[test]
+fn the_control_is_detected_only_by_a_slower_verdict() {
+    // The verdict lines of `patch-ab control --runs 3` (1 µs added) and of an unresolved run.
+    let found = "per-run medians (ns): before 1052, 881, 791; after 1692, 1643, 2114\n\
+                 verdict: after is slower by 908 ns at the median [95% CI 372, 1445] over 3 and \
+                 3 runs, Welch p=0.0126\n";
+    assert!(control_detected(found));
+    let unresolved = "verdict: no significant difference over 3 and 3 runs: median +420 ns \
+                      [95% CI -916, +1756], Welch p=0.2633\n";
+    assert!(!control_detected(unresolved));
+    assert!(!control_detected(
+        "verdict: after is faster by 90 ns at the median\n"
+    ));
+}
