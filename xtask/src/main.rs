@@ -183,7 +183,7 @@ enum Cmd {
     /// headers and compiler, cached), boots one guest under the migrate-hot scenario, loads
     /// the variants alternately (before, after, … --runs each), records the patched function
     /// for --duration after each load, and prints the multi-run compare. Patches: seed-000
-    /// (damon_hot_score: age loop vs fls), control (a known ndelay(100)). Run as root.
+    /// (damon_hot_score: age loop vs fls), control (a known 1 µs ndelay). Run as root.
     PatchAb {
         /// A directory under xtask/patches (seed-000, control).
         patch: String,
