@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * damon_hot_score() of mm/damon/ops-common.c as in mainline (unchanged from
- * v6.6 through the 7.x tree that Debian's 7.2.13 builds), for the patches
- * under xtask/patches/. Its one change: `use_fls` picks how age_in_log is
+ * damon_hot_score() of mm/damon/ops-common.c as in mainline, for the patches
+ * under xtask/patches/: the same text in v6.6 and in torvalds/linux at
+ * 0a707d6b04e0 (a 7.x-era tree, with damos_ops_has_filter()); Debian's 7.2.13
+ * source itself was not compared, but the modules build against its headers
+ * and replace the function it exports. Its one change: `use_fls` picks how age_in_log is
  * computed, the upstream loop that counts the bits of age_in_sec (false) or
  * fls(), which returns the same value (the 1-based position of the highest set
  * bit, 0 for 0, at most 32 = DAMON_MAX_AGE_IN_LOG for an unsigned int).

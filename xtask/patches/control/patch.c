@@ -2,16 +2,16 @@
 /*
  * control: a known slowdown, so every `cargo xtask patch-ab` shows what the
  * harness can detect. Both variants are damon_hot_score() of
- * mm/damon/ops-common.c (Debian 7.2.13) with seed-000's fls(); the after
- * variant (LP_AFTER=1) adds ndelay(LP_DELAY_NS) before returning. The delay
- * loop follows the clock, so it adds about LP_DELAY_NS under an emulated CPU
- * too (plus its loop's slower iterations). Preemption stays disabled around
- * it: ndelay() lets the task be preempted between its clock reads, which under
- * emulation added millisecond tails to a few percent of the calls instead of a
- * fixed shift.
+ * mm/damon/ops-common.c (mainline; see hot_score.h) with seed-000's fls();
+ * the after variant (LP_AFTER=1) adds ndelay(LP_DELAY_NS) before returning.
+ * The delay loop follows the clock, so it adds about LP_DELAY_NS under an
+ * emulated CPU too. Preemption stays disabled around it, since ndelay() may
+ * otherwise let the task be preempted between its clock reads. Under TCG the
+ * after variant still shows a millisecond tail on ~5 % of its calls (cause not
+ * established); the verdict rests on the per-run medians.
  *
  * 1000 ns: under TCG on a loaded two-core host the per-run median of this
- * function varies by 200-300 ns from run to run, so a 100 ns delay (tried
+ * function moves by 200-400 ns from run to run, and a 100 ns delay (tried
  * first) was not resolved by three runs a side.
  */
 #include <linux/delay.h>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * seed-000, the patch damon-trace started from: in damon_hot_score()
- * (mm/damon/ops-common.c, Debian 7.2.13), the loop counting the bits of the
- * region's age replaced by fls(). Variant before (LP_AFTER=0): the upstream
- * loop; after (LP_AFTER=1): fls(). Both compute the same scores.
+ * (mm/damon/ops-common.c, mainline; see hot_score.h), the loop counting the
+ * bits of the region's age replaced by fls(). Variant before (LP_AFTER=0):
+ * the upstream loop; after (LP_AFTER=1): fls(). Both compute the same scores.
  */
 #include "hot_score.h"
 
