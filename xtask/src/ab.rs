@@ -408,15 +408,23 @@ pub fn run_compare(
     })
 }
 
-/// The compare step: compare.{txt,json,md} in `dir` (old ones removed first, so a failure
-/// never leaves a stale result next to new captures).
-fn compare(binary: &Path, dir: &Path, before: &[PathBuf], after: &[PathBuf]) -> Result<Compared> {
+/// The compare step, `args` (e.g. `--bucket-ns`) given to each: compare.{txt,json,md} in `dir`
+/// (old ones removed first, so a failure never leaves a stale result next to new captures).
+pub fn compare(
+    binary: &Path,
+    dir: &Path,
+    before: &[PathBuf],
+    after: &[PathBuf],
+    args: &[&str],
+) -> Result<Compared> {
     for f in ["compare.txt", "compare.json", "compare.md"] {
         let _ = fs::remove_file(dir.join(f));
     }
-    let text = run_compare(binary, dir, before, after, &[])?;
-    let json_text = run_compare(binary, dir, before, after, &["--format", "json"])?;
-    let markdown = run_compare(binary, dir, before, after, &["--format", "markdown"])?;
+    let with =
+        |format: &[&'static str]| -> Vec<&str> { args.iter().chain(format).copied().collect() };
+    let text = run_compare(binary, dir, before, after, &with(&[]))?;
+    let json_text = run_compare(binary, dir, before, after, &with(&["--format", "json"]))?;
+    let markdown = run_compare(binary, dir, before, after, &with(&["--format", "markdown"]))?;
     let json = serde_json::from_str(&json_text).context("compare --format json: not JSON")?;
     for (f, t) in [
         ("compare.txt", &text),
@@ -466,7 +474,7 @@ pub fn run(opts: &AbOptions) -> Result<AbOutcome> {
             after.len()
         ),
     );
-    let compare = compare(&binary, out, &before, &after);
+    let compare = compare(&binary, out, &before, &after, &[]);
     Ok(AbOutcome {
         out_dir: out.clone(),
         runs,

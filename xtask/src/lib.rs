@@ -2,8 +2,8 @@
 //! that runs commands on real Debian kernels, and the test pipeline (`cargo xtask test`).
 //!
 //! Guests boot through [`guest::Guest`] (over [`vm::run`]): the `vm_` tests in `xtask/tests/`,
-//! `seed`, `ab`, `soak`, `demo` and `bench` alike; their scenario shell is [`script`]'s and
-//! their output parsers [`parse`]'s.
+//! `seed`, `ab`, `patch-ab`, `soak`, `demo` and `bench` alike; their scenario shell is
+//! [`script`]'s and their output parsers [`parse`]'s.
 pub mod ab;
 pub mod apt;
 pub mod bench;
@@ -18,6 +18,7 @@ pub mod host;
 pub mod initramfs;
 pub mod kernel;
 pub mod parse;
+pub mod patch_ab;
 pub mod script;
 pub mod seed;
 pub mod shape;

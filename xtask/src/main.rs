@@ -178,6 +178,35 @@ enum Cmd {
         #[arg(long)]
         compare_only: bool,
     },
+    /// A kernel patch as the only difference, outside CI: builds the two variants of
+    /// xtask/patches/PATCH as livepatch modules (a Debian chroot with the guest kernel's
+    /// headers and compiler, cached), boots one guest under the migrate-hot scenario, loads
+    /// the variants alternately (before, after, … --runs each), records the patched function
+    /// for --duration after each load, and prints the multi-run compare. Patches: seed-000
+    /// (damon_hot_score: age loop vs fls), control (a known 1 µs ndelay). Run as root.
+    PatchAb {
+        /// A directory under xtask/patches (seed-000, control).
+        patch: String,
+        /// Loads per variant.
+        #[arg(long, default_value_t = xtask::patch_ab::DEFAULT_RUNS, value_parser = clap::value_parser!(u32).range(1..=50))]
+        runs: u32,
+        /// Seconds each run records (15 or 15s).
+        #[arg(long, default_value_t = xtask::patch_ab::DEFAULT_SECONDS, value_parser = parse_seconds)]
+        duration: u64,
+        /// A Debian kernel with a livepatch-enabled build and headers in its suite.
+        #[arg(long, default_value = "7.2")]
+        kernel: Kernel,
+        /// Receives the captures, logs and compare.*. Default: target/patch-ab/<patch>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Boot nothing: compare the --runs captures already in OUT again.
+        #[arg(long)]
+        compare_only: bool,
+        /// Use this static damon-trace (in the guest and for the compare) instead of building
+        /// one.
+        #[arg(long = "bin")]
+        binary: Option<PathBuf>,
+    },
     /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
     /// guest boot (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
     /// alternating for --rounds), userspace decode/aggregate/write throughput on this host,
@@ -309,7 +338,11 @@ fn real_main() -> Result<ExitCode> {
             println!("{} {}", k.release, k.vmlinuz.display());
         }
         cmd @ (Cmd::Vm { .. } | Cmd::Demo { .. }) => return guest_command(cmd),
-        cmd @ (Cmd::Soak { .. } | Cmd::Seed { .. } | Cmd::Ab { .. } | Cmd::Bench { .. }) => {
+        cmd @ (Cmd::Soak { .. }
+        | Cmd::Seed { .. }
+        | Cmd::Ab { .. }
+        | Cmd::PatchAb { .. }
+        | Cmd::Bench { .. }) => {
             if !measurement(cmd)? {
                 return Ok(ExitCode::FAILURE);
             }
@@ -384,7 +417,7 @@ fn guest_command(cmd: Cmd) -> Result<ExitCode> {
     }
 }
 
-/// `soak`, `seed`, `ab` and `bench`: whether the measurement met its checks.
+/// `soak`, `seed`, `ab`, `patch-ab` and `bench`: whether the measurement met its checks.
 fn measurement(cmd: Cmd) -> Result<bool> {
     match cmd {
         Cmd::Soak { minutes, kernel } => soak::run(kernel, minutes),
@@ -428,6 +461,26 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             opts.compare_only = compare_only;
             ab::main(&opts)
         }
+        Cmd::PatchAb {
+            patch,
+            runs,
+            duration,
+            kernel,
+            out,
+            binary,
+            compare_only,
+        } => {
+            let mut opts = xtask::patch_ab::PatchAbOptions::new(&patch);
+            opts.compare_only = compare_only;
+            if let Some(out) = out {
+                opts.out_dir = out;
+            }
+            opts.runs = runs;
+            opts.seconds = duration;
+            opts.kernel = kernel;
+            opts.binary = Some(binary_or_build(binary)?);
+            xtask::patch_ab::main(&opts)
+        }
         Cmd::Bench {
             calls,
             rounds,
@@ -452,6 +505,6 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             };
             bench::run(&opts)
         }
-        _ => unreachable!("real_main sends only soak, seed, ab and bench here"),
+        _ => unreachable!("real_main sends only soak, seed, ab, patch-ab and bench here"),
     }
 }
