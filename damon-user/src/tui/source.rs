@@ -20,10 +20,11 @@ pub struct LiveSource {
 }
 
 /// The vector the next batch collects into: `spare` (the screen's last batch, emptied) when it
-/// holds at least `taken` (the capacity of the batch just taken), else a fresh one of that size. Reusing it matters
-/// with musl's allocator (the static build): a fresh vector of a few hundred KiB is mapped
-/// and faulted in page by page, and unmapped when dropped, for every batch; growing one by
-/// doubling costs more.
+/// holds at least `taken` (the capacity of the batch just taken), else a fresh one of that
+/// size. Reusing it matters with musl's allocator (the static build): a fresh vector of a few
+/// hundred KiB is mapped and faulted in page by page, and unmapped when dropped, for every
+/// batch (`bench-decode` measured half the aggregation's speed); growing one by doubling
+/// costs more.
 pub fn next_batch(spare: Vec<CallRecord>, taken: usize) -> Vec<CallRecord> {
     if spare.capacity() >= taken {
         spare
