@@ -278,8 +278,8 @@ fn measure_aggregation(image: &RingImage, total: u64, batch: usize) -> anyhow::R
     let aggregate = drive(image, total, batch, |b| {
         since_second += b.len() as u64;
         calls += b.iter().filter(|r| r.func != AGGREGATION_MARK).count() as u64;
-        // As `live`'s source hands a batch over (tui/source.rs).
-        let next = Vec::with_capacity(b.capacity());
+        // As `live`'s source hands a batch over and the screen hands it back (tui/source.rs).
+        let next = crate::tui::source::next_batch(app.take_spent(), b.capacity());
         app.update(Event::Records(std::mem::replace(b, next)));
         if since_second >= 1_000_000 {
             since_second = 0;

@@ -8,6 +8,8 @@
 //! codecs), so that the fuzz target can compile it on its own.
 mod chunk;
 mod columns;
+#[cfg(test)]
+mod density;
 mod error;
 pub mod format;
 mod hist;

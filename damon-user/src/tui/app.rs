@@ -189,6 +189,9 @@ pub struct App {
     pub records_per_sec: u64,
     /// Records of functions not on screen (never expected; counted so nothing vanishes).
     pub foreign_records: u64,
+    /// The last batch of records, emptied: handed back to the source ([`App::take_spent`]) so
+    /// that the next batch reuses its memory.
+    spent: Vec<CallRecord>,
     /// Aggregation-interval boundaries seen, and each kdamond's open interval.
     pub interval_tracker: IntervalTracker,
     pub ended: bool,
@@ -250,6 +253,7 @@ impl App {
             records_at_last_second: 0,
             records_per_sec: 0,
             foreign_records: 0,
+            spent: Vec::new(),
             interval_tracker: IntervalTracker::default(),
             ended: false,
             message: None,
@@ -296,10 +300,16 @@ impl App {
         }
     }
 
+    /// The last batch of records, emptied, for the source's next batch (an empty vector if
+    /// none came since the last call).
+    pub fn take_spent(&mut self) -> Vec<CallRecord> {
+        std::mem::take(&mut self.spent)
+    }
+
     pub fn update(&mut self, event: Event) -> Effect {
         match event {
-            Event::Records(batch) => {
-                for r in batch {
+            Event::Records(mut batch) => {
+                for &r in &batch {
                     if r.func == damon_common::AGGREGATION_MARK {
                         let panels = &mut self.panels;
                         self.interval_tracker.mark(&r, |f, calls, ns| {
@@ -319,6 +329,8 @@ impl App {
                         None => self.foreign_records += 1,
                     }
                 }
+                batch.clear();
+                self.spent = batch;
                 Effect::None
             }
             Event::Histograms(snapshot) => {

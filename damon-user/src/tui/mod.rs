@@ -106,7 +106,9 @@ where
                     .push_snapshot(snapshot)
                     .context("writing the capture")?;
             }
-            match app.update(event) {
+            let effect = app.update(event);
+            collector.recycle(app.take_spent());
+            match effect {
                 Effect::None => {}
                 Effect::Draw => {
                     terminal.draw(|f| draw::draw(f, app))?;

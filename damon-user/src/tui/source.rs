@@ -15,6 +15,22 @@ pub struct LiveSource {
     session: Session,
     started: Instant,
     batch: Vec<CallRecord>,
+    /// An emptied batch the screen handed back, for the next one.
+    spare: Vec<CallRecord>,
+}
+
+/// The vector the next batch collects into: `spare` (the screen's last batch, emptied) when it
+/// holds at least `taken` (the capacity of the batch just taken), else a fresh one of that
+/// size. Reusing it matters with musl's allocator (the static build): a fresh vector of a few
+/// hundred KiB is mapped and faulted in page by page, and unmapped when dropped, for every
+/// batch (`bench-decode` measured half the aggregation's speed); growing one by doubling
+/// costs more.
+pub fn next_batch(spare: Vec<CallRecord>, taken: usize) -> Vec<CallRecord> {
+    if spare.capacity() >= taken {
+        spare
+    } else {
+        Vec::with_capacity(taken)
+    }
 }
 
 impl LiveSource {
@@ -23,6 +39,7 @@ impl LiveSource {
             started: session.started(),
             session,
             batch: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -30,10 +47,7 @@ impl LiveSource {
         if self.batch.is_empty() {
             Vec::new()
         } else {
-            // The next batch starts at this one's size: growing a fresh vector by doubling
-            // costs page faults per step with musl's allocator (the static build), which
-            // `bench-decode` measured at a third of the aggregation's speed.
-            let next = Vec::with_capacity(self.batch.capacity());
+            let next = next_batch(std::mem::take(&mut self.spare), self.batch.capacity());
             vec![Event::Records(std::mem::replace(&mut self.batch, next))]
         }
     }
@@ -46,6 +60,10 @@ impl LiveSource {
     }
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per screen, never moved in a loop: boxing would buy nothing"
+)]
 pub enum Collector {
     Live(LiveSource),
     Replay(ReplaySource),
@@ -120,6 +138,15 @@ impl Collector {
                 l.records()
             }
             Collector::Replay(_) => Vec::new(),
+        }
+    }
+
+    /// Takes back a batch of records the screen is done with (emptied), for the next one.
+    pub fn recycle(&mut self, spent: Vec<CallRecord>) {
+        if let Collector::Live(l) = self
+            && spent.capacity() > l.spare.capacity()
+        {
+            l.spare = spent;
         }
     }
 

@@ -312,3 +312,23 @@ fn the_end_of_a_replay_is_shown() {
     assert_eq!((scores.counts[11], scores.counts[84]), (1504, 8));
     assert!(app.panels()[1].stats.since_start().scores.is_none());
 }
+
+/// The batch the screen aggregated comes back emptied, with its memory, once; the source's
+/// next batch reuses it when it is large enough (tui/source.rs).
+#[test]
+fn a_spent_batch_is_handed_back_for_the_next() {
+    let mut app = App::new(test_config());
+    let mut batch = Vec::with_capacity(4096);
+    batch.extend([record(3, 100), record(3, 200)]);
+    let memory = batch.as_ptr();
+    app.update(Event::Records(batch));
+    assert_eq!(app.panels()[3].records, 2);
+    let spent = app.take_spent();
+    assert!(spent.is_empty());
+    assert_eq!((spent.capacity(), spent.as_ptr()), (4096, memory));
+    assert_eq!(app.take_spent().capacity(), 0, "handed back once");
+    let next = crate::tui::source::next_batch(spent, 4096);
+    assert_eq!(next.as_ptr(), memory, "reused");
+    let next = crate::tui::source::next_batch(next, 8192);
+    assert!(next.capacity() >= 8192, "too small: a fresh one");
+}
