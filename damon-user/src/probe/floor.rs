@@ -1,11 +1,11 @@
 //! `bench-floor`: the benchmark's floor programs (an fentry/fexit pair that only reads the
 //! clock, or an empty kprobe/kretprobe pair) attached to one function, so `cargo xtask bench`
 //! can time the kernel's own attach path next to ours.
+use anyhow::Context as _;
 use aya::{
     Btf, Ebpf, EbpfLoader,
     programs::{FEntry, FExit, KProbe},
 };
-use anyhow::Context as _;
 use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS};
 
 use crate::{

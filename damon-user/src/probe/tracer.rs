@@ -396,7 +396,10 @@ impl Tracer {
             PerCpuArray::try_from(self.bpf.map(MAP_HIST).context("histogram map missing")?)?;
         let mut per_cpu: Vec<HistStats> = stats.get(&id, 0)?.iter().copied().collect();
         for b in 0..HIST_BUCKETS {
-            for (s, n) in per_cpu.iter_mut().zip(hist.get(&(id * HIST_BUCKETS + b), 0)?.iter()) {
+            for (s, n) in per_cpu
+                .iter_mut()
+                .zip(hist.get(&(id * HIST_BUCKETS + b), 0)?.iter())
+            {
                 s.count += n;
             }
         }
