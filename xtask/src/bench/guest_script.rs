@@ -51,6 +51,19 @@ wait_for() {{
     sleep 0.1
   done
 }}
+# timed_under STEM OUT PATTERN SECONDS WHAT CMD...: starts CMD (stdout into OUT), and once OUT
+# shows PATTERN (CMD's probes are attached) times the loop into STEM.loop; then stops CMD.
+timed_under() {{
+  p=$1; out=$2; pat=$3; secs=$4; what=$5; shift 5
+  "$@" > $out 2> $p.err & t=$!
+  if wait_for $out "$pat" $secs $t; then
+    sleep 1
+    damon-trace bench-loop --calls $N > $p.loop
+  else
+    echo "bench: $what did not attach" >> $p.err
+  fi
+  kill -INT $t; wait $t
+}}
 # run_one ROUND DIR CONFIG: one timed loop under one configuration.
 run_one() {{
   r=$1; c=$3; p=$2/$r-$c
@@ -59,23 +72,10 @@ run_one() {{
   untraced)
     damon-trace bench-loop --calls $N > $p.loop ;;
   bpftrace)
-    bpftrace /tmp/bench.bt > $p.bt 2> $p.err & t=$!
-    if wait_for $p.bt '^ready' 600 $t; then
-      sleep 1
-      damon-trace bench-loop --calls $N > $p.loop
-    else
-      echo "bench: bpftrace did not attach" >> $p.err
-    fi
-    kill -INT $t; wait $t ;;
+    timed_under $p $p.bt '^ready' 600 bpftrace bpftrace /tmp/bench.bt ;;
   floor-*)
-    damon-trace bench-floor --func $F --attach ${{c#floor-}} > $p.floor 2> $p.err & t=$!
-    if wait_for $p.floor '^attached' 300 $t; then
-      sleep 1
-      damon-trace bench-loop --calls $N > $p.loop
-    else
-      echo "bench: bench-floor did not attach" >> $p.err
-    fi
-    kill -INT $t; wait $t ;;
+    timed_under $p $p.floor '^attached' 300 bench-floor \
+      damon-trace bench-floor --func $F --attach ${{c#floor-}} ;;
   *)
     mode=${{c%%-*}}; attach=${{c#*-}}; attach=${{attach%%-*}}
     rm -f /tmp/bench.dtcap
