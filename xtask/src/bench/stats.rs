@@ -114,6 +114,18 @@ pub fn verdict(interval: &RatioInterval, target: f64) -> Verdict {
     }
 }
 
+/// Roughly how many rounds would make an interval like `interval` clear `target` (its
+/// half-width shrinks as 1/√rounds): rounds × (half-width / distance to the target)², rounded
+/// up. `None` when the interval is unbounded or its estimate sits on the target.
+pub fn rounds_to_resolve(interval: &RatioInterval, target: f64) -> Option<usize> {
+    let half = (interval.hi - interval.lo) / 2.0;
+    let gap = (interval.estimate - target).abs();
+    if !half.is_finite() || gap == 0.0 || !gap.is_finite() {
+        return None;
+    }
+    Some((interval.rounds as f64 * (half / gap).powi(2)).ceil() as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +194,25 @@ mod tests {
         assert_eq!(verdict(&iv, 0.4), Verdict::Met);
         assert_eq!(verdict(&iv, 0.2), Verdict::NotMet);
         assert!(ratio_interval(&a[..1], &b[..1]).is_none());
+    }
+
+    #[test]
+    fn rounds_to_resolve_scale_with_the_squared_width() {
+        let iv = RatioInterval {
+            estimate: 0.35,
+            lo: 0.25,
+            hi: 0.45,
+            rounds: 10,
+        };
+        // Half-width 0.1 at 10 rounds, 0.05 from the target: four times the rounds.
+        assert_eq!(rounds_to_resolve(&iv, 0.4), Some(40));
+        let unbounded = RatioInterval {
+            lo: f64::NEG_INFINITY,
+            hi: f64::INFINITY,
+            ..iv
+        };
+        assert_eq!(rounds_to_resolve(&unbounded, 0.4), None);
+        assert_eq!(rounds_to_resolve(&iv, 0.35), None);
     }
 
     #[test]

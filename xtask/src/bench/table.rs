@@ -162,6 +162,10 @@ impl Row {
             })),
             "target_vs_bpftrace": self.target_vs_bpftrace,
             "verdict": self.verdict.map(Verdict::as_str),
+            "rounds_to_resolve": match (self.verdict, self.interval, self.target_vs_bpftrace) {
+                (Some(Verdict::Unresolved), Some(i), Some(t)) => stats::rounds_to_resolve(&i, t),
+                _ => None,
+            },
             "target_met": self.target_met,
             "traced_min": self.traced_min,
             "all_traced": self.all_traced,
@@ -340,7 +344,14 @@ pub fn markdown(rows: &[Row]) -> String {
         let target = match (r.target_vs_bpftrace, r.verdict) {
             (Some(t), Some(Verdict::Met)) => format!("≤ {t} ✓ met"),
             (Some(t), Some(Verdict::NotMet)) => format!("≤ {t} ✗ not met"),
-            (Some(t), _) => format!("≤ {t} ? {}", Verdict::Unresolved.as_str()),
+            (Some(t), _) => {
+                let more = r
+                    .interval
+                    .and_then(|i| stats::rounds_to_resolve(&i, t))
+                    .map(|n| format!(" (≈ {n} rounds)"))
+                    .unwrap_or_default();
+                format!("≤ {t} ? {}{more}", Verdict::Unresolved.as_str())
+            }
             _ => String::new(),
         };
         let traced = match (r.traced_min, r.all_traced) {
@@ -466,11 +477,16 @@ mod tests {
         assert!(f.all_traced && f.verdict.is_none());
         assert!((f.vs_bpftrace.unwrap() - 0.2).abs() < 1e-9);
         let md = markdown(&rows);
-        assert!(md.contains("≤ 0.4 ? unresolved — run more rounds"), "{md}");
+        // Its half-width 0.145 at 4 rounds, 0.05 from the target: ≈ 4 × 8.4 rounds.
+        assert!(
+            md.contains("≤ 0.4 ? unresolved — run more rounds (≈ 34 rounds)"),
+            "{md}"
+        );
         assert!(md.contains("| floor: fentry/fexit pair reading the clock once each | 690.0 | 40.0 | 1.06 | 0.20 [0.20, 0.20] |  | – |"), "{md}");
         let json = k.to_json();
         assert_eq!(json["verdict"], "unresolved — run more rounds");
         assert!(json["vs_bpftrace_ci95"]["hi"].as_f64().unwrap() > 0.4);
+        assert_eq!(json["rounds_to_resolve"], 34);
     }
 
     #[test]
