@@ -491,6 +491,8 @@ mod tests {
         assert!(s.contains("run_round 3 /out/runs"));
         assert!(!s.contains("run_round 4"));
         assert!(s.contains("damon-trace bench-floor --func $F --attach ${c#floor-}"));
+        // bench-floor has no SIGINT handler (ignored in a background job): it gets TERM.
+        assert!(s.contains("300 TERM bench-floor") && s.contains("600 INT bpftrace"));
         assert!(s.contains("--ring-size 33554432"), "{s}");
         assert_eq!(ring_bytes(1000), 4 << 20);
         assert!(

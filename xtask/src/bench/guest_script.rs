@@ -51,10 +51,12 @@ wait_for() {{
     sleep 0.1
   done
 }}
-# timed_under STEM OUT PATTERN SECONDS WHAT CMD...: starts CMD (stdout into OUT), and once OUT
-# shows PATTERN (CMD's probes are attached) times the loop into STEM.loop; then stops CMD.
+# timed_under STEM OUT PATTERN SECONDS SIGNAL WHAT CMD...: starts CMD (stdout into OUT), and
+# once OUT shows PATTERN (CMD's probes are attached) times the loop into STEM.loop; then stops
+# CMD with SIGNAL. (A background job of a non-interactive shell ignores SIGINT unless it
+# handles it: bpftrace does, and prints its histogram; bench-floor does not, and gets TERM.)
 timed_under() {{
-  p=$1; out=$2; pat=$3; secs=$4; what=$5; shift 5
+  p=$1; out=$2; pat=$3; secs=$4; sig=$5; what=$6; shift 6
   "$@" > $out 2> $p.err & t=$!
   if wait_for $out "$pat" $secs $t; then
     sleep 1
@@ -62,7 +64,7 @@ timed_under() {{
   else
     echo "bench: $what did not attach" >> $p.err
   fi
-  kill -INT $t; wait $t
+  kill -$sig $t; wait $t
 }}
 # run_one ROUND DIR CONFIG: one timed loop under one configuration.
 run_one() {{
@@ -72,9 +74,9 @@ run_one() {{
   untraced)
     damon-trace bench-loop --calls $N > $p.loop ;;
   bpftrace)
-    timed_under $p $p.bt '^ready' 600 bpftrace bpftrace /tmp/bench.bt ;;
+    timed_under $p $p.bt '^ready' 600 INT bpftrace bpftrace /tmp/bench.bt ;;
   floor-*)
-    timed_under $p $p.floor '^attached' 300 bench-floor \
+    timed_under $p $p.floor '^attached' 300 TERM bench-floor \
       damon-trace bench-floor --func $F --attach ${{c#floor-}} ;;
   *)
     mode=${{c%%-*}}; attach=${{c#*-}}; attach=${{attach%%-*}}
