@@ -218,7 +218,9 @@ pub const MAP_HIST: &str = "HIST";
 pub const MAP_HIST_STATS: &str = "HSTATS";
 
 /// Exact count, sum, min and max of one function's timed calls on one CPU (kernel mode).
-/// `min` is meaningful only when `count > 0`.
+/// `min` is meaningful only when `count > 0`. The kernel writes sum, min and max and leaves
+/// `count` at 0 (it is the sum of the CPU's histogram buckets, one add less per call);
+/// userspace fills it in from the buckets when it reads the map.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HistStats {

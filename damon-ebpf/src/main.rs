@@ -22,7 +22,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, RingBuf},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
-use core::intrinsics::{AtomicOrdering, atomic_cxchg, atomic_xadd};
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 mod args;
 use args::{Frame, dests_add_args, global, global64, hot_score_args, migrate_pages_args, no_args};
@@ -122,78 +122,68 @@ static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * HIST_B
 #[map(name = "HSTATS")]
 static HSTATS: PerCpuArray<HistStats> = PerCpuArray::with_max_entries(MAX_FUNCS, 0);
 
-/// Adds `v` to a per-CPU slot with one atomic instruction: a program nested in another on the
-/// same CPU (an interrupt), or a task preempted between load and store, cannot lose an update.
+/// Adds `v` to a per-CPU slot with one atomic instruction: for a slot that two programs write
+/// (an entry and an exit program of the same function may nest on one CPU, an interrupt's
+/// call inside a task's), neither can lose an update.
 #[inline(always)]
 fn add(slot: *mut u64, v: u64) {
     // SAFETY: a valid, aligned map value pointer that lives as long as the map.
     unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(slot, v) };
 }
 
+/// Adds `v` to a per-CPU slot that one program alone writes, with a plain load and store.
+///
+/// Exact because that program cannot run twice at once on one CPU: the kernel guards every
+/// fentry/fexit program with a per-CPU, per-program `active` count (`__bpf_prog_enter_recur`)
+/// and every kprobe, kretprobe and tracepoint program with the per-CPU `bpf_prog_active`
+/// (`trace_call_bpf`); a run that would nest, from an interrupt or from a task that preempted
+/// this one, is skipped and counted by the kernel (the session's `skipped_*`), never run. So
+/// between this load and this store no other writer of the slot runs on this CPU, and other
+/// CPUs have their own slot.
 #[inline(always)]
-fn bump(func: u32, counter: Counter) {
-    add_counter(func, counter, 1);
+fn add_own(slot: *mut u64, v: u64) {
+    // SAFETY: as in `add`; see above for why no other writer runs in between.
+    unsafe { *slot += v };
 }
 
+/// Counters written by one program of their function only (entry: `Calls`, `StampFull`,
+/// `Filtered`; exit: `Emitted`, `RingFull`, `OrphanExits`): a plain add (see [`add_own`]).
 #[inline(always)]
-fn add_counter(func: u32, counter: Counter, v: u64) {
+fn bump(func: u32, counter: Counter) {
     if let Some(slot) = COUNTERS.get_ptr_mut(counter.index(func)) {
+        add_own(slot, 1);
+    }
+}
+
+/// `StaleEntries`, which both the entry and the exit program of a function add to: atomic.
+#[inline(always)]
+fn add_stale(func: u32, v: u64) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(Counter::StaleEntries.index(func)) {
         add(slot, v);
     }
 }
 
-/// Lowers (`lower`) or raises the value at `slot` to `v` with compare-and-exchange, retried a
-/// bounded number of times (the verifier needs a bound; a retry happens only when a nested
-/// program changed the slot in between, which cannot happen four times in a row in practice).
-/// For a minimum, 0 means "not set yet" (the map starts zeroed): a call timed at exactly 0 ns
-/// cannot happen, the two clock reads are a trampoline apart.
-#[inline(always)]
-fn set_extreme(slot: *mut u64, v: u64, lower: bool) {
-    // SAFETY: as in `add`.
-    let mut cur = unsafe { core::ptr::read_volatile(slot) };
-    for _ in 0..4 {
-        let keep = if lower {
-            cur != 0 && v >= cur
-        } else {
-            v <= cur
-        };
-        if keep {
-            return;
-        }
-        // SAFETY: as in `add`.
-        let (now, done) = unsafe {
-            atomic_cxchg::<u64, { AtomicOrdering::Relaxed }, { AtomicOrdering::Relaxed }>(
-                slot, cur, v,
-            )
-        };
-        if done {
-            return;
-        }
-        cur = now;
-    }
-}
-
-/// Adds one timed call to its function's per-CPU histogram and statistics.
+/// Adds one timed call to its function's per-CPU histogram and statistics. Only the function's
+/// exit program writes these slots, so plain loads and stores are exact (see [`add_own`]);
+/// the count is not kept per call: it is the sum of the buckets, which userspace adds up.
+/// For the minimum, 0 means "not set yet" (the map starts zeroed): a call timed at exactly
+/// 0 ns cannot happen, the two clock reads are a trampoline apart.
 #[inline(always)]
 fn histogram(func: u32, duration: u64) {
     let bucket = hist_bucket(duration, global64(&HIST_WIDTH_NS));
     if let Some(slot) = HIST.get_ptr_mut(func * HIST_BUCKETS + bucket) {
-        add(slot, 1);
+        add_own(slot, 1);
     }
     if let Some(st) = HSTATS.get_ptr_mut(func) {
-        // SAFETY: a valid map value; fields addressed without creating references.
-        let (count, sum, min, max) = unsafe {
-            (
-                &raw mut (*st).count,
-                &raw mut (*st).sum_ns,
-                &raw mut (*st).min_ns,
-                &raw mut (*st).max_ns,
-            )
-        };
-        add(count, 1);
-        add(sum, duration);
-        set_extreme(min, duration, true);
-        set_extreme(max, duration, false);
+        // SAFETY: a valid map value that only this program writes on this CPU (see `add_own`).
+        let st = unsafe { &mut *st };
+        st.sum_ns += duration;
+        if st.min_ns == 0 || duration < st.min_ns {
+            st.min_ns = duration;
+        }
+        if duration > st.max_ns {
+            st.max_ns = duration;
+        }
     }
 }
 
@@ -233,7 +223,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
         let stack = unsafe { &mut *stack };
         let (slot, stale) = stack.open(frame, args);
         if stale > 0 {
-            add_counter(func, Counter::StaleEntries, u64::from(stale));
+            add_stale(func, u64::from(stale));
         }
         if let Some(s) = stack.stamps.get_mut(slot) {
             // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
@@ -280,7 +270,7 @@ fn on_exit(func: u32, frame: u64, value: i64) {
         return;
     };
     if call.stale > 0 {
-        add_counter(func, Counter::StaleEntries, u64::from(call.stale));
+        add_stale(func, u64::from(call.stale));
     }
     let entry_ns = call.stamp;
     let [arg0, arg1] = call.args;
@@ -448,6 +438,34 @@ user_slot!(13, fentry_u13, fexit_u13, kprobe_u13, kretprobe_u13);
 user_slot!(14, fentry_u14, fexit_u14, kprobe_u14, kretprobe_u14);
 
 const _: () = assert!(damon_common::FIRST_USER_FUNC == 4 && damon_common::LAST_USER_FUNC == 14);
+
+/// The benchmark's floor (`damon-trace bench-floor`, never attached by a session): an
+/// fentry/fexit pair that only reads the clock, once each, as the timing of a call must, and a
+/// kprobe/kretprobe pair that does nothing. Attached to the benchmark's function, they show
+/// what the kernel's attach path costs on its own, below which no tracer of either kind can go.
+#[fentry]
+pub fn floor_fentry(_ctx: FEntryContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+#[fexit]
+pub fn floor_fexit(_ctx: FExitContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+#[kprobe]
+pub fn floor_kprobe(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+#[kretprobe]
+pub fn floor_kretprobe(_ctx: RetProbeContext) -> u32 {
+    0
+}
 
 /// Calibration trigger: never attached by a session. Userspace loads it against
 /// `bpf_fentry_test1` and runs it with `BPF_PROG_TEST_RUN`, whose tracing path

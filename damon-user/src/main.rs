@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         Command::Workload(args) => scenario::run_workload(&args),
         Command::BenchLoop(args) => bench::run_loop(&args),
         Command::BenchDecode(args) => bench::run_decode(&args),
+        Command::BenchFloor(args) => bench::run_floor(&args),
     });
     match result {
         Ok(code) => code,

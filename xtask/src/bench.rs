@@ -11,7 +11,11 @@
 //!
 //! Results: `target/bench/bench.md` and `target/bench/bench.json`.
 pub mod bpftrace;
+mod guest_script;
+pub mod stats;
 pub mod table;
+
+pub use self::guest_script::{guest_script, ring_bytes, round_order};
 
 use std::{
     fmt::Write as _,
@@ -55,97 +59,13 @@ pub struct BenchOptions {
     pub out_dir: PathBuf,
 }
 
-/// The guest script of the overhead runs; writes `/out/runs/<round>-<config>.*`.
-pub fn guest_script(func: &str, calls: u64, rounds: u32) -> String {
-    let configs: Vec<&str> = Config::ALL.iter().map(|c| c.name()).collect();
-    format!(
-        r#"F={func}
-N={calls}
-mkdir -p /out/runs
-# bpftrace's compiler writes through /dev/fd/N, which busybox's /dev lacks.
-[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
-uname -r > /out/uname.txt
-if ! grep -qx "$F" /sys/kernel/tracing/available_filter_functions; then
-  echo "bench: $F is not in available_filter_functions" >&2; exit 3
-fi
-bpftrace --version > /out/bpftrace-version.txt 2>&1 || {{ cat /out/bpftrace-version.txt >&2; exit 4; }}
-# The peer: the same timing as ours (entry stamp keyed by tid, delta at exit into a linear
-# histogram of 10 ns buckets like kernel mode's), nothing else per call. Its printing
-# probe shows that the output loop runs, which bpftrace starts once every probe is attached.
-cat > /tmp/bench.bt <<EOF
-fentry:vmlinux:$F {{ @start[tid] = nsecs; }}
-fexit:vmlinux:$F {{ \$s = @start[tid]; if (\$s != 0) {{ @ns = lhist((int64)(nsecs - \$s), 0, 5120, 10); delete(@start, tid); }} }}
-interval:ms:200 {{ printf("ready\n"); }}
-END {{ clear(@start); }}
-EOF
-# Waits up to $3 seconds for file $1 to match $2 while process $4 lives.
-wait_for() {{
-  i=0
-  while ! grep -q "$2" "$1" 2>/dev/null; do
-    kill -0 "$4" 2>/dev/null || return 1
-    i=$((i+1)); [ $i -gt $(($3*10)) ] && return 1
-    sleep 0.1
-  done
-}}
-for r in $(seq 1 {rounds}); do
-  for c in {configs}; do
-    p=/out/runs/$r-$c
-    echo "bench: round $r $c" >&2
-    case $c in
-    untraced)
-      damon-trace bench-loop --calls $N > $p.loop ;;
-    bpftrace)
-      bpftrace /tmp/bench.bt > $p.bt 2> $p.err & t=$!
-      if wait_for $p.bt '^ready' 600 $t; then
-        sleep 1
-        damon-trace bench-loop --calls $N > $p.loop
-      else
-        echo "bench: bpftrace did not attach" >> $p.err
-      fi
-      kill -INT $t; wait $t ;;
-    *)
-      mode=${{c%%-*}}; attach=${{c#*-}}; attach=${{attach%%-*}}
-      rm -f /tmp/bench.dtcap
-      damon-trace record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} 2> $p.err & t=$!
-      # The capture's header is written once the probes are attached.
-      i=0
-      while [ ! -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.1; done
-      if [ -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null; then
-        sleep 1
-        # Stream mode: the reader stopped while the loop runs (the ring holds every record),
-        # except in the -reader configuration.
-        case $c in stream-*-reader) ;; stream-*) kill -STOP $t;; esac
-        damon-trace bench-loop --calls $N > $p.loop
-        kill -CONT $t
-      else
-        echo "bench: record did not attach" >> $p.err
-      fi
-      kill -INT $t; wait $t; echo $? > $p.rc
-      damon-trace report /tmp/bench.dtcap --format json > $p.report.json 2>> $p.err ;;
-    esac
-  done
-done
-exit 0
-"#,
-        configs = configs.join(" "),
-        ring = ring_bytes(calls),
-    )
-}
-
-/// A ring (power of two) that holds the loop's calls and its warm-up with room to spare, so a
-/// paused reader loses nothing.
-pub fn ring_bytes(calls: u64) -> u64 {
-    let records = calls + calls / 10 + 4096;
-    (records * 64 * 5 / 4).next_power_of_two().max(1 << 22)
-}
-
 /// Calls a traced run timed: bpftrace's histogram total; ours: the function's `count` (records
 /// kept) in the capture's JSON report in stream mode, its `emitted` (calls added to the
 /// kernel's histogram) in kernel mode.
 fn traced_calls(dir: &Path, stem: &str, config: Config, func: &str) -> Option<u64> {
     let read = |ext: &str| fs::read_to_string(dir.join(format!("{stem}.{ext}"))).ok();
     match config {
-        Config::Untraced => None,
+        Config::Untraced | Config::FloorFentry | Config::FloorKprobe => None,
         Config::Bpftrace => read("bt").and_then(|t| table::bpftrace_hist_total(&t)),
         _ => {
             let field = if config == Config::KernelFentry {
@@ -560,9 +480,19 @@ mod tests {
     #[test]
     fn the_guest_script_runs_every_configuration() {
         let s = guest_script("__do_sys_getppid", 200_000, 3);
+        // A warm-up round into its own folder, then every configuration once per round, in an
+        // order rotated by one per round.
         assert!(s.contains(
-            "for c in untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader"
-        ));
+            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe\n"
+        ), "{s}");
+        assert!(s.contains(
+            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe untraced\n"
+        ), "{s}");
+        assert!(s.contains("run_round 3 /out/runs"));
+        assert!(!s.contains("run_round 4"));
+        assert!(s.contains("damon-trace bench-floor --func $F --attach ${c#floor-}"));
+        // bench-floor has no SIGINT handler (ignored in a background job): it gets TERM.
+        assert!(s.contains("300 TERM bench-floor") && s.contains("600 INT bpftrace"));
         assert!(s.contains("--ring-size 33554432"), "{s}");
         assert_eq!(ring_bytes(1000), 4 << 20);
         assert!(
@@ -570,6 +500,5 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("--func $F --mode $mode --attach $attach"));
-        assert!(s.contains("seq 1 3"));
     }
 }

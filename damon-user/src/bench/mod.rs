@@ -74,6 +74,32 @@ pub struct DecodeArgs {
     pub dir: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct FloorArgs {
+    /// The kernel function to attach the floor pair to.
+    #[arg(long)]
+    pub func: String,
+    /// fentry: an fentry/fexit pair reading the clock once each; kprobe: an empty
+    /// kprobe/kretprobe pair.
+    #[arg(long, value_parser = ["fentry", "kprobe"])]
+    pub attach: String,
+}
+
+/// `bench-floor`: attaches the floor pair, prints `attached` and waits to be killed (the
+/// programs detach when the process ends).
+pub fn run_floor(args: &FloorArgs) -> anyhow::Result<ExitCode> {
+    let method = if args.attach == "kprobe" {
+        crate::trace::AttachMethod::Kprobe
+    } else {
+        crate::trace::AttachMethod::Fentry
+    };
+    let _bpf = crate::probe::floor::attach(&args.func, method)?;
+    println!("attached");
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
 /// `bench-loop`: prints one JSON line `{"calls":N,"elapsed_ns":T,"ns_per_call":X,...}`: the
 /// timed calls of all tasks, the longest task's loop, and `made` (every getppid call made,
 /// warm-up included: the ground truth for the exactness tests) with each task's loop time.

@@ -63,6 +63,11 @@ pub enum Command {
     /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
     #[command(hide = true, name = "bench-decode")]
     BenchDecode(crate::bench::DecodeArgs),
+    /// Benchmark helper (the project's benchmarks): attaches the floor programs (an
+    /// fentry/fexit pair that only reads the clock, or an empty kprobe/kretprobe pair) to one
+    /// function until interrupted.
+    #[command(hide = true, name = "bench-floor")]
+    BenchFloor(crate::bench::FloorArgs),
 }
 
 /// `--format text|json` of the commands that print a text or one JSON object; `--json` is

@@ -4,6 +4,7 @@ pub mod btf;
 pub mod calibrate;
 pub mod calibration_text;
 pub mod cgroup;
+pub mod floor;
 pub mod folio_node;
 pub mod globals;
 pub mod intervals;

@@ -40,7 +40,7 @@ pub const CALIB_TRIGGER: &str = "calib_trigger";
 pub const CALIB_TRIGGER_TARGET: &str = "bpf_fentry_test1";
 
 /// Every program name of ours, in full: each built-in function and user slot in both modes
-/// (entry and exit), the interval hook and the calibration trigger.
+/// (entry and exit), the interval hook, the calibration trigger and the benchmark's floor.
 pub(super) fn all_program_names() -> Vec<String> {
     let user =
         (damon_common::FIRST_USER_FUNC..=damon_common::LAST_USER_FUNC).map(|id| TracedFunction {
@@ -60,7 +60,16 @@ pub(super) fn all_program_names() -> Vec<String> {
             super::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
         ])
+        .chain(floor_program_names())
         .collect()
+}
+
+/// The benchmark's floor programs (`bench-floor`), both methods.
+fn floor_program_names() -> impl Iterator<Item = String> {
+    AttachMethod::ALL.into_iter().flat_map(|m| {
+        let (entry, exit) = super::floor::program_names(m);
+        [entry.to_owned(), exit.to_owned()]
+    })
 }
 
 /// Every map name of ours, in full.
@@ -118,6 +127,7 @@ mod tests {
             super::super::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
         ]);
+        names.extend(floor_program_names());
         names
     }
 

@@ -318,17 +318,8 @@ impl Tracer {
         let counters: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.bpf.map(MAP_COUNTERS).context("counter map missing")?)?;
         // Kernel mode alone: exits do not bump `Emitted` (one per-CPU slot less per call); the
-        // calls added to the histogram are its count, the same number.
-        let hist_stats: Option<PerCpuArray<_, HistStats>> =
-            if self.trace_mode & damon_common::MODE_STREAM == 0 {
-                Some(PerCpuArray::try_from(
-                    self.bpf
-                        .map(MAP_HIST_STATS)
-                        .context("histogram statistics map missing")?,
-                )?)
-            } else {
-                None
-            };
+        // calls added to the histogram are the sum of its buckets, the same number.
+        let kernel_only = self.trace_mode & damon_common::MODE_STREAM == 0;
         let mut out = BTreeMap::new();
         for (func, mode) in &self.attached {
             let id = func.id;
@@ -337,9 +328,10 @@ impl Tracer {
                 Ok(counters.get(&c.index(id), 0)?.iter().sum())
             };
             let calls = sum(Counter::Calls)?;
-            let emitted = match &hist_stats {
-                Some(stats) => stats.get(&id, 0)?.iter().map(|s| s.count).sum(),
-                None => sum(Counter::Emitted)?,
+            let emitted = if kernel_only {
+                self.per_cpu_hist_stats(id)?.iter().map(|s| s.count).sum()
+            } else {
+                sum(Counter::Emitted)?
             };
             out.insert(
                 id,
@@ -377,18 +369,12 @@ impl Tracer {
         if self.trace_mode & damon_common::MODE_KERNEL == 0 {
             return Ok(BTreeMap::new());
         }
-        let stats: PerCpuArray<_, HistStats> = PerCpuArray::try_from(
-            self.bpf
-                .map(MAP_HIST_STATS)
-                .context("histogram statistics map missing")?,
-        )?;
         let hist: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.bpf.map(MAP_HIST).context("histogram map missing")?)?;
         let mut out = BTreeMap::new();
         for (func, _) in &self.attached {
             let id = func.id;
-            let per_cpu = stats.get(&id, 0)?;
-            let total = sum_stats(per_cpu.iter());
+            let total = sum_stats(self.per_cpu_hist_stats(id)?.iter());
             let mut buckets = Vec::with_capacity(HIST_BUCKETS as usize);
             for b in 0..HIST_BUCKETS {
                 buckets.push(hist.get(&(id * HIST_BUCKETS + b), 0)?.iter().sum());
@@ -396,6 +382,28 @@ impl Tracer {
             out.insert(id, (total, buckets));
         }
         Ok(out)
+    }
+
+    /// Function `id`'s [`HistStats`] per CPU, each with its count: the kernel keeps sum, min
+    /// and max per call but no count, which is the sum of that CPU's buckets.
+    fn per_cpu_hist_stats(&self, id: u32) -> anyhow::Result<Vec<HistStats>> {
+        let stats: PerCpuArray<_, HistStats> = PerCpuArray::try_from(
+            self.bpf
+                .map(MAP_HIST_STATS)
+                .context("histogram statistics map missing")?,
+        )?;
+        let hist: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.bpf.map(MAP_HIST).context("histogram map missing")?)?;
+        let mut per_cpu: Vec<HistStats> = stats.get(&id, 0)?.iter().copied().collect();
+        for b in 0..HIST_BUCKETS {
+            for (s, n) in per_cpu
+                .iter_mut()
+                .zip(hist.get(&(id * HIST_BUCKETS + b), 0)?.iter())
+            {
+                s.count += n;
+            }
+        }
+        Ok(per_cpu)
     }
 
     /// Loads (once) the never-attached `calib_trigger` program against

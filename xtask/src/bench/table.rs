@@ -1,9 +1,11 @@
-//! The pure part of `cargo xtask bench`: per-round results in, medians, added cost, ratios and
-//! the Markdown table out.
+//! The pure part of `cargo xtask bench`: per-round results in, medians, added cost, ratios with
+//! their intervals and verdicts ([`super::stats`]) and the Markdown table out.
 use std::fmt::Write as _;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
+
+use super::stats::{self, RatioInterval, Verdict};
 
 /// One traced (or untraced) way of running the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,16 +21,23 @@ pub enum Config {
     /// Stream mode with the reader draining as usual. In the guest both vCPUs are emulated by
     /// one host thread, so the reader's work lands on the loop's time too.
     StreamFentryReader,
+    /// The floor of fentry timing: an fentry/fexit pair that only reads the clock, once each
+    /// (`damon-trace bench-floor --attach fentry`).
+    FloorFentry,
+    /// The floor of kprobe timing: an empty kprobe/kretprobe pair.
+    FloorKprobe,
 }
 
 impl Config {
-    pub const ALL: [Config; 6] = [
+    pub const ALL: [Config; 8] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
         Config::StreamKprobe,
         Config::KernelFentry,
         Config::StreamFentryReader,
+        Config::FloorFentry,
+        Config::FloorKprobe,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -40,6 +49,8 @@ impl Config {
             Config::StreamKprobe => "stream-kprobe",
             Config::KernelFentry => "kernel-fentry",
             Config::StreamFentryReader => "stream-fentry-reader",
+            Config::FloorFentry => "floor-fentry",
+            Config::FloorKprobe => "floor-kprobe",
         }
     }
 
@@ -53,16 +64,32 @@ impl Config {
             Config::StreamFentryReader => {
                 "damon-trace --mode stream --attach fentry (reader draining on the same host thread)"
             }
+            Config::FloorFentry => "floor: fentry/fexit pair reading the clock once each",
+            Config::FloorKprobe => "floor: empty kprobe/kretprobe pair",
         }
     }
 
     /// The issue's target for our added cost as a fraction of bpftrace's.
     pub fn target_vs_bpftrace(self) -> Option<f64> {
         match self {
-            Config::StreamFentry | Config::StreamKprobe => Some(0.7),
+            Config::StreamFentry => Some(0.7),
+            Config::StreamKprobe => Some(1.0),
             Config::KernelFentry => Some(0.4),
-            Config::Untraced | Config::Bpftrace | Config::StreamFentryReader => None,
+            Config::Untraced
+            | Config::Bpftrace
+            | Config::StreamFentryReader
+            | Config::FloorFentry
+            | Config::FloorKprobe => None,
         }
+    }
+
+    /// Whether the configuration's tracer counts the calls it timed (the floor programs count
+    /// nothing; their attach is checked by `bench-floor`'s own `attached` line).
+    pub fn counts_calls(self) -> bool {
+        !matches!(
+            self,
+            Config::Untraced | Config::FloorFentry | Config::FloorKprobe
+        )
     }
 
     pub fn from_name(name: &str) -> Option<Config> {
@@ -91,9 +118,14 @@ pub struct Row {
     pub added_ns: f64,
     /// Median over rounds of (this run / the same round's untraced run).
     pub ratio_untraced: f64,
-    /// `added_ns` over bpftrace's `added_ns`.
+    /// Mean added cost over bpftrace's mean added cost (the same rounds).
     pub vs_bpftrace: Option<f64>,
+    /// Its 95 % interval (Fieller's, rounds as the unit; see [`super::stats`]).
+    pub interval: Option<RatioInterval>,
     pub target_vs_bpftrace: Option<f64>,
+    /// The interval's verdict on the target; "not met" too when a round's tracer missed calls.
+    pub verdict: Option<Verdict>,
+    /// `verdict` as met (true), not met (false) or unresolved (None).
     pub target_met: Option<bool>,
     /// Fewest calls the tracer counted in any round.
     pub traced_min: Option<u64>,
@@ -122,12 +154,28 @@ impl Row {
             "added_ns": self.added_ns,
             "ratio_untraced": self.ratio_untraced,
             "vs_bpftrace": self.vs_bpftrace,
+            "vs_bpftrace_ci95": self.interval.map(|i| json!({
+                "lo": finite_or_null(i.lo),
+                "hi": finite_or_null(i.hi),
+                "rounds": i.rounds,
+                "method": "Fieller, paired rounds, t with n-1 df",
+            })),
             "target_vs_bpftrace": self.target_vs_bpftrace,
+            "verdict": self.verdict.map(Verdict::as_str),
+            "rounds_to_resolve": match (self.verdict, self.interval, self.target_vs_bpftrace) {
+                (Some(Verdict::Unresolved), Some(i), Some(t)) => stats::rounds_to_resolve(&i, t),
+                _ => None,
+            },
             "target_met": self.target_met,
             "traced_min": self.traced_min,
             "all_traced": self.all_traced,
         })
     }
+}
+
+/// JSON has no infinity: an unbounded end is null.
+fn finite_or_null(v: f64) -> Value {
+    if v.is_finite() { json!(v) } else { Value::Null }
 }
 
 pub fn median(v: &[f64]) -> Option<f64> {
@@ -174,7 +222,7 @@ pub fn rows(runs: &[Run], calls: u64) -> Result<Vec<Row>> {
             .filter_map(|r| base(r.round).map(|b| r.ns_per_call / b))
             .collect();
         let traced_min = rs.iter().filter_map(|r| r.traced).min();
-        let all_traced = c == Config::Untraced || rs.iter().all(|r| r.traced >= Some(calls));
+        let all_traced = !c.counts_calls() || rs.iter().all(|r| r.traced >= Some(calls));
         out.push(Row {
             config: c,
             description: c.describe(),
@@ -183,25 +231,50 @@ pub fn rows(runs: &[Run], calls: u64) -> Result<Vec<Row>> {
             added_ns: median(&added).context("no round with an untraced run")?,
             ratio_untraced: median(&ratio).context("no round with an untraced run")?,
             vs_bpftrace: None,
+            interval: None,
             target_vs_bpftrace: c.target_vs_bpftrace(),
+            verdict: None,
             target_met: None,
             traced_min,
             all_traced,
         });
     }
-    let bpf = out
-        .iter()
-        .find(|r| r.config == Config::Bpftrace)
-        .map(|r| r.added_ns);
+    // Per round: (this configuration's added cost, bpftrace's), both against the round's
+    // untraced run.
+    let added_in = |c: Config, round: u32| {
+        let run = runs.iter().find(|r| r.config == c && r.round == round)?;
+        Some(run.ns_per_call - base(round)?)
+    };
     for r in &mut out {
-        if let Some(b) = bpf
-            && b > 0.0
-            && r.config != Config::Untraced
-        {
-            r.vs_bpftrace = Some(r.added_ns / b);
+        if r.config == Config::Untraced {
+            continue;
         }
-        r.target_met = match (r.vs_bpftrace, r.target_vs_bpftrace) {
-            (Some(v), Some(t)) => Some(v <= t && r.all_traced),
+        let (a, b): (Vec<f64>, Vec<f64>) = runs
+            .iter()
+            .filter(|run| run.config == r.config)
+            .filter_map(|run| {
+                Some((
+                    added_in(r.config, run.round)?,
+                    added_in(Config::Bpftrace, run.round)?,
+                ))
+            })
+            .unzip();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        if !b.is_empty() && mean(&b) > 0.0 {
+            r.vs_bpftrace = Some(mean(&a) / mean(&b));
+        }
+        r.interval = stats::ratio_interval(&a, &b);
+        r.verdict = match (r.target_vs_bpftrace, r.all_traced) {
+            (None, _) => None,
+            (Some(_), false) => Some(Verdict::NotMet),
+            (Some(t), true) => Some(
+                r.interval
+                    .map_or(Verdict::Unresolved, |i| stats::verdict(&i, t)),
+            ),
+        };
+        r.target_met = match r.verdict {
+            Some(Verdict::Met) => Some(true),
+            Some(Verdict::NotMet) => Some(false),
             _ => None,
         };
     }
@@ -245,18 +318,40 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
 }
 
+/// A ratio with its interval: `0.52 [0.47, 0.58]`.
+fn ratio_cell(r: &Row) -> String {
+    let end = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.2}")
+        } else {
+            "∞".to_owned()
+        }
+    };
+    match (r.vs_bpftrace, r.interval) {
+        (Some(v), Some(i)) => format!("{v:.2} [{}, {}]", end(i.lo), end(i.hi)),
+        (v, _) => fmt_opt(v, 2),
+    }
+}
+
 /// The Markdown table of the overhead rows.
 pub fn markdown(rows: &[Row]) -> String {
     let mut s = String::new();
     s.push_str(
-        "| configuration | ns/call (median) | added ns/call | × untraced | added / bpftrace's | target | calls traced (min) |\n\
+        "| configuration | ns/call (median) | added ns/call (median) | × untraced | added / bpftrace's [95 % interval] | target | calls traced (min) |\n\
          |---|---:|---:|---:|---:|---|---:|\n",
     );
     for r in rows {
-        let target = match (r.target_vs_bpftrace, r.target_met) {
-            (Some(t), Some(true)) => format!("≤ {t} ✓"),
-            (Some(t), Some(false)) => format!("≤ {t} ✗"),
-            (Some(t), None) => format!("≤ {t} ?"),
+        let target = match (r.target_vs_bpftrace, r.verdict) {
+            (Some(t), Some(Verdict::Met)) => format!("≤ {t} ✓ met"),
+            (Some(t), Some(Verdict::NotMet)) => format!("≤ {t} ✗ not met"),
+            (Some(t), _) => {
+                let more = r
+                    .interval
+                    .and_then(|i| stats::rounds_to_resolve(&i, t))
+                    .map(|n| format!(" (≈ {n} rounds)"))
+                    .unwrap_or_default();
+                format!("≤ {t} ? {}{more}", Verdict::Unresolved.as_str())
+            }
             _ => String::new(),
         };
         let traced = match (r.traced_min, r.all_traced) {
@@ -275,7 +370,7 @@ pub fn markdown(rows: &[Row]) -> String {
                 format!("{:.1}", r.added_ns)
             },
             r.ratio_untraced,
-            fmt_opt(r.vs_bpftrace, 2),
+            ratio_cell(r),
             target,
             traced
         );
@@ -320,8 +415,8 @@ mod tests {
         assert_eq!(get(Config::KernelFentry).target_met, Some(false));
         assert!(!rows.iter().any(|r| r.config == Config::StreamKprobe));
         let md = markdown(&rows);
-        assert!(md.contains("| damon-trace --mode stream --attach fentry (reader paused) | 200.0 | 100.0 | 2.00 | 0.50 | ≤ 0.7 ✓ | 1000 |"), "{md}");
-        assert!(md.contains("≤ 0.4 ✗"), "{md}");
+        assert!(md.contains("| damon-trace --mode stream --attach fentry (reader paused) | 200.0 | 100.0 | 2.00 | 0.50 [0.50, 0.50] | ≤ 0.7 ✓ met | 1000 |"), "{md}");
+        assert!(md.contains("≤ 0.4 ✗ not met"), "{md}");
     }
 
     #[test]
@@ -337,6 +432,61 @@ mod tests {
         assert_eq!(s.target_met, Some(false));
         assert!(markdown(&rows).contains("3 (short!)"));
         assert!(super::rows(&runs[1..], 1000).is_err());
+    }
+
+    #[test]
+    fn noisy_rounds_give_an_interval_and_a_verdict_only_when_it_is_clear() {
+        // bpftrace adds 200 ns, stream/fentry about 100 and kernel mode about 70 (±20 per
+        // round); the untraced base drifts between rounds, which the pairing cancels.
+        let mut runs = Vec::new();
+        for (round, base, jitter) in [
+            (1, 600.0, 20.0),
+            (2, 900.0, -20.0),
+            (3, 700.0, 10.0),
+            (4, 500.0, -10.0),
+        ] {
+            runs.push(run(round, Config::Untraced, base, None));
+            runs.push(run(round, Config::Bpftrace, base + 200.0, Some(1000)));
+            runs.push(run(
+                round,
+                Config::StreamFentry,
+                base + 100.0 + jitter,
+                Some(1000),
+            ));
+            runs.push(run(
+                round,
+                Config::KernelFentry,
+                base + 70.0 - jitter,
+                Some(1000),
+            ));
+            runs.push(run(round, Config::FloorFentry, base + 40.0, None));
+        }
+        let rows = rows(&runs, 1000).unwrap();
+        let get = |c| rows.iter().find(|r| r.config == c).unwrap();
+        let s = get(Config::StreamFentry);
+        let i = s.interval.unwrap();
+        assert!((s.vs_bpftrace.unwrap() - 0.5).abs() < 1e-9);
+        assert!(i.lo < 0.5 && 0.5 < i.hi && i.hi < 0.7, "{i:?}");
+        assert_eq!((s.verdict, s.target_met), (Some(Verdict::Met), Some(true)));
+        // 0.35, but its interval reaches over 0.4: not decided either way.
+        let k = get(Config::KernelFentry);
+        assert!(k.interval.unwrap().lo < 0.35 && k.interval.unwrap().hi > 0.4);
+        assert_eq!((k.verdict, k.target_met), (Some(Verdict::Unresolved), None));
+        // The floor counts no calls and has no target, but its ratio is shown.
+        let f = get(Config::FloorFentry);
+        assert!(f.all_traced && f.verdict.is_none());
+        assert!((f.vs_bpftrace.unwrap() - 0.2).abs() < 1e-9);
+        let md = markdown(&rows);
+        // Its half-width 0.145 at 4 rounds, 0.05 from the target: ≈ 4 × 8.4 rounds.
+        assert!(
+            md.contains("≤ 0.4 ? unresolved — run more rounds (≈ 34 rounds)"),
+            "{md}"
+        );
+        assert!(md.contains("| floor: fentry/fexit pair reading the clock once each | 690.0 | 40.0 | 1.06 | 0.20 [0.20, 0.20] |  | – |"), "{md}");
+        let json = k.to_json();
+        assert_eq!(json["verdict"], "unresolved — run more rounds");
+        assert!(json["vs_bpftrace_ci95"]["hi"].as_f64().unwrap() > 0.4);
+        assert_eq!(json["rounds_to_resolve"], 34);
     }
 
     #[test]
