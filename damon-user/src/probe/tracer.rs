@@ -329,7 +329,7 @@ impl Tracer {
             };
             let calls = sum(Counter::Calls)?;
             let emitted = if kernel_only {
-                self.per_cpu_hist_stats(id)?.iter().map(|s| s.count).sum()
+                self.histogram(id)?.0.count
             } else {
                 sum(Counter::Emitted)?
             };
@@ -369,24 +369,17 @@ impl Tracer {
         if self.trace_mode & damon_common::MODE_KERNEL == 0 {
             return Ok(BTreeMap::new());
         }
-        let hist: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.bpf.map(MAP_HIST).context("histogram map missing")?)?;
         let mut out = BTreeMap::new();
         for (func, _) in &self.attached {
-            let id = func.id;
-            let total = sum_stats(self.per_cpu_hist_stats(id)?.iter());
-            let mut buckets = Vec::with_capacity(HIST_BUCKETS as usize);
-            for b in 0..HIST_BUCKETS {
-                buckets.push(hist.get(&(id * HIST_BUCKETS + b), 0)?.iter().sum());
-            }
-            out.insert(id, (total, buckets));
+            out.insert(func.id, self.histogram(func.id)?);
         }
         Ok(out)
     }
 
-    /// Function `id`'s [`HistStats`] per CPU, each with its count: the kernel keeps sum, min
-    /// and max per call but no count, which is the sum of that CPU's buckets.
-    fn per_cpu_hist_stats(&self, id: u32) -> anyhow::Result<Vec<HistStats>> {
+    /// Function `id`'s in-kernel histogram, each bucket read once: its statistics summed over
+    /// CPUs, each CPU's count being the sum of that CPU's buckets (the kernel keeps sum, min
+    /// and max per call but no count), and the bucket counts summed over CPUs.
+    fn histogram(&self, id: u32) -> anyhow::Result<(HistStats, Vec<u64>)> {
         let stats: PerCpuArray<_, HistStats> = PerCpuArray::try_from(
             self.bpf
                 .map(MAP_HIST_STATS)
@@ -395,15 +388,15 @@ impl Tracer {
         let hist: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.bpf.map(MAP_HIST).context("histogram map missing")?)?;
         let mut per_cpu: Vec<HistStats> = stats.get(&id, 0)?.iter().copied().collect();
+        let mut buckets = Vec::with_capacity(HIST_BUCKETS as usize);
         for b in 0..HIST_BUCKETS {
-            for (s, n) in per_cpu
-                .iter_mut()
-                .zip(hist.get(&(id * HIST_BUCKETS + b), 0)?.iter())
-            {
+            let counts = hist.get(&(id * HIST_BUCKETS + b), 0)?;
+            for (s, n) in per_cpu.iter_mut().zip(counts.iter()) {
                 s.count += n;
             }
+            buckets.push(counts.iter().sum());
         }
-        Ok(per_cpu)
+        Ok((sum_stats(per_cpu.iter()), buckets))
     }
 
     /// Loads (once) the never-attached `calib_trigger` program against
