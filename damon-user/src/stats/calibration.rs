@@ -395,9 +395,9 @@ mod tests {
     }
 
     /// The whole floor, simulated with a known answer through the code `calibrate` runs
-    /// (`from_durations`, per-function medians, `settle_uncertainty`): five empty functions
+    /// (`from_durations`, per-function medians, `settle_uncertainty`): eight empty functions
     /// whose probe costs differ by a per-function offset (sd `between`), each call adding
-    /// right-skewed noise (gamma, as TCG's floors are); four are pooled, the fifth is held
+    /// right-skewed noise (gamma, as TCG's floors are); seven are pooled, the eighth is held
     /// out as `vm_calibrate.rs` does. At the stated ± the held-out function's corrected median
     /// must be inside 95 % of the time (less two standard errors of the simulation), and at twice the ± (what the guest test
     /// allows, six checks per run) at least 99.15 % of the time (so that all six pass in at
@@ -414,7 +414,7 @@ mod tests {
             let trials = 1_200;
             let (mut at_1, mut at_2) = (0, 0);
             for _ in 0..trials {
-                let mut per_fn: Vec<Vec<u64>> = (0..5)
+                let mut per_fn: Vec<Vec<u64>> = (0..8)
                     .map(|_| {
                         let offset = between * rng.normal();
                         (0..101)
@@ -422,7 +422,7 @@ mod tests {
                             .collect()
                     })
                     .collect();
-                let held = per_fn.pop().expect("five");
+                let held = per_fn.pop().expect("eight");
                 let pooled: Vec<u64> = per_fn.iter().flatten().copied().collect();
                 let mut floor = Floor::for_tests(FloorDistribution::from_durations(&pooled));
                 floor.functions = per_fn
