@@ -216,6 +216,8 @@ pub const HIST_BUCKETS: u32 = HIST_LINEAR_BUCKETS + HIST_LOG2_BUCKETS;
 pub const MAP_HIST: &str = "HIST";
 /// Name of the per-CPU array of [`HistStats`], index `func`.
 pub const MAP_HIST_STATS: &str = "HSTATS";
+/// Name of the benchmark's stamp-floor map (tid → entry time; `bench-floor` only).
+pub const MAP_FLOOR_STAMPS: &str = "FLOOR_STAMPS";
 
 /// Exact count, sum, min and max of one function's timed calls on one CPU (kernel mode).
 /// `min` is meaningful only when `count > 0`. The kernel writes sum, min and max and leaves

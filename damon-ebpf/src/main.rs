@@ -440,9 +440,10 @@ user_slot!(14, fentry_u14, fexit_u14, kprobe_u14, kretprobe_u14);
 const _: () = assert!(damon_common::FIRST_USER_FUNC == 4 && damon_common::LAST_USER_FUNC == 14);
 
 /// The benchmark's floor (`damon-trace bench-floor`, never attached by a session): an
-/// fentry/fexit pair that only reads the clock, once each, as the timing of a call must, and a
-/// kprobe/kretprobe pair that does nothing. Attached to the benchmark's function, they show
-/// what the kernel's attach path costs on its own, below which no tracer of either kind can go.
+/// fentry/fexit pair and a kprobe/kretprobe pair that only read the clock, once each, as the
+/// timing of a call must. Attached to the benchmark's function, they show what the kernel's
+/// attach path and the two clock reads cost on their own, below which no tracer of either kind
+/// can go; the same work in both pairs, so ours minus each floor compares like with like.
 #[fentry]
 pub fn floor_fentry(_ctx: FEntryContext) -> u32 {
     // SAFETY: helper without preconditions.
@@ -459,11 +460,53 @@ pub fn floor_fexit(_ctx: FExitContext) -> u32 {
 
 #[kprobe]
 pub fn floor_kprobe(_ctx: ProbeContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
     0
 }
 
 #[kretprobe]
 pub fn floor_kretprobe(_ctx: RetProbeContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+/// The stamp floor's map: one entry per task, its last entry time, never deleted (the
+/// benchmark's loop is one task). Tiny: no session uses it.
+#[map(name = "FLOOR_STAMPS")]
+static FLOOR_STAMPS: HashMap<u32, u64> = HashMap::with_max_entries(64, 0);
+
+/// The benchmark's stamp floor: an fentry/fexit pair that times each call of a task through a
+/// hash map keyed by its tid (a lookup on each side, an insert at the task's first call),
+/// which is what any exact timing must do when a task can be preempted inside the call and
+/// another call of the function start on its CPU (bpftrace's `@start[tid]` does the same).
+/// Ours does this, plus the per-function keys, the call stack, the counters and the record or
+/// histogram; this floor shows what the stamp alone costs.
+#[fentry]
+pub fn floor_st_fentry(_ctx: FEntryContext) -> u32 {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    match FLOOR_STAMPS.get_ptr_mut(tid) {
+        // SAFETY: a valid map value; only this task writes its key.
+        Some(stamp) => unsafe { *stamp = now },
+        None => {
+            let _ = FLOOR_STAMPS.insert(tid, now, 0);
+        }
+    }
+    0
+}
+
+#[fexit]
+pub fn floor_st_fexit(_ctx: FExitContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    if let Some(stamp) = FLOOR_STAMPS.get_ptr(tid) {
+        // SAFETY: a valid map value.
+        core::hint::black_box(now.wrapping_sub(unsafe { *stamp }));
+    }
     0
 }
 

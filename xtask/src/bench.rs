@@ -373,7 +373,21 @@ pub fn run(opts: &BenchOptions) -> Result<bool> {
             opts.func, opts.rounds, outcome.kernel_release
         );
         md.push_str(&table::markdown(&rows));
+        let above = table::above_floor(&runs);
+        let _ = writeln!(
+            md,
+            "\nThe intervals are over the rounds of this one boot: they say how well this run \
+             pins its ratios, not how much another boot or a busier host would move them (a \
+             loaded host has moved a ratio by more than its interval). A verdict meant to hold \
+             beyond this machine needs a second run.\n\n\
+             ### Above the floors\n\n\
+             Each tracer's cost over the floor of its attach method (every floor reads the \
+             clock twice, as timing a call must; the stamp floor also keeps each task's entry \
+             time in a hash map, as an exact timing must), paired by round:\n"
+        );
+        md.push_str(&table::above_floor_markdown(&above));
         md.push('\n');
+        report["above_floor"] = above.iter().map(table::AboveFloor::to_json).collect();
         report["kernel"] = json!(outcome.kernel_release);
         report["bpftrace"] = json!(version);
         report["overhead"] = rows.iter().map(table::Row::to_json).collect();
@@ -483,10 +497,10 @@ mod tests {
         // A warm-up round into its own folder, then every configuration once per round, in an
         // order rotated by one per round.
         assert!(s.contains(
-            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe\n"
+            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp\n"
         ), "{s}");
         assert!(s.contains(
-            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe untraced\n"
+            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp untraced\n"
         ), "{s}");
         assert!(s.contains("run_round 3 /out/runs"));
         assert!(!s.contains("run_round 4"));

@@ -79,21 +79,19 @@ pub struct FloorArgs {
     /// The kernel function to attach the floor pair to.
     #[arg(long)]
     pub func: String,
-    /// fentry: an fentry/fexit pair reading the clock once each; kprobe: an empty
-    /// kprobe/kretprobe pair.
-    #[arg(long, value_parser = ["fentry", "kprobe"])]
+    /// fentry: an fentry/fexit pair reading the clock once each; kprobe: a kprobe/kretprobe
+    /// pair reading the clock once each; fentry-stamp: the fentry pair keeping each task's
+    /// entry time in a hash map, as any exact timing must.
+    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp"])]
     pub attach: String,
 }
 
 /// `bench-floor`: attaches the floor pair, prints `attached` and waits to be killed (the
 /// programs detach when the process ends).
 pub fn run_floor(args: &FloorArgs) -> anyhow::Result<ExitCode> {
-    let method = if args.attach == "kprobe" {
-        crate::trace::AttachMethod::Kprobe
-    } else {
-        crate::trace::AttachMethod::Fentry
-    };
-    let _bpf = crate::probe::floor::attach(&args.func, method)?;
+    let kind = crate::probe::floor::FloorKind::parse(&args.attach)
+        .with_context(|| format!("no floor `{}`", args.attach))?;
+    let _bpf = crate::probe::floor::attach(&args.func, kind)?;
     println!("attached");
     loop {
         std::thread::sleep(Duration::from_secs(3600));

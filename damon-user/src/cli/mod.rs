@@ -64,7 +64,7 @@ pub enum Command {
     #[command(hide = true, name = "bench-decode")]
     BenchDecode(crate::bench::DecodeArgs),
     /// Benchmark helper (the project's benchmarks): attaches the floor programs (an
-    /// fentry/fexit pair that only reads the clock, or an empty kprobe/kretprobe pair) to one
+    /// fentry/fexit or kprobe/kretprobe pair that only reads the clock, once each) to one
     /// function until interrupted.
     #[command(hide = true, name = "bench-floor")]
     BenchFloor(crate::bench::FloorArgs),

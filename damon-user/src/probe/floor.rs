@@ -1,6 +1,7 @@
-//! `bench-floor`: the benchmark's floor programs (an fentry/fexit pair that only reads the
-//! clock, or an empty kprobe/kretprobe pair) attached to one function, so `cargo xtask bench`
-//! can time the kernel's own attach path next to ours.
+//! `bench-floor`: the benchmark's floor programs (an fentry/fexit or a kprobe/kretprobe pair
+//! that only reads the clock, once each, or an fentry/fexit pair that also keeps a per-task
+//! stamp in a hash map) attached to one function, so `cargo xtask bench` can time the kernel's
+//! own attach path, and the stamp any exact timing needs, next to ours.
 use anyhow::Context as _;
 use aya::{
     Btf, Ebpf, EbpfLoader,
@@ -8,22 +9,50 @@ use aya::{
 };
 use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS};
 
-use crate::{
-    probe::{attach::program, programs::EBPF_OBJECT},
-    trace::AttachMethod,
-};
+use crate::probe::{attach::program, programs::EBPF_OBJECT};
 
-/// The floor pair's program names: (entry, exit).
-pub const fn program_names(method: AttachMethod) -> (&'static str, &'static str) {
-    match method {
-        AttachMethod::Fentry => ("floor_fentry", "floor_fexit"),
-        AttachMethod::Kprobe => ("floor_kprobe", "floor_kretprobe"),
+/// Which floor pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloorKind {
+    /// fentry/fexit, reading the clock once each.
+    Fentry,
+    /// kprobe/kretprobe, reading the clock once each.
+    Kprobe,
+    /// fentry/fexit, reading the clock once each and keeping the entry time per task in a
+    /// hash map (lookup on both sides).
+    FentryStamp,
+}
+
+impl FloorKind {
+    pub const ALL: [FloorKind; 3] = [FloorKind::Fentry, FloorKind::Kprobe, FloorKind::FentryStamp];
+
+    /// `bench-floor --attach`'s value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FloorKind::Fentry => "fentry",
+            FloorKind::Kprobe => "kprobe",
+            FloorKind::FentryStamp => "fentry-stamp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FloorKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 }
 
-/// Loads the object (maps at their smallest: the floor programs use none) and attaches the
-/// floor pair of `method` to `symbol`; the pair stays attached while the returned value lives.
-pub fn attach(symbol: &str, method: AttachMethod) -> anyhow::Result<Ebpf> {
+/// The floor pair's program names: (entry, exit).
+pub const fn program_names(kind: FloorKind) -> (&'static str, &'static str) {
+    match kind {
+        FloorKind::Fentry => ("floor_fentry", "floor_fexit"),
+        FloorKind::Kprobe => ("floor_kprobe", "floor_kretprobe"),
+        FloorKind::FentryStamp => ("floor_st_fentry", "floor_st_fexit"),
+    }
+}
+
+/// Loads the object (the session's maps at their smallest: the floor programs do not use
+/// them) and attaches the floor pair `kind` to `symbol`; the pair stays attached while the
+/// returned value lives.
+pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
     let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
     let mut bpf = EbpfLoader::new()
         .btf(Some(&btf))
@@ -32,9 +61,9 @@ pub fn attach(symbol: &str, method: AttachMethod) -> anyhow::Result<Ebpf> {
         .map_max_entries(MAP_HIST_STATS, 1)
         .load(EBPF_OBJECT)
         .context("loading the eBPF object")?;
-    let (entry, exit) = program_names(method);
-    let attached = match method {
-        AttachMethod::Fentry => {
+    let (entry, exit) = program_names(kind);
+    let attached = match kind {
+        FloorKind::Fentry | FloorKind::FentryStamp => {
             let fexit: &mut FExit = program(&mut bpf, exit)?;
             fexit.load(symbol, &btf)?;
             fexit.attach()?;
@@ -42,7 +71,7 @@ pub fn attach(symbol: &str, method: AttachMethod) -> anyhow::Result<Ebpf> {
             fentry.load(symbol, &btf)?;
             fentry.attach().map(|_| ())
         }
-        AttachMethod::Kprobe => [exit, entry].into_iter().try_for_each(|name| {
+        FloorKind::Kprobe => [exit, entry].into_iter().try_for_each(|name| {
             let kprobe: &mut KProbe = program(&mut bpf, name)?;
             kprobe.load()?;
             kprobe.attach(symbol, 0).map(|_| ())

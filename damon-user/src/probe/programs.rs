@@ -1,8 +1,8 @@
 //! The embedded eBPF object and the names userspace asks it for: programs per traced function
 //! and attach method, the calibration trigger, and our maps.
 use damon_common::{
-    FunctionId, MAP_AGGR_LAST, MAP_COUNTERS, MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_NODE_PFNS,
-    MAP_STAMPS,
+    FunctionId, MAP_AGGR_LAST, MAP_COUNTERS, MAP_EVENTS, MAP_FLOOR_STAMPS, MAP_HIST,
+    MAP_HIST_STATS, MAP_NODE_PFNS, MAP_STAMPS,
 };
 
 use crate::trace::{AttachMethod, TracedFunction};
@@ -64,16 +64,16 @@ pub(super) fn all_program_names() -> Vec<String> {
         .collect()
 }
 
-/// The benchmark's floor programs (`bench-floor`), both methods.
+/// The benchmark's floor programs (`bench-floor`), every kind.
 fn floor_program_names() -> impl Iterator<Item = String> {
-    AttachMethod::ALL.into_iter().flat_map(|m| {
-        let (entry, exit) = super::floor::program_names(m);
+    super::floor::FloorKind::ALL.into_iter().flat_map(|k| {
+        let (entry, exit) = super::floor::program_names(k);
         [entry.to_owned(), exit.to_owned()]
     })
 }
 
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 7] = [
+pub(super) const MAP_NAMES: [&str; 8] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -81,6 +81,7 @@ pub(super) const MAP_NAMES: [&str; 7] = [
     MAP_NODE_PFNS,
     MAP_HIST,
     MAP_HIST_STATS,
+    MAP_FLOOR_STAMPS,
 ];
 
 #[cfg(test)]

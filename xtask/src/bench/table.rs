@@ -24,12 +24,16 @@ pub enum Config {
     /// The floor of fentry timing: an fentry/fexit pair that only reads the clock, once each
     /// (`damon-trace bench-floor --attach fentry`).
     FloorFentry,
-    /// The floor of kprobe timing: an empty kprobe/kretprobe pair.
+    /// The floor of kprobe timing: a kprobe/kretprobe pair that only reads the clock, once each
+    /// (`damon-trace bench-floor --attach kprobe`; an empty pair until December 2026).
     FloorKprobe,
+    /// The fentry floor plus the per-task stamp any exact timing keeps: the entry time in a
+    /// hash map keyed by tid, a lookup on each side (`bench-floor --attach fentry-stamp`).
+    FloorFentryStamp,
 }
 
 impl Config {
-    pub const ALL: [Config; 8] = [
+    pub const ALL: [Config; 9] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -38,6 +42,7 @@ impl Config {
         Config::StreamFentryReader,
         Config::FloorFentry,
         Config::FloorKprobe,
+        Config::FloorFentryStamp,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -51,6 +56,7 @@ impl Config {
             Config::StreamFentryReader => "stream-fentry-reader",
             Config::FloorFentry => "floor-fentry",
             Config::FloorKprobe => "floor-kprobe",
+            Config::FloorFentryStamp => "floor-fentry-stamp",
         }
     }
 
@@ -65,7 +71,10 @@ impl Config {
                 "damon-trace --mode stream --attach fentry (reader draining on the same host thread)"
             }
             Config::FloorFentry => "floor: fentry/fexit pair reading the clock once each",
-            Config::FloorKprobe => "floor: empty kprobe/kretprobe pair",
+            Config::FloorKprobe => "floor: kprobe/kretprobe pair reading the clock once each",
+            Config::FloorFentryStamp => {
+                "floor: fentry/fexit pair reading the clock, with a per-task stamp in a hash map"
+            }
         }
     }
 
@@ -79,7 +88,8 @@ impl Config {
             | Config::Bpftrace
             | Config::StreamFentryReader
             | Config::FloorFentry
-            | Config::FloorKprobe => None,
+            | Config::FloorKprobe
+            | Config::FloorFentryStamp => None,
         }
     }
 
@@ -88,7 +98,7 @@ impl Config {
     pub fn counts_calls(self) -> bool {
         !matches!(
             self,
-            Config::Untraced | Config::FloorFentry | Config::FloorKprobe
+            Config::Untraced | Config::FloorFentry | Config::FloorKprobe | Config::FloorFentryStamp
         )
     }
 
@@ -378,6 +388,98 @@ pub fn markdown(rows: &[Row]) -> String {
     s
 }
 
+/// A tracer's added cost over a floor's: the mean over rounds of (its ns/call − the floor's in
+/// the same round), with a t interval over those paired differences (rounds as the unit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AboveFloor {
+    pub config: Config,
+    pub floor: Config,
+    pub mean_ns: f64,
+    /// Half-width of the 95 % interval of the mean (t with rounds − 1 df).
+    pub half_width_ns: f64,
+    pub rounds: usize,
+}
+
+impl AboveFloor {
+    /// Which tracer is compared with which floor: ours with the floor of its attach method
+    /// and (fentry) with the stamp floor; the kprobe floor with the fentry floor (what the
+    /// kernel's kprobe path costs over its fentry path, the same two clock reads in both); and
+    /// the stamp floor with the fentry floor (what the per-task stamp costs).
+    pub const PAIRS: [(Config, Config); 7] = [
+        (Config::StreamFentry, Config::FloorFentry),
+        (Config::KernelFentry, Config::FloorFentry),
+        (Config::StreamKprobe, Config::FloorKprobe),
+        (Config::StreamFentry, Config::FloorFentryStamp),
+        (Config::KernelFentry, Config::FloorFentryStamp),
+        (Config::FloorKprobe, Config::FloorFentry),
+        (Config::FloorFentryStamp, Config::FloorFentry),
+    ];
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "config": self.config.name(),
+            "floor": self.floor.name(),
+            "mean_ns": self.mean_ns,
+            "ci95_half_width_ns": self.half_width_ns,
+            "rounds": self.rounds,
+        })
+    }
+}
+
+/// [`AboveFloor`] for each of [`AboveFloor::PAIRS`] that ran in at least two rounds.
+pub fn above_floor(runs: &[Run]) -> Vec<AboveFloor> {
+    let in_round = |c: Config, round: u32| {
+        runs.iter()
+            .find(|r| r.config == c && r.round == round)
+            .map(|r| r.ns_per_call)
+    };
+    AboveFloor::PAIRS
+        .iter()
+        .filter_map(|&(config, floor)| {
+            let diffs: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.config == config)
+                .filter_map(|r| Some(r.ns_per_call - in_round(floor, r.round)?))
+                .filter(|d| d.is_finite())
+                .collect();
+            let n = diffs.len();
+            if n < 2 {
+                return None;
+            }
+            let mean = diffs.iter().sum::<f64>() / n as f64;
+            let var = diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            Some(AboveFloor {
+                config,
+                floor,
+                mean_ns: mean,
+                half_width_ns: stats::t975(n - 1) * (var / n as f64).sqrt(),
+                rounds: n,
+            })
+        })
+        .collect()
+}
+
+/// The Markdown table of [`above_floor`].
+pub fn above_floor_markdown(rows: &[AboveFloor]) -> String {
+    let mut s = String::from(
+        "| configuration | above | added ns/call, mean [95 % interval] | rounds |\n\
+         |---|---|---:|---:|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} [{:.0}, {:.0}] | {} |",
+            r.config.describe(),
+            r.floor.describe(),
+            r.mean_ns,
+            r.mean_ns - r.half_width_ns,
+            r.mean_ns + r.half_width_ns,
+            r.rounds
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,6 +491,41 @@ mod tests {
             ns_per_call: ns,
             traced,
         }
+    }
+
+    #[test]
+    fn above_floor_pairs_each_round_with_its_own_floor_run() {
+        let mut runs = Vec::new();
+        // Rounds drift by 100 ns together; ours stays 300, 320, 340 ns above the fentry floor.
+        for (round, base, extra) in [(1, 500.0, 300.0), (2, 600.0, 320.0), (3, 700.0, 340.0)] {
+            runs.push(run(round, Config::FloorFentry, base, None));
+            runs.push(run(round, Config::StreamFentry, base + extra, Some(1000)));
+            runs.push(run(round, Config::FloorKprobe, base + 400.0, None));
+        }
+        // A round whose floor run is missing is left out, not paired with another round's.
+        runs.push(run(4, Config::StreamFentry, 5000.0, Some(1000)));
+        let above = above_floor(&runs);
+        let stream = above
+            .iter()
+            .find(|a| a.config == Config::StreamFentry)
+            .expect("stream/fentry above its floor");
+        assert_eq!(stream.floor, Config::FloorFentry);
+        assert_eq!(stream.rounds, 3);
+        assert!((stream.mean_ns - 320.0).abs() < 1e-9, "{stream:?}");
+        // sd of (300, 320, 340) is 20; t(0.975, 2) = 4.303; 4.303 · 20 / √3 = 49.69.
+        assert!((stream.half_width_ns - 49.69).abs() < 0.01, "{stream:?}");
+        let kprobe = above
+            .iter()
+            .find(|a| a.config == Config::FloorKprobe)
+            .expect("the kprobe floor above the fentry floor");
+        assert_eq!((kprobe.mean_ns, kprobe.half_width_ns), (400.0, 0.0));
+        // Configurations that did not run have no row.
+        assert!(!above.iter().any(|a| a.config == Config::KernelFentry));
+        let md = above_floor_markdown(&above);
+        assert!(
+            md.contains("| damon-trace --mode stream --attach fentry (reader paused) | floor: fentry/fexit pair reading the clock once each | 320 [270, 370] | 3 |"),
+            "{md}"
+        );
     }
 
     #[test]
