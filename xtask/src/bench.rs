@@ -10,6 +10,7 @@
 //! - Optionally, `live`'s resident memory over minutes at full rate (`--live-rss-minutes`).
 //!
 //! Results: `target/bench/bench.md` and `target/bench/bench.json`.
+pub mod above_floor;
 pub mod bpftrace;
 mod guest_script;
 pub mod stats;
@@ -329,6 +330,64 @@ fn live_rss(opts: &BenchOptions) -> Result<Value> {
     }))
 }
 
+/// The per-call overhead runs in one guest boot: their tables into `md`, their data into
+/// `report`; false when a tracer missed some of the loop's calls.
+fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<bool> {
+    let suite = opts.kernel.userland_suite().context(
+        "the overhead runs need a Debian kernel (7.3, 7.2, 6.12 or 6.1) for its bpftrace",
+    )?;
+    let root = bpftrace::ensure(suite)?;
+    let guest_out = opts.out_dir.join("vm");
+    let outcome = Guest::new(
+        opts.kernel.clone(),
+        guest_script(&opts.func, opts.calls, opts.rounds),
+    )
+    .binary(Some(opts.binary.clone()))
+    .trees(vec![root])
+    .out_dir(&guest_out)
+    .timeout(Duration::from_secs(600 + u64::from(opts.rounds) * 600))
+    .run()?;
+    if outcome.status != 0 {
+        bail!(
+            "the guest's bench script failed with status {} (console above)",
+            outcome.status
+        );
+    }
+    let (runs, calls) = collect_runs(&guest_out, opts.rounds, &opts.func)?;
+    let rows = table::rows(&runs, calls)?;
+    let version = fs::read_to_string(guest_out.join("bpftrace-version.txt"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let _ = writeln!(
+        md,
+        "## Per-call overhead\n\n`{}` traced in a loop of {calls} `getppid` calls, {} rounds, \
+         one boot of {} (QEMU TCG: ratios matter, absolute times do not); {version}.\n",
+        opts.func, opts.rounds, outcome.kernel_release
+    );
+    md.push_str(&table::markdown(&rows));
+    let above = above_floor::above_floor(&runs);
+    let _ = writeln!(
+        md,
+        "\nThe intervals are over the rounds of this one boot: they say how well this run \
+         pins its ratios, not how much another boot or a busier host would move them (a \
+         loaded host has moved a ratio by more than its interval). A verdict meant to hold \
+         beyond this machine needs a second run.\n\n\
+         ### Above the floors\n\n\
+         Each tracer's cost over the floor of its attach method (every floor reads the \
+         clock twice, as timing a call must; the stamp floor also keeps each task's entry \
+         time in a hash map, as an exact timing must), paired by round:\n"
+    );
+    md.push_str(&above_floor::markdown(&above));
+    md.push('\n');
+    report["above_floor"] = above.iter().map(above_floor::AboveFloor::to_json).collect();
+    report["kernel"] = json!(outcome.kernel_release);
+    report["bpftrace"] = json!(version);
+    report["overhead"] = rows.iter().map(table::Row::to_json).collect();
+    report["runs"] = runs.iter().map(Run::to_json).collect();
+    Ok(rows.iter().all(|r| r.all_traced))
+}
+
 /// Runs everything asked for and writes the results; false when a run failed to count the
 /// loop's calls (results are still written).
 pub fn run(opts: &BenchOptions) -> Result<bool> {
@@ -339,59 +398,7 @@ pub fn run(opts: &BenchOptions) -> Result<bool> {
     let mut ok = true;
 
     if !opts.skip_overhead {
-        let suite = opts.kernel.userland_suite().context(
-            "the overhead runs need a Debian kernel (7.3, 7.2, 6.12 or 6.1) for its bpftrace",
-        )?;
-        let root = bpftrace::ensure(suite)?;
-        let guest_out = opts.out_dir.join("vm");
-        let outcome = Guest::new(
-            opts.kernel.clone(),
-            guest_script(&opts.func, opts.calls, opts.rounds),
-        )
-        .binary(Some(opts.binary.clone()))
-        .trees(vec![root])
-        .out_dir(&guest_out)
-        .timeout(Duration::from_secs(600 + u64::from(opts.rounds) * 600))
-        .run()?;
-        if outcome.status != 0 {
-            bail!(
-                "the guest's bench script failed with status {} (console above)",
-                outcome.status
-            );
-        }
-        let (runs, calls) = collect_runs(&guest_out, opts.rounds, &opts.func)?;
-        let rows = table::rows(&runs, calls)?;
-        ok &= rows.iter().all(|r| r.all_traced);
-        let version = fs::read_to_string(guest_out.join("bpftrace-version.txt"))
-            .unwrap_or_default()
-            .trim()
-            .to_owned();
-        let _ = writeln!(
-            md,
-            "## Per-call overhead\n\n`{}` traced in a loop of {calls} `getppid` calls, {} rounds, \
-             one boot of {} (QEMU TCG: ratios matter, absolute times do not); {version}.\n",
-            opts.func, opts.rounds, outcome.kernel_release
-        );
-        md.push_str(&table::markdown(&rows));
-        let above = table::above_floor(&runs);
-        let _ = writeln!(
-            md,
-            "\nThe intervals are over the rounds of this one boot: they say how well this run \
-             pins its ratios, not how much another boot or a busier host would move them (a \
-             loaded host has moved a ratio by more than its interval). A verdict meant to hold \
-             beyond this machine needs a second run.\n\n\
-             ### Above the floors\n\n\
-             Each tracer's cost over the floor of its attach method (every floor reads the \
-             clock twice, as timing a call must; the stamp floor also keeps each task's entry \
-             time in a hash map, as an exact timing must), paired by round:\n"
-        );
-        md.push_str(&table::above_floor_markdown(&above));
-        md.push('\n');
-        report["above_floor"] = above.iter().map(table::AboveFloor::to_json).collect();
-        report["kernel"] = json!(outcome.kernel_release);
-        report["bpftrace"] = json!(version);
-        report["overhead"] = rows.iter().map(table::Row::to_json).collect();
-        report["runs"] = runs.iter().map(Run::to_json).collect();
+        ok &= overhead(opts, &mut md, &mut report)?;
     }
 
     let host = host_release_binary()?;
