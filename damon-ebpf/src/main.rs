@@ -473,14 +473,15 @@ pub fn floor_kretprobe(_ctx: RetProbeContext) -> u32 {
 }
 
 /// The stamp floor's map: one entry per task, its last entry time, never deleted (the
-/// benchmark's loop is one task). Tiny: no session uses it.
+/// benchmark's loop is one task). Tiny: aya creates it with every session's maps, and no
+/// session uses it.
 #[map(name = "FLOOR_STAMPS")]
 static FLOOR_STAMPS: HashMap<u32, u64> = HashMap::with_max_entries(64, 0);
 
 /// The benchmark's stamp floor: an fentry/fexit pair that times each call of a task through a
 /// hash map keyed by its tid (a lookup on each side, an insert at the task's first call),
 /// which is what any exact timing must do when a task can be preempted inside the call and
-/// another call of the function start on its CPU (bpftrace's `@start[tid]` does the same).
+/// another call of the function starts on its CPU (bpftrace's `@start[tid]` does the same).
 /// Ours does this, plus the per-function keys, the call stack, the counters and the record or
 /// histogram; this floor shows what the stamp alone costs.
 #[fentry]

@@ -32,8 +32,9 @@
 //!   ~150 ns off the others made the bound wide enough to pass the wrong attach method's
 //!   floor, and four that happened to agree made it narrow enough to fail the held-out
 //!   function (both seen in the 7.2 guest test). test6 has six register arguments; test7
-//!   returns its pointer argument and test8 reads one field through it; measured, their
-//!   medians sit among the other four's (README: Calibration);
+//!   returns its pointer argument and test8 reads one field through it; measured, they
+//!   differ from the other four about as much as those differ among themselves (README:
+//!   Calibration);
 //! - the held-out function is the same kind of function, called in the same syscalls, but not
 //!   in the pool: its corrected median must come out at 0 within the stated ±; it would not if
 //!   the floor held anything but the probe (trigger overhead, a function's own work, another
