@@ -478,14 +478,10 @@ pub fn floor_kretprobe(_ctx: RetProbeContext) -> u32 {
 #[map(name = "FLOOR_STAMPS")]
 static FLOOR_STAMPS: HashMap<u32, u64> = HashMap::with_max_entries(64, 0);
 
-/// The benchmark's stamp floor: an fentry/fexit pair that times each call of a task through a
-/// hash map keyed by its tid (a lookup on each side, an insert at the task's first call),
-/// which is what any exact timing must do when a task can be preempted inside the call and
-/// another call of the function starts on its CPU (bpftrace's `@start[tid]` does the same).
-/// Ours does this, plus the per-function keys, the call stack, the counters and the record or
-/// histogram; this floor shows what the stamp alone costs.
-#[fentry]
-pub fn floor_st_fentry(_ctx: FEntryContext) -> u32 {
+/// The stamp floor's entry side: the task's entry time into [`FLOOR_STAMPS`] (a lookup, an
+/// insert at the task's first call).
+#[inline(always)]
+fn floor_stamp_entry() {
     let tid = bpf_get_current_pid_tgid() as u32;
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
@@ -496,17 +492,77 @@ pub fn floor_st_fentry(_ctx: FEntryContext) -> u32 {
             let _ = FLOOR_STAMPS.insert(tid, now, 0);
         }
     }
+}
+
+/// The stamp floor's exit side: (entry time, duration) of the task's call, if it was stamped.
+#[inline(always)]
+fn floor_stamp_exit() -> Option<(u64, u64)> {
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: a valid map value.
+    let entry = unsafe { *FLOOR_STAMPS.get_ptr(tid)? };
+    Some((entry, now.wrapping_sub(entry)))
+}
+
+/// The benchmark's stamp floor: an fentry/fexit pair that times each call of a task through a
+/// hash map keyed by its tid (a lookup on each side, an insert at the task's first call),
+/// which is what any exact timing must do when a task can be preempted inside the call and
+/// another call of the function starts on its CPU (bpftrace's `@start[tid]` does the same).
+/// Ours does this, plus the per-function keys, the call stack, the counters and the record or
+/// histogram; this floor shows what the stamp alone costs.
+#[fentry]
+pub fn floor_st_fentry(_ctx: FEntryContext) -> u32 {
+    floor_stamp_entry();
     0
 }
 
 #[fexit]
 pub fn floor_st_fexit(_ctx: FExitContext) -> u32 {
-    // SAFETY: helper without preconditions.
-    let now = unsafe { bpf_ktime_get_ns() };
-    let tid = bpf_get_current_pid_tgid() as u32;
-    if let Some(stamp) = FLOOR_STAMPS.get_ptr(tid) {
-        // SAFETY: a valid map value.
-        core::hint::black_box(now.wrapping_sub(unsafe { *stamp }));
+    core::hint::black_box(floor_stamp_exit().map_or(0, |(_, duration)| duration));
+    0
+}
+
+/// The same stamp floor as a kprobe/kretprobe pair: the least an exact kprobe timing costs.
+#[kprobe]
+pub fn floor_sk_entry(_ctx: ProbeContext) -> u32 {
+    floor_stamp_entry();
+    0
+}
+
+#[kretprobe]
+pub fn floor_sk_exit(_ctx: RetProbeContext) -> u32 {
+    core::hint::black_box(floor_stamp_exit().map_or(0, |(_, duration)| duration));
+    0
+}
+
+/// The kprobe stamp floor plus one record per call: a [`CallRecord`] (entry time and
+/// duration, the other fields 0) reserved in the ring and submitted without a wake-up, the
+/// least a stream tracer that is exact under kprobe does per call. `bench-floor` sizes the
+/// ring to hold every record of the benchmark's loop, as the benchmark does for ours.
+#[kprobe]
+pub fn floor_skr_entry(_ctx: ProbeContext) -> u32 {
+    floor_stamp_entry();
+    0
+}
+
+#[kretprobe]
+pub fn floor_skr_exit(_ctx: RetProbeContext) -> u32 {
+    if let Some((entry_ns, duration_ns)) = floor_stamp_exit()
+        && let Some(mut slot) = EVENTS.reserve::<CallRecord>(0)
+    {
+        slot.write(CallRecord {
+            entry_ns,
+            duration_ns,
+            value: 0,
+            arg0: 0,
+            arg1: 0,
+            pid: 0,
+            tid: 0,
+            cpu: 0,
+            func: 0,
+        });
+        slot.submit(BPF_RB_NO_WAKEUP as u64);
     }
     0
 }

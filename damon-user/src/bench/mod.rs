@@ -80,9 +80,10 @@ pub struct FloorArgs {
     #[arg(long)]
     pub func: String,
     /// fentry: an fentry/fexit pair reading the clock once each; kprobe: a kprobe/kretprobe
-    /// pair reading the clock once each; fentry-stamp: the fentry pair keeping each task's
-    /// entry time in a hash map, as any exact timing must.
-    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp"])]
+    /// pair reading the clock once each; fentry-stamp, kprobe-stamp: either pair keeping each
+    /// task's entry time in a hash map, as any exact timing must; kprobe-stamp-ring: the
+    /// kprobe stamp pair also writing a 56-byte ring record per call.
+    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp", "kprobe-stamp", "kprobe-stamp-ring"])]
     pub attach: String,
 }
 

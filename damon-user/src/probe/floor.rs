@@ -1,7 +1,8 @@
 //! `bench-floor`: the benchmark's floor programs (an fentry/fexit or a kprobe/kretprobe pair
-//! that only reads the clock, once each, or an fentry/fexit pair that also keeps a per-task
-//! stamp in a hash map) attached to one function, so `cargo xtask bench` can time the kernel's
-//! own attach path, and the stamp any exact timing needs, next to ours.
+//! that only reads the clock, once each; either pair also keeping a per-task stamp in a hash
+//! map; the kprobe pair with the stamp and one ring record per call) attached to one function,
+//! so `cargo xtask bench` can time the kernel's own attach path, the stamp any exact timing
+//! needs and the record a stream tracer writes, next to ours.
 use anyhow::Context as _;
 use aya::{
     Btf, Ebpf, EbpfLoader,
@@ -21,10 +22,21 @@ pub enum FloorKind {
     /// fentry/fexit, reading the clock once each and keeping the entry time per task in a
     /// hash map (lookup on both sides).
     FentryStamp,
+    /// kprobe/kretprobe with the same per-task stamp.
+    KprobeStamp,
+    /// kprobe/kretprobe with the per-task stamp and a 56-byte record reserved and submitted
+    /// in the ring per call (no wake-up).
+    KprobeStampRing,
 }
 
 impl FloorKind {
-    pub const ALL: [FloorKind; 3] = [FloorKind::Fentry, FloorKind::Kprobe, FloorKind::FentryStamp];
+    pub const ALL: [FloorKind; 5] = [
+        FloorKind::Fentry,
+        FloorKind::Kprobe,
+        FloorKind::FentryStamp,
+        FloorKind::KprobeStamp,
+        FloorKind::KprobeStampRing,
+    ];
 
     /// `bench-floor --attach`'s value.
     pub const fn as_str(self) -> &'static str {
@@ -32,6 +44,8 @@ impl FloorKind {
             FloorKind::Fentry => "fentry",
             FloorKind::Kprobe => "kprobe",
             FloorKind::FentryStamp => "fentry-stamp",
+            FloorKind::KprobeStamp => "kprobe-stamp",
+            FloorKind::KprobeStampRing => "kprobe-stamp-ring",
         }
     }
 
@@ -46,17 +60,27 @@ pub const fn program_names(kind: FloorKind) -> (&'static str, &'static str) {
         FloorKind::Fentry => ("floor_fentry", "floor_fexit"),
         FloorKind::Kprobe => ("floor_kprobe", "floor_kretprobe"),
         FloorKind::FentryStamp => ("floor_st_fentry", "floor_st_fexit"),
+        FloorKind::KprobeStamp => ("floor_sk_entry", "floor_sk_exit"),
+        FloorKind::KprobeStampRing => ("floor_skr_entry", "floor_skr_exit"),
     }
 }
 
-/// Loads the object (the session's maps at their smallest: the floor programs do not use
+/// The ring of the record floor: as large as the benchmark gives ours (`record --ring-size`),
+/// so that every call of its loop finds room and pays a real reserve and submit.
+pub const RECORD_FLOOR_RING_BYTES: u32 = 32 << 20;
+
+/// Loads the object (the session's maps at their smallest where the floor programs do not use
 /// them) and attaches the floor pair `kind` to `symbol`; the pair stays attached while the
 /// returned value lives.
 pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
     let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
+    let ring_bytes = match kind {
+        FloorKind::KprobeStampRing => RECORD_FLOOR_RING_BYTES,
+        _ => 4096,
+    };
     let mut bpf = EbpfLoader::new()
         .btf(Some(&btf))
-        .map_max_entries(MAP_EVENTS, 4096)
+        .map_max_entries(MAP_EVENTS, ring_bytes)
         .map_max_entries(MAP_HIST, 1)
         .map_max_entries(MAP_HIST_STATS, 1)
         .load(EBPF_OBJECT)
@@ -71,11 +95,13 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
             fentry.load(symbol, &btf)?;
             fentry.attach().map(|_| ())
         }
-        FloorKind::Kprobe => [exit, entry].into_iter().try_for_each(|name| {
-            let kprobe: &mut KProbe = program(&mut bpf, name)?;
-            kprobe.load()?;
-            kprobe.attach(symbol, 0).map(|_| ())
-        }),
+        FloorKind::Kprobe | FloorKind::KprobeStamp | FloorKind::KprobeStampRing => {
+            [exit, entry].into_iter().try_for_each(|name| {
+                let kprobe: &mut KProbe = program(&mut bpf, name)?;
+                kprobe.load()?;
+                kprobe.attach(symbol, 0).map(|_| ())
+            })
+        }
     };
     attached.with_context(|| format!("attaching {entry}/{exit} to {symbol}"))?;
     Ok(bpf)

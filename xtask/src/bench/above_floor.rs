@@ -23,17 +23,23 @@ pub struct AboveFloor {
 
 impl AboveFloor {
     /// Which tracer is compared with which floor: ours with the floor of its attach method
-    /// and (fentry) with the stamp floor; the kprobe floor with the fentry floor (what the
-    /// kernel's kprobe path costs over its fentry path, the same two clock reads in both); and
-    /// the stamp floor with the fentry floor (what the per-task stamp costs).
-    pub const PAIRS: [(Config, Config); 7] = [
+    /// and with the stamp floor (and, kprobe, the record floor); the kprobe floor with the
+    /// fentry floor (what the kernel's kprobe path costs over its fentry path, the same two
+    /// clock reads in both); each stamp floor with its attach method's floor (what the
+    /// per-task stamp costs); and the record floor with the kprobe stamp floor (what a ring
+    /// record per call costs).
+    pub const PAIRS: [(Config, Config); 11] = [
         (Config::StreamFentry, Config::FloorFentry),
         (Config::KernelFentry, Config::FloorFentry),
         (Config::StreamKprobe, Config::FloorKprobe),
         (Config::StreamFentry, Config::FloorFentryStamp),
         (Config::KernelFentry, Config::FloorFentryStamp),
+        (Config::StreamKprobe, Config::FloorKprobeStamp),
+        (Config::StreamKprobe, Config::FloorKprobeStampRing),
         (Config::FloorKprobe, Config::FloorFentry),
         (Config::FloorFentryStamp, Config::FloorFentry),
+        (Config::FloorKprobeStamp, Config::FloorKprobe),
+        (Config::FloorKprobeStampRing, Config::FloorKprobeStamp),
     ];
 
     pub fn to_json(&self) -> Value {

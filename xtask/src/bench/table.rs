@@ -30,10 +30,16 @@ pub enum Config {
     /// The fentry floor plus the per-task stamp any exact timing keeps: the entry time in a
     /// hash map keyed by tid, a lookup on each side (`bench-floor --attach fentry-stamp`).
     FloorFentryStamp,
+    /// The kprobe floor plus the same per-task stamp (`bench-floor --attach kprobe-stamp`).
+    FloorKprobeStamp,
+    /// The kprobe stamp floor plus one 56-byte ring record per call, reserved and submitted
+    /// without a wake-up (`bench-floor --attach kprobe-stamp-ring`): the least an exact
+    /// stream tracer under kprobe does.
+    FloorKprobeStampRing,
 }
 
 impl Config {
-    pub const ALL: [Config; 9] = [
+    pub const ALL: [Config; 11] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -43,6 +49,8 @@ impl Config {
         Config::FloorFentry,
         Config::FloorKprobe,
         Config::FloorFentryStamp,
+        Config::FloorKprobeStamp,
+        Config::FloorKprobeStampRing,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -57,6 +65,8 @@ impl Config {
             Config::FloorFentry => "floor-fentry",
             Config::FloorKprobe => "floor-kprobe",
             Config::FloorFentryStamp => "floor-fentry-stamp",
+            Config::FloorKprobeStamp => "floor-kprobe-stamp",
+            Config::FloorKprobeStampRing => "floor-kprobe-stamp-ring",
         }
     }
 
@@ -75,6 +85,12 @@ impl Config {
             Config::FloorFentryStamp => {
                 "floor: fentry/fexit pair reading the clock, with a per-task stamp in a hash map"
             }
+            Config::FloorKprobeStamp => {
+                "floor: kprobe/kretprobe pair reading the clock, with a per-task stamp in a hash map"
+            }
+            Config::FloorKprobeStampRing => {
+                "floor: kprobe/kretprobe pair with the per-task stamp and a 56-byte ring record per call"
+            }
         }
     }
 
@@ -89,7 +105,9 @@ impl Config {
             | Config::StreamFentryReader
             | Config::FloorFentry
             | Config::FloorKprobe
-            | Config::FloorFentryStamp => None,
+            | Config::FloorFentryStamp
+            | Config::FloorKprobeStamp
+            | Config::FloorKprobeStampRing => None,
         }
     }
 
@@ -98,7 +116,12 @@ impl Config {
     pub fn counts_calls(self) -> bool {
         !matches!(
             self,
-            Config::Untraced | Config::FloorFentry | Config::FloorKprobe | Config::FloorFentryStamp
+            Config::Untraced
+                | Config::FloorFentry
+                | Config::FloorKprobe
+                | Config::FloorFentryStamp
+                | Config::FloorKprobeStamp
+                | Config::FloorKprobeStampRing
         )
     }
 
