@@ -374,9 +374,11 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
          loaded host has moved a ratio by more than its interval). A verdict meant to hold \
          beyond this machine needs a second run.\n\n\
          ### Above the floors\n\n\
-         Each tracer's cost over the floor of its attach method (every floor reads the \
-         clock twice, as timing a call must; the stamp floor also keeps each task's entry \
-         time in a hash map, as an exact timing must), paired by round:\n"
+         Each tracer's cost over the floors of its attach method, and each floor's over \
+         the one below it (every floor reads the clock twice, as timing a call must; the \
+         stamp floors also keep each task's entry time in a hash map, as an exact timing \
+         must; the record floor also writes one ring record per call, as a stream tracer \
+         must), paired by round:\n"
     );
     md.push_str(&above_floor::markdown(&above));
     md.push('\n');

@@ -1,0 +1,140 @@
+//! The benchmark's floors (`damon-trace bench-floor`; no session attaches them): the least a
+//! tracer of each kind does per call, measured next to ours by `cargo xtask bench`.
+use aya_ebpf::{
+    bindings::BPF_RB_NO_WAKEUP,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{fentry, fexit, kprobe, kretprobe, map},
+    maps::HashMap,
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+};
+use damon_common::CallRecord;
+
+use crate::EVENTS;
+
+/// The benchmark's floor (`damon-trace bench-floor`, never attached by a session): an
+/// fentry/fexit pair and a kprobe/kretprobe pair that only read the clock, once each, as the
+/// timing of a call must. Attached to the benchmark's function, they show what the kernel's
+/// attach path and the two clock reads cost on their own, below which no tracer of either kind
+/// can go; the same work in both pairs, so ours minus each floor compares like with like.
+#[fentry]
+pub fn floor_fentry(_ctx: FEntryContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+#[fexit]
+pub fn floor_fexit(_ctx: FExitContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+#[kprobe]
+pub fn floor_kprobe(_ctx: ProbeContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+#[kretprobe]
+pub fn floor_kretprobe(_ctx: RetProbeContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    core::hint::black_box(unsafe { bpf_ktime_get_ns() });
+    0
+}
+
+/// The stamp floor's map: one entry per task, its last entry time, never deleted (the
+/// benchmark's loop is one task). Tiny: aya creates it with every session's maps, and no
+/// session uses it.
+#[map(name = "FLOOR_STAMPS")]
+static FLOOR_STAMPS: HashMap<u32, u64> = HashMap::with_max_entries(64, 0);
+
+/// The stamp floor's entry side: the task's entry time into [`FLOOR_STAMPS`] (a lookup, an
+/// insert at the task's first call).
+#[inline(always)]
+fn floor_stamp_entry() {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    match FLOOR_STAMPS.get_ptr_mut(tid) {
+        // SAFETY: a valid map value; only this task writes its key.
+        Some(stamp) => unsafe { *stamp = now },
+        None => {
+            let _ = FLOOR_STAMPS.insert(tid, now, 0);
+        }
+    }
+}
+
+/// The stamp floor's exit side: (entry time, duration) of the task's call, if it was stamped.
+#[inline(always)]
+fn floor_stamp_exit() -> Option<(u64, u64)> {
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: a valid map value.
+    let entry = unsafe { *FLOOR_STAMPS.get_ptr(tid)? };
+    Some((entry, now.wrapping_sub(entry)))
+}
+
+/// The benchmark's stamp floor: an fentry/fexit pair that times each call of a task through a
+/// hash map keyed by its tid (a lookup on each side, an insert at the task's first call),
+/// which is what any exact timing must do when a task can be preempted inside the call and
+/// another call of the function starts on its CPU (bpftrace's `@start[tid]` does the same).
+/// Ours does this, plus the per-function keys, the call stack, the counters and the record or
+/// histogram; this floor shows what the stamp alone costs.
+#[fentry]
+pub fn floor_st_fentry(_ctx: FEntryContext) -> u32 {
+    floor_stamp_entry();
+    0
+}
+
+#[fexit]
+pub fn floor_st_fexit(_ctx: FExitContext) -> u32 {
+    core::hint::black_box(floor_stamp_exit().map_or(0, |(_, duration)| duration));
+    0
+}
+
+/// The same stamp floor as a kprobe/kretprobe pair: the least an exact kprobe timing costs.
+#[kprobe]
+pub fn floor_sk_entry(_ctx: ProbeContext) -> u32 {
+    floor_stamp_entry();
+    0
+}
+
+#[kretprobe]
+pub fn floor_sk_exit(_ctx: RetProbeContext) -> u32 {
+    core::hint::black_box(floor_stamp_exit().map_or(0, |(_, duration)| duration));
+    0
+}
+
+/// The kprobe stamp floor plus one record per call: a [`CallRecord`] (entry time and
+/// duration, the other fields 0) reserved in the ring and submitted without a wake-up, the
+/// least a stream tracer that is exact under kprobe does per call. `bench-floor` sizes the
+/// ring to hold every record of the benchmark's loop, as the benchmark does for ours.
+#[kprobe]
+pub fn floor_skr_entry(_ctx: ProbeContext) -> u32 {
+    floor_stamp_entry();
+    0
+}
+
+#[kretprobe]
+pub fn floor_skr_exit(_ctx: RetProbeContext) -> u32 {
+    if let Some((entry_ns, duration_ns)) = floor_stamp_exit()
+        && let Some(mut slot) = EVENTS.reserve::<CallRecord>(0)
+    {
+        slot.write(CallRecord {
+            entry_ns,
+            duration_ns,
+            value: 0,
+            arg0: 0,
+            arg1: 0,
+            pid: 0,
+            tid: 0,
+            cpu: 0,
+            func: 0,
+        });
+        slot.submit(BPF_RB_NO_WAKEUP as u64);
+    }
+    0
+}
