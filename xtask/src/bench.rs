@@ -11,6 +11,7 @@
 //!
 //! Results: `target/bench/bench.md` and `target/bench/bench.json`.
 pub mod above_floor;
+pub mod boots;
 pub mod bpftrace;
 mod guest_script;
 pub mod stats;
@@ -49,6 +50,11 @@ pub struct BenchOptions {
     /// System calls per loop.
     pub calls: u64,
     pub rounds: u32,
+    /// Guest boots of the overhead runs; with two or more, verdicts come from the boots
+    /// ([`boots`]).
+    pub boots: u32,
+    /// Only combine these earlier runs' `bench.json` files across boots; run nothing.
+    pub combine: Vec<PathBuf>,
     pub func: String,
     /// Records per `bench-decode` path.
     pub decode_records: u64,
@@ -372,7 +378,8 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
         "\nThe intervals are over the rounds of this one boot: they say how well this run \
          pins its ratios, not how much another boot or a busier host would move them (a \
          loaded host has moved a ratio by more than its interval). A verdict meant to hold \
-         beyond this machine needs a second run.\n\n\
+         beyond this boot needs more boots: `cargo xtask bench --boots N` judges across them, \
+         and `--combine` across earlier runs' bench.json.\n\n\
          ### Above the floors\n\n\
          Each tracer's cost over the floors of its attach method, and each floor's over \
          the one below it (every floor reads the clock twice, as timing a call must; the \
@@ -395,12 +402,19 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
 pub fn run(opts: &BenchOptions) -> Result<bool> {
     fs::create_dir_all(&opts.out_dir)
         .with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    if !opts.combine.is_empty() {
+        return boots::combine(opts);
+    }
     let mut md = String::from("# damon-trace benchmarks\n\n");
     let mut report = json!({ "func": opts.func, "calls": opts.calls, "rounds": opts.rounds });
     let mut ok = true;
 
     if !opts.skip_overhead {
-        ok &= overhead(opts, &mut md, &mut report)?;
+        ok &= if opts.boots > 1 {
+            boots::overhead_boots(opts, &mut md, &mut report)?
+        } else {
+            overhead(opts, &mut md, &mut report)?
+        };
     }
 
     let host = host_release_binary()?;
@@ -436,18 +450,24 @@ pub fn run(opts: &BenchOptions) -> Result<bool> {
         report["live_rss"] = live;
     }
 
-    let md_path = opts.out_dir.join("bench.md");
-    fs::write(&md_path, &md)?;
-    fs::write(
-        opts.out_dir.join("bench.json"),
-        serde_json::to_string_pretty(&report)?,
-    )?;
     println!("{md}");
+    write_results(&opts.out_dir, "bench", &md, &report)?;
+    Ok(ok)
+}
+
+/// Writes `dir/stem.md` and `dir/stem.json` and says so.
+fn write_results(dir: &Path, stem: &str, md: &str, json: &Value) -> Result<()> {
+    let md_path = dir.join(format!("{stem}.md"));
+    fs::write(&md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
+    fs::write(
+        dir.join(format!("{stem}.json")),
+        serde_json::to_string_pretty(json)?,
+    )?;
     status(
         "bench",
-        format!("wrote {} and bench.json", md_path.display()),
+        format!("wrote {} and {stem}.json", md_path.display()),
     );
-    Ok(ok)
+    Ok(())
 }
 
 #[cfg(test)]

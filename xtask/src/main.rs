@@ -208,7 +208,7 @@ enum Cmd {
         binary: Option<PathBuf>,
     },
     /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
-    /// guest boot (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
+    /// guest boot or --boots N (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
     /// alternating for --rounds), userspace decode/aggregate/write throughput on this host,
     /// and optionally `live`'s memory at full rate. Writes target/bench/bench.{md,json}.
     Bench {
@@ -221,6 +221,17 @@ enum Cmd {
         /// intervals said about 32 rounds would settle stream/fentry's (about 2 min a round).
         #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(2..=100))]
         rounds: u32,
+        /// Guest boots of the overhead runs, one after another. With 2 or more, each boot's
+        /// tables go to target/bench/boot-K/ and the verdicts come from the boots (t interval
+        /// over each boot's estimate): a boot's own interval is over its rounds and does not
+        /// hold what moves a whole boot.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        boots: u32,
+        /// Run nothing: combine the bench.json files of earlier runs (one boot each, or a
+        /// --boots run's) into verdicts across their boots, written to
+        /// target/bench/boots.{md,json}. Boots of one kernel, function and loop only.
+        #[arg(long, num_args = 1.., value_name = "BENCH_JSON")]
+        combine: Vec<PathBuf>,
         /// 7.3 (Debian trixie-backports, bpftrace from trixie), 7.2 (Debian sid), 6.12 (Debian
         /// trixie) or 6.1 (Debian bookworm): the guest kernel and bpftrace's suite.
         #[arg(long, default_value = "7.2")]
@@ -487,6 +498,8 @@ fn measurement(cmd: Cmd) -> Result<bool> {
         Cmd::Bench {
             calls,
             rounds,
+            boots,
+            combine,
             kernel,
             func,
             decode_records,
@@ -494,11 +507,18 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             skip_overhead,
             binary,
         } => {
-            let binary = binary_or_build(binary)?;
+            // Combining earlier runs needs no binary.
+            let binary = if combine.is_empty() {
+                binary_or_build(binary)?
+            } else {
+                binary.unwrap_or_default()
+            };
             let opts = BenchOptions {
                 kernel,
                 calls,
                 rounds,
+                boots,
+                combine,
                 func,
                 decode_records,
                 live_rss_minutes,
