@@ -13,6 +13,7 @@ pub mod debroot;
 pub mod demo;
 pub mod dist;
 pub mod elf;
+pub mod floor_check;
 pub mod guest;
 pub mod host;
 pub mod initramfs;
