@@ -5,24 +5,41 @@
 #[macro_export]
 macro_rules! wait_kdamond_on {
     () => {
-        "# Until the scenario's kdamond runs: a fixed sleep lost that race on a loaded 6.12 guest.
-i=0
-until [ \"$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)\" = on ]; do
-  i=$((i+1))
-  if [ $i -gt 300 ]; then
-    echo 'kdamond 0 not on 60 s after the scenario started' >&2
-    cat /out/scenario.err /out/scenario.log >&2 2>/dev/null || true
+        r#"# Until the scenario's kdamond runs: a fixed sleep lost that race on a loaded 6.12 guest.
+# The scenario gives its workload up to 120 s to become ready (READY_TIMEOUT in
+# damon-user/src/damon/scenario.rs) before it configures DAMON, so a deadline shorter than
+# that fails a slow host, not a broken build: wait up to 180 s by the guest's clock, and stop
+# as soon as the scenario has exited (then it failed, and says why on its stderr).
+kd_t0=$(cut -d. -f1 /proc/uptime)
+until [ "$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)" = on ]; do
+  case "$(cat /proc/$scenario/status 2>/dev/null)" in
+    '' | *'State:'*'Z (zombie)'*)
+      kd_rc=0; wait $scenario || kd_rc=$?
+      echo "kdamond 0 not on: the scenario exited (status $kd_rc) before turning it on" >&2
+      cat /out/scenario.err >&2 2>/dev/null || true
+      exit 97;;
+  esac
+  if [ $(($(cut -d. -f1 /proc/uptime) - kd_t0)) -ge 180 ]; then
+    echo 'kdamond 0 not on 180 s after the scenario started (it allows its workload 120 s)' >&2
+    cat /out/scenario.err /out/scenario.out >&2 2>/dev/null || true
     exit 97
   fi
   sleep 0.2
 done
-"
+"#
     };
 }
 
+/// How long [`WAIT_KDAMOND_ON`] waits at most: the scenario's own 120 s for its workload to
+/// become ready (`READY_TIMEOUT` in damon-user/src/damon/scenario.rs) plus a minute for
+/// configuring DAMON on a slow guest. The script spells the number out (`concat!` takes
+/// literals only); a unit test keeps the two equal.
+pub const KDAMOND_WAIT_S: u64 = 180;
+
 /// Waits (polling every 0.2 s) until kdamond 0 is on — the scenario started in the background
-/// just before runs — and fails the guest script with status 97, the scenario's stderr on the
-/// console, if that takes more than 60 s. Ends with a newline.
+/// just before runs, its pid in `$scenario` — and fails the guest script with status 97 and
+/// the scenario's stderr on the console if the scenario exits first or the kdamond is not on
+/// within [`KDAMOND_WAIT_S`] (by the guest's `/proc/uptime`). Ends with a newline.
 pub const WAIT_KDAMOND_ON: &str = wait_kdamond_on!();
 
 /// Starts `damon-trace scenario migrate-hot --duration SECONDSs ARGS` in the background, its
@@ -41,7 +58,8 @@ pub fn spawn_scenario(seconds: u64, args: &str) -> String {
 }
 
 /// [`spawn_scenario`], then [`WAIT_KDAMOND_ON`]: the script goes on once the scenario's
-/// kdamond is on, and fails (status 97) if it is not on within 60 s. Ends with a newline.
+/// kdamond is on, and fails (status 97) if the scenario exits first or the kdamond is not on
+/// within [`KDAMOND_WAIT_S`]. Ends with a newline.
 pub fn start_scenario(seconds: u64, args: &str) -> String {
     format!("{}{WAIT_KDAMOND_ON}", spawn_scenario(seconds, args))
 }
@@ -89,5 +107,14 @@ mod tests {
         // The wait fails the script instead of going on without a kdamond.
         assert!(WAIT_KDAMOND_ON.contains("exit 97"));
         assert!(!WAIT_KDAMOND_ON.contains("break"));
+        // At least the scenario's own 120 s for its workload, and the number the script uses.
+        const { assert!(KDAMOND_WAIT_S >= 120 + 30) };
+        assert!(
+            WAIT_KDAMOND_ON.contains(&format!("kd_t0)) -ge {KDAMOND_WAIT_S} ]"))
+                && WAIT_KDAMOND_ON.contains(&format!("not on {KDAMOND_WAIT_S} s after")),
+            "{WAIT_KDAMOND_ON}"
+        );
+        // A dead scenario fails the wait at once, with its status.
+        assert!(WAIT_KDAMOND_ON.contains("/proc/$scenario/status"));
     }
 }

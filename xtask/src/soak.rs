@@ -42,8 +42,8 @@ pub const LEAK_BYTES_PER_CALL: f64 = 32.0;
 pub const MIN_SLOPE_KIB_S: f64 = 1.0;
 
 /// The guest script: scenario in the background, `record` for `seconds`, a sample of the
-/// recorder every `every_s` seconds into /out/samples.txt until the last second of the
-/// recording, then the capture's JSON report.
+/// recorder at `t0 + k·every_s` (t0: the first sample, by the guest's `/proc/uptime`) into
+/// /out/samples.txt until the last second of the recording, then the capture's JSON report.
 pub fn guest_script(seconds: u64, every_s: u64) -> String {
     let last = seconds.saturating_sub(1);
     let body = format!(
@@ -63,7 +63,11 @@ while :; do
   echo \"$st\" | awk -v t=$now -v fds=$fds \\
     '/^VmRSS/{{r=$2}} /^RssAnon/{{a=$2}} /^RssFile/{{f=$2}} /^RssShmem/{{s=$2}} \\
      END{{if (r != \"\") print t, r, a, f, s, fds}}' >> /out/samples.txt
-  sleep {every_s}
+  # Sleep until the next slot t0 + k*{every_s} s still ahead, not a fixed {every_s} s: the forks
+  # above take a while on a busy emulated guest, and a fixed sleep would let them stretch the
+  # period (fewer samples on a slower host). A slot already missed is skipped, not made up.
+  sleep $(awk -v t=$t0 -v e={every_s} \\
+    '{{ printf \"%.2f\", t + (int(($1 - t) / e) + 1) * e - $1 }}' /proc/uptime)
 done
 set -e
 wait $rec
@@ -126,6 +130,9 @@ pub struct Analysis {
     pub samples: Vec<Sample>,
     /// Samples before this time are warm-up (the first quarter of the run, at least 2).
     pub warmup_s: f64,
+    /// How many of `samples` are warm-up; the rest are what the level bounds and the slope
+    /// fit judge ([`Analysis::after_warmup`]).
+    pub warmup_samples: usize,
     pub early_max_rss_kib: u64,
     /// `early_max × 1.25 + 1 MiB`: no sample after warm-up may exceed it.
     pub rss_bound_kib: u64,
@@ -260,6 +267,7 @@ impl Analysis {
             )),
         }
         Analysis {
+            warmup_samples: early.len(),
             samples,
             warmup_s,
             early_max_rss_kib: early_max,
@@ -271,6 +279,11 @@ impl Analysis {
             duration_s,
             failures,
         }
+    }
+
+    /// The samples after warm-up: those the level bounds and the slope fit judge.
+    pub fn after_warmup(&self) -> &[Sample] {
+        &self.samples[self.warmup_samples..]
     }
 
     fn range(&self, f: impl Fn(&Sample) -> u64) -> (u64, u64) {
@@ -471,6 +484,9 @@ mod tests {
         let a = Analysis::new(s, &report(100, 90, 10));
         assert!(a.failures.is_empty(), "{:?}", a.failures);
         assert_eq!(a.early_max_rss_kib, 9400);
+        // Warm-up: the first quarter (to 5.25 s), at least two samples; six judged after it.
+        assert_eq!((a.warmup_samples, a.after_warmup().len()), (2, 6));
+        assert_eq!(a.after_warmup()[0].t_s, 6.0);
         assert_eq!(a.rss_bound_kib, 9400 * 5 / 4 + 1024);
         assert_eq!(a.anon_bound_kib, 9250 * 5 / 4 + 256);
         assert_eq!(a.totals.calls, 400);

@@ -359,8 +359,8 @@ const UNAME_CALLS: u64 = 300;
 /// scenario on the older kernel (6.12) and the newer one (7.2), one run each, then compare them
 /// (on the host, as `cargo xtask seed lock-timer-ab --runs 1`): one run a side is described,
 /// never judged. Also: a recorder killed with SIGKILL (at a moment unrelated to its flushes)
-/// leaves a capture whose last record is at most [`common::SIGKILL_LOSS_BOUND_S`] older than
-/// the kill, on the guest's clock.
+/// flushed about once a second up to the kill and leaves a capture that reads back to its last
+/// flush before it, on the guest's clock ([`common::assert_sigkill_loss`]).
 ///
 /// The numbers compare states are recomputed from the two captures' records (read from the
 /// files, not by damon-trace): the calls compared, the range rows of each side, every
@@ -520,8 +520,8 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
     assert!(report.contains("capture format v2"), "{report}");
     println!("--- compare (6.12 → 7.2) ---\n{text}\n--- 7.2 report ---\n{report}");
 
-    // The SIGKILLed recorder: an incomplete capture that reads back to at most
-    // SIGKILL_LOSS_BOUND_S before the kill (records flushed every second).
+    // The SIGKILLed recorder: an incomplete capture, flushed every second until the kill, that
+    // reads back to its last flush before it.
     common::assert_killed_timer_recorder(
         dir,
         "killed",

@@ -72,8 +72,8 @@ fn status(dir: &Path, name: &str) -> i32 {
 /// were; `doctor` names a running recorder's objects and its pid; SIGINT, SIGTERM and SIGHUP
 /// end `record` with status 0 and a complete capture whose `end_reason` names the signal
 /// (`interrupted`, `terminated`, `terminated`); SIGKILL, sent at a moment unrelated to the
-/// recorder's flushes, leaves a capture whose last record is at most
-/// [`common::SIGKILL_LOSS_BOUND_S`] older than the kill (on the guest's clock).
+/// recorder's flushes, leaves a capture flushed about once a second up to the kill and readable
+/// to its last flush before it (on the guest's clock, [`common::assert_sigkill_loss`]).
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_and_serve_leave_no_bpf_object_and_end_well_on_signals() {
@@ -407,8 +407,8 @@ fn marker_at(raw: &[u8], marker: &str) -> usize {
 /// with status 0, a complete capture whose `end_reason` says why (`quit`, `interrupted`,
 /// `terminated`, `terminated`), and the terminal restored (alternate screen left, cursor
 /// shown, `stty` settings as before); SIGKILL, sent at a moment unrelated to the flushes,
-/// leaves a capture whose last record is at most [`common::SIGKILL_LOSS_BOUND_S`] older than
-/// the kill.
+/// leaves a capture flushed about once a second up to the kill and readable to its last flush
+/// before it ([`common::assert_sigkill_loss`]).
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_record_ends_well_on_q_sigint_sigterm_sighup_and_sigkill() {
