@@ -1,25 +1,83 @@
 //! Cost per DAMON aggregation interval, on real kernels: the `damon:damon_aggregated` boundary
 //! markers come from the scenario's kdamond (the pid sysfs names), the intervals partition the
 //! DAMON calls (checked against the per-call CSV export, which knows nothing of intervals), the
-//! per-interval sums equal the per-call sums, and the number of intervals fits the elapsed time
-//! and the configured aggregation interval.
+//! per-interval sums equal the per-call sums, and each interval the report counts holds exactly
+//! one round of the kdamond's scheme work, as the per-call export shows it apart from the
+//! boundaries (the kdamond's samples delimit its rounds).
 use std::{collections::BTreeMap, fs, time::Duration};
 
 mod common;
-use common::{function, json, u};
+use common::{FOUR, function, json, u};
 use xtask::{
     kernel::Kernel,
     script::{spawn_scenario, with_scenario},
 };
 
-/// Record 15 s under the migrate-hot scenario; report (JSON and table) and export the calls.
-fn cmd() -> String {
-    let body = "sleep 1
-damon-trace record -o /out/iv.dtcap --duration 15s 2> /out/record.err
+/// The operations' `check_accesses` (vaddr on 7.2, paddr on 6.12, as the scenario sets them
+/// up): kdamond_fn calls it once per sample interval, and an aggregation interval is
+/// `aggr_us / sample_us` of those (DAMON counts intervals in samples, not in time), so its calls
+/// delimit the kdamond's rounds whatever the host's speed.
+fn sample_fn(operations: &str) -> String {
+    format!("damon_{}_check_accesses", &operations[..2])
+}
+
+/// Record 15 s under the migrate-hot scenario (the four built-ins and `sample`); report (JSON
+/// and table) and export the calls.
+fn cmd(sample: &str) -> String {
+    let body = format!(
+        "sleep 1
+damon-trace record -o /out/iv.dtcap --duration 15s --functions {} --func {sample} \\
+  2> /out/record.err
 damon-trace report /out/iv.dtcap --format json > /out/iv.json
 damon-trace report /out/iv.dtcap > /out/iv.txt
-damon-trace export /out/iv.dtcap --format csv -o /out/iv.csv";
-    format!("set -e\n{}", with_scenario(180, "", body))
+damon-trace export /out/iv.dtcap --format csv -o /out/iv.csv",
+        FOUR.join(",")
+    );
+    format!("set -e\n{}", with_scenario(180, "", &body))
+}
+
+/// The kdamond `tid`'s rounds in the per-call export, which knows nothing of boundaries: its
+/// calls of `damon_hot_score` and of `sample` (see [`sample_fn`]) in entry order, cut into runs
+/// of each.
+/// Returns the sizes of the hot-score runs (one per scheme round: kdamond_apply_schemes scores
+/// the regions once per aggregation interval, with no sample in between), from the first
+/// sample on, and the number of samples between each two consecutive such runs.
+fn rounds(csv: &str, tid: u64, sample: &str) -> (Vec<u64>, Vec<u64>) {
+    let mut calls: Vec<(u64, bool)> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            let is_sample = f[0] == sample;
+            (f[3].parse::<u64>().ok()? == tid && (is_sample || f[0] == "damon_hot_score"))
+                .then(|| (f[4].parse().expect("entry_ns"), is_sample))
+        })
+        .collect();
+    calls.sort_unstable();
+    // Hot-score calls before the first sample cannot be told apart: the rounds start there.
+    let start = calls.iter().position(|c| c.1).unwrap_or(calls.len());
+    let calls = calls.split_off(start);
+    let (mut bursts, mut between) = (Vec::new(), Vec::new());
+    let (mut hot, mut samples) = (0u64, 0u64);
+    for (_, is_sample) in calls {
+        if is_sample {
+            if hot > 0 {
+                bursts.push(hot);
+                hot = 0;
+                samples = 0;
+            }
+            samples += 1;
+        } else {
+            if hot == 0 && !bursts.is_empty() {
+                between.push(samples);
+            }
+            hot += 1;
+        }
+    }
+    if hot > 0 {
+        bursts.push(hot);
+    }
+    (bursts, between)
 }
 
 /// Per function: (rows, summed duration) of all calls, and of the calls by thread `tid`.
@@ -52,8 +110,14 @@ fn csv_sums(text: &str, tid: u64) -> BTreeMap<String, Sums> {
 
 /// Runs the scenario on `kernel` and checks every traced DAMON function's `per_interval`;
 /// returns the report for kernel-specific checks.
-fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_json::Value {
-    let run = common::run_script(kernel, cmd(), Duration::from_secs(300));
+fn run_and_check(
+    kernel: Kernel,
+    operations: &str,
+    traced: &[&str],
+    missing: &[&str],
+) -> serde_json::Value {
+    let sample = sample_fn(operations);
+    let run = common::run_script(kernel, cmd(&sample), Duration::from_secs(300));
     let dir = run.dir();
     let report = json(dir, "iv.json");
     let table = fs::read_to_string(dir.join("iv.txt")).expect("iv.txt");
@@ -68,6 +132,7 @@ fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_jso
     let ctx = &kd["contexts"][0];
     let aggr_us = u(ctx, "aggr_us");
     assert_eq!(ctx["schemes"][0]["action"], "migrate_hot", "{ctx}");
+    assert_eq!(ctx["operations"], operations, "{ctx}");
     assert!(damon["end"].is_object(), "no end snapshot: {damon}");
     assert_eq!(damon["changed_at_end"], false, "{damon}");
     assert!(
@@ -90,27 +155,80 @@ fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_jso
         .unwrap_or_else(|| panic!("kdamond {kdamond_pid} ended no interval: {iv}"));
     let intervals = u(ours, "intervals");
 
-    // Number of intervals against elapsed time / configured aggregation interval. DAMON counts
-    // an interval in samples (aggr_us / sample_us sleeps of sample_us, plus the work between
-    // them), so under TCG an interval is longer than configured, never shorter: the count is
-    // at most elapsed/aggr (+1 for rounding) and, with TCG's slowdown, at least half of it.
-    let duration_ns = u(&report["meta"], "duration_ns");
-    let expected = duration_ns as f64 / (aggr_us as f64 * 1000.0);
-    assert!(
-        (intervals as f64) <= expected + 1.0 && (intervals as f64) >= 0.5 * expected,
-        "{intervals} intervals in {duration_ns} ns with aggr {aggr_us} us (expected ≈ {expected:.0})"
-    );
+    // Length of the intervals. DAMON counts an interval in samples (aggr_us / sample_us
+    // sleeps of sample_us, plus the work between them), so an interval is never shorter than
+    // configured (the 5 % covers timer slack): a kernel property. How much longer depends on
+    // the host: for 100 ms, under TCG, the README's run measured a mean of 125.7 ms (max
+    // 381 ms), a loaded 2-core host 285.5 ms (max 2.1 s; 76 intervals in 19.2 s) on 7.2 and
+    // 258.2 ms on 6.12, where the former bounds (mean ≤ 2 × aggr, count ≥ 0.5 × elapsed/aggr)
+    // both failed. So there is no upper bound in time: the rounds below check the count.
+    let aggr_ns = aggr_us as f64 * 1000.0;
     let mean = ours["mean_interval_ns"].as_f64().expect("mean");
     assert!(
-        mean >= aggr_us as f64 * 1000.0 * 0.95 && mean <= aggr_us as f64 * 1000.0 * 2.0,
+        mean >= aggr_ns * 0.95,
         "mean interval {mean} ns for aggr {aggr_us} us"
     );
-    assert!(u(ours, "min_interval_ns") <= u(ours, "max_interval_ns"));
-
-    let csv = csv_sums(
-        &fs::read_to_string(dir.join("iv.csv")).expect("iv.csv"),
-        kdamond_pid,
+    let (min, max) = (u(ours, "min_interval_ns"), u(ours, "max_interval_ns"));
+    assert!(
+        min as f64 >= aggr_ns * 0.95 && min as f64 <= mean && mean <= max as f64,
+        "intervals {min}..{max} ns, mean {mean} ns, aggr {aggr_us} us"
     );
+    // Every boundary the capture holds ended an interval of some kdamond.
+    let boundaries: u64 = kdamonds.iter().map(|k| u(k, "boundaries")).sum();
+    assert_eq!(boundaries, u(iv, "markers"), "{iv}");
+    assert_eq!(u(ours, "boundaries"), intervals + 1, "{ours}");
+
+    // The count, against the kdamond's own rounds: with apply_interval_us 0 the scheme runs
+    // once per aggregation interval, just before the boundary, so each complete interval
+    // holds exactly one run of damon_hot_score calls, and consecutive runs are aggr/sample
+    // samples apart. The tracker's per-interval counts must be those runs, one for one, in
+    // order: an interval merged with the next, a dropped boundary or a split interval changes
+    // them (merging every other pair leaves sums of two runs that are no window of the export).
+    let text = fs::read_to_string(dir.join("iv.csv")).expect("iv.csv");
+    assert_eq!(ctx["schemes"][0]["apply_interval_us"], 0, "{ctx}");
+    let per_aggr = aggr_us / u(ctx, "sample_us");
+    let (rounds, between) = rounds(&text, kdamond_pid, &sample);
+    eprintln!(
+        "{} scheme rounds in the export, samples between them {:?}..{:?} (aggr/sample {per_aggr})",
+        rounds.len(),
+        between.iter().min(),
+        between.iter().max()
+    );
+    // The last gap may be cut by the probes' detach order.
+    let last = between.len().saturating_sub(1);
+    assert!(
+        between.len() >= 10
+            && between[..last].iter().all(|&n| n == per_aggr)
+            && between[last] <= per_aggr,
+        "samples between scheme rounds, {per_aggr} expected: {between:?}"
+    );
+    let hot = &function(&report, "damon_hot_score")["per_interval"];
+    let per_iv = common::u64s(&hot["calls_per_interval"]);
+    // The first intervals may end before the per-sample probe is attached (the boundaries
+    // are attached first): the export's rounds start after the first sample, so the tracker's
+    // intervals from some `skip` on must be a window of them that starts at round 0 or 1
+    // (round 0 may end before the first boundary).
+    let (skip, at) = (0..per_iv.len())
+        .find_map(|i| {
+            let tail = &per_iv[i..];
+            rounds
+                .windows(tail.len())
+                .position(|w| w == tail)
+                .map(|j| (i, j))
+        })
+        .unwrap_or_else(|| {
+            panic!("no tail of the per-interval calls {per_iv:?} is in the rounds {rounds:?}")
+        });
+    eprintln!(
+        "intervals {skip}.. are rounds {at}..{} of the export",
+        at + per_iv.len() - skip
+    );
+    assert!(
+        at <= 1 && per_iv.len() - skip >= 10,
+        "intervals {skip}.. of {per_iv:?} are rounds {at}.. of {rounds:?}"
+    );
+
+    let csv = csv_sums(&text, kdamond_pid);
     for name in missing {
         let f = function(&report, name);
         assert_eq!(f["attach"], "missing", "{name}: {f}");
@@ -185,6 +303,7 @@ fn run_and_check(kernel: Kernel, traced: &[&str], missing: &[&str]) -> serde_jso
 fn vm_7_2_intervals_partition_damon_calls_under_migrate_hot() {
     run_and_check(
         Kernel::Debian72,
+        "vaddr",
         &[
             "damon_hot_score",
             "damos_va_migrate_dests_add",
@@ -201,6 +320,7 @@ fn vm_7_2_intervals_partition_damon_calls_under_migrate_hot() {
 fn vm_6_12_intervals_without_the_missing_functions() {
     run_and_check(
         Kernel::Debian612,
+        "paddr",
         &["damon_hot_score"],
         &["damos_va_migrate_dests_add", "damon_migrate_pages"],
     );
