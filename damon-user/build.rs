@@ -3,9 +3,20 @@
 //! That needs the nightly toolchain with rust-src and `bpf-linker`; `cargo xtask bootstrap`
 //! installs both (every `cargo xtask` command runs it first). bpf-linker is looked up on PATH,
 //! then in the bootstrap's cache directory.
-use std::{env, path::PathBuf};
+//!
+//! aya-build prints every line of its nested cargo (each `Compiling …` of the ~35 crates a
+//! fresh eBPF build compiles, and any compiler message) as a `cargo:warning`, which cargo
+//! shows as a warning of this crate on every fresh build. It prints them to this process's
+//! stdout, where cargo reads its directives, so this script runs aya-build in a child (itself,
+//! re-executed with [`CHILD`] set), keeps those lines out of cargo's sight and passes the rest
+//! of the child's directives on. On success the lines go to a log file only (and one warning
+//! line, if the compiler warned); on failure all of them go to stderr, which cargo shows.
+use std::{env, path::PathBuf, process::Command};
 
 use anyhow::{Context as _, anyhow};
+
+/// Set in the child that runs aya-build (see the module docs).
+const CHILD: &str = "DAMON_TRACE_EBPF_BUILD_CHILD";
 
 fn cache_dir() -> Option<PathBuf> {
     env::var_os("DAMON_TRACE_CACHE")
@@ -14,37 +25,102 @@ fn cache_dir() -> Option<PathBuf> {
         .or_else(|| env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/damon-trace")))
 }
 
-fn main() -> anyhow::Result<()> {
-    println!("cargo:rerun-if-env-changed=DAMON_TRACE_CACHE");
-    println!("cargo:rerun-if-env-changed=PATH");
+/// PATH for aya-build's nested cargo: this one, with the bootstrap's bpf-linker directory in
+/// front when PATH has no bpf-linker.
+fn path_with_bpf_linker() -> anyhow::Result<std::ffi::OsString> {
     let path = env::var_os("PATH").unwrap_or_default();
     let mut dirs: Vec<PathBuf> = env::split_paths(&path).collect();
-    let on_path = dirs.iter().any(|d| d.join("bpf-linker").is_file());
-    if !on_path {
-        let cached = cache_dir().and_then(|c| {
-            let entries = std::fs::read_dir(&c).ok()?;
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path().join("bin"))
-                .find(|b| b.join("bpf-linker").is_file())
-        });
-        let bin = cached.ok_or_else(|| {
-            anyhow!(
-                "bpf-linker not found on PATH nor under the damon-trace cache dir; \
-                 run `cargo xtask bootstrap` (it installs the nightly rust-src and builds \
-                 bpf-linker against nightly's LLVM)"
-            )
-        })?;
-        dirs.insert(0, bin);
-        let joined = env::join_paths(dirs).context("PATH")?;
-        // SAFETY: build scripts are single-threaded at this point; the variable is read by the
-        // child cargo that aya-build spawns.
-        unsafe { env::set_var("PATH", joined) };
+    if dirs.iter().any(|d| d.join("bpf-linker").is_file()) {
+        return Ok(path);
     }
+    let cached = cache_dir().and_then(|c| {
+        let entries = std::fs::read_dir(&c).ok()?;
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("bin"))
+            .find(|b| b.join("bpf-linker").is_file())
+    });
+    let bin = cached.ok_or_else(|| {
+        anyhow!(
+            "bpf-linker not found on PATH nor under the damon-trace cache dir; \
+             run `cargo xtask bootstrap` (it installs the nightly rust-src and builds \
+             bpf-linker against nightly's LLVM)"
+        )
+    })?;
+    dirs.insert(0, bin);
+    env::join_paths(dirs).context("PATH")
+}
+
+fn build_ebpf() -> anyhow::Result<()> {
     let ebpf = aya_build::Package {
         name: "damon-ebpf",
         root_dir: concat!(env!("CARGO_MANIFEST_DIR"), "/../damon-ebpf"),
         ..Default::default()
     };
     aya_build::build_ebpf([ebpf], aya_build::Toolchain::default())
+}
+
+fn main() -> anyhow::Result<()> {
+    if env::var_os(CHILD).is_some() {
+        // The parent shows this after the build's output; a backtrace of this script (with
+        // RUST_BACKTRACE set) would only bury it.
+        if let Err(e) = build_ebpf() {
+            eprintln!("{e:#}");
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+    println!("cargo:rerun-if-env-changed=DAMON_TRACE_CACHE");
+    println!("cargo:rerun-if-env-changed=PATH");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR not set")?);
+    let me = env::current_exe().context("locating the build script")?;
+    let child = Command::new(&me)
+        .env(CHILD, "1")
+        .env("PATH", path_with_bpf_linker()?)
+        .output()
+        .with_context(|| format!("running {} for the eBPF build", me.display()))?;
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    let mut build_output = Vec::new();
+    for line in stdout.lines() {
+        match line.strip_prefix("cargo:warning=") {
+            Some(text) => build_output.push(text),
+            // aya-build's rerun-if directives, which cargo needs.
+            None => println!("{line}"),
+        }
+    }
+    let log = out_dir.join("ebpf-build.log");
+    // The log is for reading after a build; failing to write it must not fail the build.
+    let _ = std::fs::write(&log, format!("{}\n{stderr}", build_output.join("\n")));
+    if !child.status.success() {
+        // Cargo shows a failed build script's stderr: the nested build's whole output, then
+        // aya-build's own error (the child's stderr).
+        eprintln!("the eBPF build (crate damon-ebpf) failed; its output:");
+        for line in &build_output {
+            eprintln!("{line}");
+        }
+        eprint!("{stderr}");
+        eprintln!(
+            "building the eBPF object failed ({}); the output above is also in {}",
+            child.status,
+            log.display()
+        );
+        std::process::exit(1);
+    }
+    if let Some(first) = first_warning(&build_output) {
+        println!(
+            "cargo:warning=the eBPF build (crate damon-ebpf) warned: {first} (all of its \
+             output: {})",
+            log.display()
+        );
+    }
+    Ok(())
+}
+
+/// The first compiler or cargo warning among the nested build's lines (`warning: …`), without
+/// its `warning: `, if any.
+fn first_warning<'a>(lines: &[&'a str]) -> Option<&'a str> {
+    lines
+        .iter()
+        .find_map(|l| l.trim_start().strip_prefix("warning: "))
 }

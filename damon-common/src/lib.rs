@@ -216,8 +216,6 @@ pub const HIST_BUCKETS: u32 = HIST_LINEAR_BUCKETS + HIST_LOG2_BUCKETS;
 pub const MAP_HIST: &str = "HIST";
 /// Name of the per-CPU array of [`HistStats`], index `func`.
 pub const MAP_HIST_STATS: &str = "HSTATS";
-/// Name of the benchmark's stamp-floor map (tid → entry time; `bench-floor` only).
-pub const MAP_FLOOR_STAMPS: &str = "FLOOR_STAMPS";
 
 /// Exact count, sum, min and max of one function's timed calls on one CPU (kernel mode).
 /// `min` is meaningful only when `count > 0`. The kernel writes sum, min and max and leaves
@@ -471,6 +469,13 @@ pub const fn stamp_key(tid: u32, cpu: u32, func: u32) -> u64 {
     };
     (task << 8) | (func as u64 & 0xff)
 }
+
+/// The function part of the benchmark's stamp-floor keys in the stamp map (`bench-floor`,
+/// `stamp_key(tid, 0, FLOOR_STAMP_FUNC)`). The floor shares the map instead of bringing one
+/// of its own, which aya would create in every session (it creates every map of the object);
+/// no function id reaches this value, so a floor key is never a traced function's.
+pub const FLOOR_STAMP_FUNC: u32 = 0xff;
+const _: () = assert!(FLOOR_STAMP_FUNC >= MAX_FUNCS && FLOOR_STAMP_FUNC <= 0xff);
 
 /// Task id encoded in a stamp key; `None` for an idle task's key (those tasks never exit, so
 /// userspace never collects their entries).

@@ -3,13 +3,12 @@
 use aya_ebpf::{
     bindings::BPF_RB_NO_WAKEUP,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{fentry, fexit, kprobe, kretprobe, map},
-    maps::HashMap,
+    macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use damon_common::CallRecord;
+use damon_common::{CallRecord, FLOOR_STAMP_FUNC, StampStack, stamp_key};
 
-use crate::EVENTS;
+use crate::{EVENTS, STAMPS};
 
 /// The benchmark's floor (`damon-trace bench-floor`, never attached by a session): an
 /// fentry/fexit pair and a kprobe/kretprobe pair that only read the clock, once each, as the
@@ -44,24 +43,30 @@ pub fn floor_kretprobe(_ctx: RetProbeContext) -> u32 {
     0
 }
 
-/// The stamp floor's map: one entry per task, its last entry time, never deleted (the
-/// benchmark's loop is one task). Tiny: aya creates it with every session's maps, and no
-/// session uses it.
-#[map(name = "FLOOR_STAMPS")]
-static FLOOR_STAMPS: HashMap<u32, u64> = HashMap::with_max_entries(64, 0);
+/// The stamp floor's key in [`STAMPS`], the sessions' stamp map (a map of its own would be
+/// created in every session, see [`FLOOR_STAMP_FUNC`]): one per task, under a function id no
+/// traced function has. The idle tasks of all CPUs share one (the benchmark's loop is one
+/// task).
+#[inline(always)]
+fn floor_key() -> u64 {
+    stamp_key(bpf_get_current_pid_tgid() as u32, 0, FLOOR_STAMP_FUNC)
+}
 
-/// The stamp floor's entry side: the task's entry time into [`FLOOR_STAMPS`] (a lookup, an
-/// insert at the task's first call).
+/// The stamp floor's entry side: the task's entry time into its stack's first stamp (a
+/// lookup, an insert at the task's first call; never deleted). The depth stays 0, so a reader
+/// of the map that counts open calls would not count it.
 #[inline(always)]
 fn floor_stamp_entry() {
-    let tid = bpf_get_current_pid_tgid() as u32;
+    let key = floor_key();
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    match FLOOR_STAMPS.get_ptr_mut(tid) {
+    match STAMPS.get_ptr_mut(key) {
         // SAFETY: a valid map value; only this task writes its key.
-        Some(stamp) => unsafe { *stamp = now },
+        Some(stack) => unsafe { (*stack).stamps[0] = now },
         None => {
-            let _ = FLOOR_STAMPS.insert(tid, now, 0);
+            let mut stack = StampStack::default();
+            stack.stamps[0] = now;
+            let _ = STAMPS.insert(key, stack, 0);
         }
     }
 }
@@ -71,9 +76,8 @@ fn floor_stamp_entry() {
 fn floor_stamp_exit() -> Option<(u64, u64)> {
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    let tid = bpf_get_current_pid_tgid() as u32;
     // SAFETY: a valid map value.
-    let entry = unsafe { *FLOOR_STAMPS.get_ptr(tid)? };
+    let entry = unsafe { (*STAMPS.get_ptr(floor_key())?).stamps[0] };
     Some((entry, now.wrapping_sub(entry)))
 }
 

@@ -107,8 +107,10 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * NR
 /// that calls again pays two lookups per call and no insert/delete; userspace deletes the
 /// entries of exited tasks once a second (`Tracer::collect_stamps`, which explains why that is
 /// safe). A failed insert (map full) is counted as `StampFull`, as before.
+///
+/// The benchmark's stamp floor (`floor.rs`) keeps its stamps here too, under keys of its own.
 #[map(name = "STAMPS")]
-static STAMPS: HashMap<u64, StampStack> = HashMap::with_max_entries(MAX_IN_FLIGHT, 0);
+pub(crate) static STAMPS: HashMap<u64, StampStack> = HashMap::with_max_entries(MAX_IN_FLIGHT, 0);
 
 /// Per kdamond (tid): start address of the last region of its first target that
 /// `damon:damon_aggregated` reported.
@@ -248,7 +250,7 @@ fn on_exit(func: u32, frame: u64, value: i64) {
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     if filtered_out(pid_tgid) {
-        // Its entry was filtered too (a task keeps its ids; see the README for a task moved
+        // Its entry was filtered too (a task keeps its ids; see docs/usage.md for a task moved
         // to another cgroup inside a call): no stamp to look for, nothing to count.
         return;
     }

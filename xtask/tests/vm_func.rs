@@ -261,8 +261,9 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
 
 /// `doctor --func` says, per function, whether it can be traced and why not, from the same
 /// trial attaches as the built-ins: a plain function (both ways), a kprobe-blacklisted one
-/// (`do_int3`), a noinstr one ftrace cannot patch (`rcu_is_watching`) and a typo. `record`
-/// of only an untraceable function fails (status 1) with the reason.
+/// (`do_int3`), a noinstr one ftrace cannot patch (`rcu_is_watching`) and a typo; its `attach`
+/// check names the pair `--attach auto` ends up with. `record` of only an untraceable function
+/// fails (status 1) with the reason.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_doctor_func_says_whether_and_why_not() {
@@ -291,6 +292,11 @@ damon-trace record --func rcu_is_watching --attach kprobe --duration 1s -o /out/
     let typo = f("vfs_wrte");
     assert_eq!(typo["kallsyms"], "absent", "{typo}");
     common::assert_says(&typo, "fentry", "did you mean `vfs_write`?");
+    // Both pairs attach here, so `--attach auto` ends up on the pair it tries first.
+    let auto = common::entry(&doctor["checks"], "name", "attach");
+    assert_eq!(auto["level"], "ok", "{auto}");
+    let first = common::auto_attach(&Kernel::Debian72);
+    common::assert_says(auto, "found", &format!("--attach auto uses {first}/"));
     assert_eq!(read("record.status").trim(), "1");
     let err = read("record.err");
     assert!(

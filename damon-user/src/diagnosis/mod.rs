@@ -5,6 +5,7 @@
 //! Every check reports what it found and, when it fails, the remedy. `doctor` prints the
 //! diagnosis; `record`, `live` and `serve` run it first so that they fail fast with the cause
 //! instead of a raw errno.
+mod auto;
 mod leftovers;
 mod memlock;
 pub mod privileges;
@@ -23,6 +24,7 @@ use crate::{
     },
     trace::TracedFunction,
 };
+use auto::{AutoFacts, auto_check, refused_with_eperm};
 use leftovers::{leftovers_check, settled_bpf_objects};
 use memlock::memlock_check;
 use privileges::{MissingCaps, privileges};
@@ -93,13 +95,17 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     let bpf_objects = settled_bpf_objects();
     let ident = kernel::KernelIdentity::read();
     let privileged = privileges();
-    let mut checks = vec![privileges_check(&privileged), btf_check()];
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    let mut checks = vec![privileges_check(&privileged), btf_check(btf)];
     let lockdown = kernel::read_lockdown();
     checks.push(lockdown_check(lockdown));
     let kallsyms = Kallsyms::read().unwrap_or_default();
     let kprobes = kernel::kprobes_supported(&kallsyms);
     checks.push(kprobes_check(kprobes));
-    checks.push(preemption_check(&ident.release));
+    let preemption = kernel::Preemption::read();
+    checks.push(preemption_check(&preemption, &ident.release));
+    // The `attach` check goes here, once the trials below have run.
+    let auto_at = checks.len();
     checks.push(damon_check());
     checks.push(scenario_check(crate::damon::scenario_leftover(
         &crate::damon::SysfsRoot::system(),
@@ -115,6 +121,16 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         Vec::new()
     };
     let diag_functions = function_diagnoses(functions, &trials, &kallsyms, ftrace.ok().as_ref());
+    checks.insert(
+        auto_at,
+        auto_check(&AutoFacts {
+            preempts_trampolines: preemption.preempts_trampolines(),
+            lockdown,
+            btf,
+            kprobes,
+            functions: &diag_functions,
+        }),
+    );
     let can_trace = diag_functions.iter().any(|f| f.traceable);
     let verdict = verdict(&checks, &diag_functions, lockdown, kprobes, can_trace);
     Diagnosis {
@@ -139,8 +155,7 @@ fn privileges_check(privileged: &Result<String, MissingCaps>) -> Check {
     }
 }
 
-fn btf_check() -> Check {
-    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+fn btf_check(btf: bool) -> Check {
     if btf {
         check("btf", Level::Ok, "/sys/kernel/btf/vmlinux present", None)
     } else {
@@ -293,9 +308,9 @@ fn function_diagnoses(
         .collect()
 }
 
-/// The preemption model and what it means for each attach method (see `Preemption`).
-fn preemption_check(release: &str) -> Check {
-    let p = kernel::Preemption::read();
+/// The preemption model and what it means for each attach method (see `Preemption`); the
+/// `attach` check says which pair `--attach auto` then really gets.
+fn preemption_check(p: &kernel::Preemption, release: &str) -> Check {
     let model = p.model.as_deref().unwrap_or("unknown");
     let kprobe_skips = if crate::probe::skips::kernel_counts_kprobe_skips(release) {
         "the kernel counts every probe run it skips (shown as skipped entries/exits)"
@@ -306,13 +321,13 @@ fn preemption_check(release: &str) -> Check {
         format!(
             "preemption model {model} ({}): a task can be preempted inside a fentry/fexit probe, \
              and the kernel then skips that probe for the other tasks on the CPU; kprobe probes \
-             run with preemption disabled, so --attach auto uses kprobe here; {kprobe_skips}",
+             run with preemption disabled, so --attach auto tries kprobe first; {kprobe_skips}",
             p.source
         )
     } else {
         format!(
-            "preemption model {model} ({}): probes are not preempted, so --attach auto uses \
-             fentry/fexit (the cheaper pair); {kprobe_skips}",
+            "preemption model {model} ({}): probes are not preempted, so --attach auto tries \
+             fentry/fexit (the cheaper pair) first; {kprobe_skips}",
             p.source
         )
     };
@@ -394,9 +409,7 @@ fn verdict(
             );
         }
     }
-    let fentry_eperm = funcs
-        .iter()
-        .any(|f| f.fentry.contains("Operation not permitted") || f.fentry.contains("EPERM"));
+    let fentry_eperm = funcs.iter().any(|f| refused_with_eperm(&f.fentry));
     let mut reasons = Vec::new();
     match lockdown {
         Some(Lockdown::Confidentiality) => reasons.push("kernel lockdown=confidentiality forbids fentry/fexit".to_owned()),

@@ -100,8 +100,8 @@ pub(super) fn resolve_auto(choice: AttachChoice) -> (AttachOrder, Option<String>
         AttachChoice::Auto => {}
     }
     let p = crate::probe::kernel::Preemption::read();
-    if p.preempts_trampolines() {
-        (
+    match auto_first(p.preempts_trampolines()) {
+        AttachMethod::Kprobe => (
             AttachOrder::KprobeThenFentry,
             Some(format!(
                 "kprobe chosen by --attach auto: the kernel is preemptible ({}), where \
@@ -109,9 +109,18 @@ pub(super) fn resolve_auto(choice: AttachChoice) -> (AttachOrder, Option<String>
                  --attach fentry to override",
                 p.model.as_deref().unwrap_or("dynamic, model unknown")
             )),
-        )
+        ),
+        AttachMethod::Fentry => (AttachOrder::FentryThenKprobe, None),
+    }
+}
+
+/// The pair `--attach auto` tries first (see [`resolve_auto`]); `doctor` tells from it and the
+/// kernel's facts which pair auto ends up with.
+pub fn auto_first(preempts_trampolines: bool) -> AttachMethod {
+    if preempts_trampolines {
+        AttachMethod::Kprobe
     } else {
-        (AttachOrder::FentryThenKprobe, None)
+        AttachMethod::Fentry
     }
 }
 

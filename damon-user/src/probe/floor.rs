@@ -8,7 +8,7 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
     programs::{FEntry, FExit, KProbe},
 };
-use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS};
+use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS};
 
 use crate::probe::{attach::program, programs::EBPF_OBJECT};
 
@@ -69,9 +69,13 @@ pub const fn program_names(kind: FloorKind) -> (&'static str, &'static str) {
 /// so that every call of its loop finds room and pays a real reserve and submit.
 pub const RECORD_FLOOR_RING_BYTES: u32 = 32 << 20;
 
+/// Stamp map entries for the stamp floors, which keep one per task (the benchmark's loop is one
+/// task; a session sizes the map for every task that may call its functions).
+const FLOOR_STAMP_ENTRIES: u32 = 64;
+
 /// Loads the object (the session's maps at their smallest where the floor programs do not use
-/// them) and attaches the floor pair `kind` to `symbol`; the pair stays attached while the
-/// returned value lives.
+/// them, the stamp map at [`FLOOR_STAMP_ENTRIES`]) and attaches the floor pair `kind` to
+/// `symbol`; the pair stays attached while the returned value lives.
 pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
     let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
     let ring_bytes = match kind {
@@ -83,6 +87,7 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
         .map_max_entries(MAP_EVENTS, ring_bytes)
         .map_max_entries(MAP_HIST, 1)
         .map_max_entries(MAP_HIST_STATS, 1)
+        .map_max_entries(MAP_STAMPS, FLOOR_STAMP_ENTRIES)
         .load(EBPF_OBJECT)
         .context("loading the eBPF object")?;
     let (entry, exit) = program_names(kind);

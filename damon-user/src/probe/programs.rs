@@ -1,8 +1,8 @@
 //! The embedded eBPF object and the names userspace asks it for: programs per traced function
 //! and attach method, the calibration trigger, and our maps.
 use damon_common::{
-    FunctionId, MAP_AGGR_LAST, MAP_COUNTERS, MAP_EVENTS, MAP_FLOOR_STAMPS, MAP_HIST,
-    MAP_HIST_STATS, MAP_NODE_PFNS, MAP_STAMPS,
+    FunctionId, MAP_AGGR_LAST, MAP_COUNTERS, MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_NODE_PFNS,
+    MAP_STAMPS,
 };
 
 use crate::trace::{AttachMethod, TracedFunction};
@@ -73,7 +73,7 @@ fn floor_program_names() -> impl Iterator<Item = String> {
 }
 
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 8] = [
+pub(super) const MAP_NAMES: [&str; 7] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -81,7 +81,6 @@ pub(super) const MAP_NAMES: [&str; 8] = [
     MAP_NODE_PFNS,
     MAP_HIST,
     MAP_HIST_STATS,
-    MAP_FLOOR_STAMPS,
 ];
 
 #[cfg(test)]
