@@ -37,7 +37,7 @@ pub const ANON_SLACK_KIB: u64 = 256;
 /// this many bytes per call traced (at the run's call rate), or [`MIN_SLOPE_KIB_S`],
 /// whichever is larger. A leak of 64 bytes a record is twice this; the heap's real growth
 /// comes in steps of tens of KiB as buffers reach the busiest second's size (56 KiB over
-/// 10 minutes on 7.2, see README), well under 1 KiB/s.
+/// 10 minutes on 7.2, see docs/guarantees.md), well under 1 KiB/s.
 pub const LEAK_BYTES_PER_CALL: f64 = 32.0;
 pub const MIN_SLOPE_KIB_S: f64 = 1.0;
 

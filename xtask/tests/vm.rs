@@ -527,7 +527,7 @@ damon-trace export /out/killed.dtcap --format json -o /out/killed-export.json"
         "killed",
         "SIGKILLed recorder (7.2, under the scenario)",
     );
-    // Keep the real captures and outputs for the README when asked.
+    // Keep the real captures and outputs for the guide (docs/) when asked.
     if let Some(keep) = std::env::var_os("DAMON_TRACE_KEEP_AB") {
         let keep = std::path::Path::new(&keep);
         fs::create_dir_all(keep).expect("keep dir");

@@ -47,7 +47,7 @@ fn brief(floor: &serde_json::Value) -> serde_json::Value {
 
 /// One floor of `calibrate --json`: measured from every call, above 0, with the pooled
 /// functions' medians, and the held-out function's corrected median within twice the stated ±.
-/// Returns a line for the log (the README numbers come from it).
+/// Returns a line for the log (the numbers in docs/accuracy.md come from it).
 fn check_floor(floor: &serde_json::Value) -> String {
     let shown = brief(floor);
     let label = format!("{}/{}", floor["attach"], floor["mode"]).replace('"', "");

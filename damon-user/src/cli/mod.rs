@@ -4,6 +4,8 @@ use std::{path::PathBuf, time::Duration};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod convert;
+#[cfg(test)]
+mod docs_tests;
 mod help;
 mod parse;
 

@@ -33,8 +33,8 @@
 //!   floor, and four that happened to agree made it narrow enough to fail the held-out
 //!   function (both seen in the 7.2 guest test). test6 has six register arguments; test7
 //!   returns its pointer argument and test8 reads one field through it; measured, they
-//!   differ from the other four about as much as those differ among themselves (README:
-//!   Calibration);
+//!   differ from the other four about as much as those differ among themselves
+//!   (docs/accuracy.md: Calibration);
 //! - the held-out function is the same kind of function, called in the same syscalls, but not
 //!   in the pool: its corrected median must come out at 0 within the stated ±; it would not if
 //!   the floor held anything but the probe (trigger overhead, a function's own work, another
@@ -72,7 +72,7 @@ pub const FLOOR_FUNCTIONS: [&str; 7] = [
 pub const HELD_OUT_FUNCTION: &str = "bpf_fentry_test3";
 
 /// Calls per floor by default: under TCG emulation 20 000 calls take about a second per floor
-/// (see the README); the median of that many is good to well under a nanosecond.
+/// (see docs/accuracy.md); the median of that many is good to well under a nanosecond.
 pub const DEFAULT_CALLS: u64 = 20_000;
 
 /// Untimed calls first (code and maps warm, emulator translation done); not in the floor.

@@ -236,7 +236,7 @@ fn csv_and_markdown() {
     assert!(md.contains("| Range (ns) | Count | Percent |"), "{md}");
 }
 
-/// The real 7.2 capture: the numbers the README shows, and tables that add up.
+/// The real 7.2 capture (the one docs/live.md replays): its numbers, and tables that add up.
 #[test]
 fn real_capture() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/migrate-hot-7.2.dtcap");

@@ -81,7 +81,7 @@ fn no_panel_hides_its_calls_outside_the_bins_at_first_view() {
     }
 }
 
-/// The screen the README shows: the migrate-hot capture 12 s into its replay.
+/// The screen README.md and docs/live.md show: the migrate-hot capture 12 s into its replay.
 #[test]
 fn first_view_120x40() {
     let app = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
