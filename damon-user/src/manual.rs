@@ -38,7 +38,21 @@ fn visible_command() -> clap::Command {
 fn completion_script(shell: clap_complete::Shell) -> Vec<u8> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut visible_command(), "damon-trace", &mut script);
+    if shell == clap_complete::Shell::Bash {
+        script = fix_bash_states(&script);
+    }
     script
+}
+
+/// clap_complete's bash script names its states inconsistently when the binary's name has a
+/// hyphen (clap-rs/clap#6421, open in clap_complete 4.6.12): the loop over the typed words
+/// reaches `damon__trace__subcmd__live`, but the `case` arm is spelled
+/// `damon__subcmd__trace__subcmd__live`, so no subcommand's flags or values ever complete.
+/// The arms are respelled the way the loop spells them.
+fn fix_bash_states(script: &[u8]) -> Vec<u8> {
+    String::from_utf8_lossy(script)
+        .replace("damon__subcmd__trace", "damon__trace")
+        .into_bytes()
 }
 
 pub fn completions(args: &CompletionsArgs) -> anyhow::Result<ExitCode> {

@@ -97,6 +97,47 @@ fn bash_completes_every_command_and_flag() {
     }
 }
 
+/// Every state the bash script's word loop can reach (`cmd="…"`) has its `case` arm, and
+/// bash itself completes a subcommand's flag values: `damon-trace live --attach <TAB>`.
+#[test]
+fn bash_reaches_every_subcommand_state_and_completes_values() {
+    let bash = script(Shell::Bash);
+    let states: Vec<&str> = bash
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cmd=\""))
+        .map(|l| l.trim_end_matches('"'))
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert!(states.len() > 10, "{states:?}");
+    for state in &states {
+        assert!(
+            bash.lines().any(|l| l.trim() == format!("{state})")),
+            "no case arm for state {state}"
+        );
+    }
+    let Ok(out) = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{bash}\nCOMP_WORDS=(damon-trace live --attach ''); COMP_CWORD=3\n\
+             _damon__trace damon-trace '' --attach; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        ))
+        .stdin(Stdio::null())
+        .output()
+    else {
+        eprintln!("skipping the run: no bash on this host");
+        return;
+    };
+    let words = String::from_utf8_lossy(&out.stdout);
+    let mut words: Vec<&str> = words.lines().collect();
+    words.sort_unstable();
+    assert_eq!(
+        words,
+        ["auto", "fentry", "kprobe"],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn zsh_and_fish_name_every_command_and_flag() {
     for shell in [Shell::Zsh, Shell::Fish, Shell::Elvish, Shell::PowerShell] {
