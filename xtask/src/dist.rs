@@ -41,6 +41,9 @@ pub const COMPLETIONS: &[(&str, &str, &str)] = &[
         "usr/share/fish/vendor_completions.d/damon-trace.fish",
     ),
 ];
+/// The .deb's maintainer scripts (`packaging/deb/`): the unit's state on install, upgrade,
+/// remove and purge, as dh_installsystemd would write them (not enabled, not started).
+pub const MAINTAINER_SCRIPTS: &[&str] = &["postinst", "prerm", "postrm"];
 /// The README section the tarball carries as INSTALL.md.
 const INSTALL_HEADING: &str = "## Install on a real machine";
 
@@ -231,6 +234,13 @@ fn deb(binary: &Path, version: &str, generated: &Path, out: &Path) -> Result<Pat
     let debian = root.join("DEBIAN");
     fs::create_dir_all(&debian)?;
     fs::write(debian.join("control"), control)?;
+    for script in MAINTAINER_SCRIPTS {
+        install(
+            &util::workspace_root().join("packaging/deb").join(script),
+            &debian.join(script),
+            0o755,
+        )?;
+    }
     let deb = out.join(format!("damon-trace_{version}_amd64.deb"));
     run(Command::new("dpkg-deb")
         .args(["--build", "--root-owner-group"])

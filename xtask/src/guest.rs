@@ -105,6 +105,12 @@ impl Guest {
         self
     }
 
+    /// Boots the Debian system with systemd as PID 1 (see [`VmOptions::systemd`]).
+    pub fn systemd(mut self) -> Self {
+        self.opts.systemd = true;
+        self
+    }
+
     pub fn memory_mib(mut self, mib: u32) -> Self {
         self.opts.memory_mib = mib;
         self

@@ -37,7 +37,8 @@ fn dpkg_file(pkg: &str, suffix: &str) -> Result<PathBuf> {
         .with_context(|| format!("package {pkg} lists no file *{suffix}; reinstall it: apt-get install --reinstall {pkg}"))
 }
 
-fn apt_install(pkgs: &[&str]) -> Result<()> {
+/// `apt-get install` of `pkgs` as root, updating the package lists first if that fails.
+pub(crate) fn apt_install(pkgs: &[&str]) -> Result<()> {
     if !util::is_root() {
         bail!(
             "missing Debian packages {pkgs:?}; install them as root: apt-get install {}",

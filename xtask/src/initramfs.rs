@@ -66,16 +66,50 @@ fn valid_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The /init script (busybox ash as PID 1).
-pub fn init_script(spec: &InitSpec<'_>) -> Result<String> {
-    let mut env = String::new();
-    for (k, v) in spec.env {
+/// `export K='V'` lines for the command's environment.
+pub(crate) fn env_exports(env: &[(String, String)]) -> Result<String> {
+    let mut exports = String::new();
+    for (k, v) in env {
         ensure!(valid_env_name(k), "invalid environment variable name `{k}`");
-        env.push_str(&format!("export {k}={}\n", shell_quote(v)));
+        exports.push_str(&format!("export {k}={}\n", shell_quote(v)));
     }
-    let nonce = spec.nonce;
+    Ok(exports)
+}
+
+/// The harness's protocol around the guest command, the same for the busybox /init and the
+/// systemd guest's unit: `prelude` (exports and the like), the ready marker, `run`, /out sent
+/// as a tar (made under `tmp`) on the virtio port after its size marker, the exit marker with
+/// the command's status, then `poweroff`.
+pub(crate) fn protocol(nonce: &str, prelude: &str, run: &str, tmp: &str, poweroff: &str) -> String {
     let ready = ready_marker(nonce);
     let (out, exit) = (out_marker_prefix(), exit_marker_prefix());
+    format!(
+        r#"vport() {{
+    for p in /sys/class/virtio-ports/*; do
+        [ "$(cat "$p/name" 2>/dev/null)" = "$1" ] && echo "/dev/${{p##*/}}"
+    done
+}}
+{prelude}echo "{ready}"
+cd /
+{run}
+rc=$?
+port=$(vport {OUT_PORT})
+if [ -n "$port" ] && tar -cf {tmp}/.damon-out.tar -C /out .; then
+    echo "{out}$(wc -c <{tmp}/.damon-out.tar | tr -d ' ') id={nonce}"
+    cat {tmp}/.damon-out.tar >"$port"
+else
+    echo "damon-vm: cannot ship /out (port {OUT_PORT}: '$port')"
+fi
+sync
+echo "{exit}$rc id={nonce}"
+{poweroff}
+"#
+    )
+}
+
+/// The /init script (busybox ash as PID 1).
+pub fn init_script(spec: &InitSpec<'_>) -> Result<String> {
+    let env = env_exports(spec.env)?;
     let modules = if spec.modules.is_empty() {
         String::new()
     } else {
@@ -144,26 +178,14 @@ mount -t tmpfs -o mode=0755 tmpfs /out
 ip link set lo up 2>/dev/null
 ulimit -l unlimited
 hostname damon-vm
-vport() {{
-    for p in /sys/class/virtio-ports/*; do
-        [ "$(cat "$p/name" 2>/dev/null)" = "$1" ] && echo "/dev/${{p##*/}}"
-    done
-}}
-{modules}{env}echo "{ready}"
-cd /
-{run}
-rc=$?
-port=$(vport {OUT_PORT})
-if [ -n "$port" ] && tar -cf /tmp/.damon-out.tar -C /out .; then
-    echo "{out}$(wc -c </tmp/.damon-out.tar | tr -d ' ') id={nonce}"
-    cat /tmp/.damon-out.tar >"$port"
-else
-    echo "damon-vm: cannot ship /out (port {OUT_PORT}: '$port')"
-fi
-sync
-echo "{exit}$rc id={nonce}"
-poweroff -f
-"#
+{protocol}"#,
+        protocol = protocol(
+            spec.nonce,
+            &format!("{modules}{env}"),
+            &run,
+            "/tmp",
+            "poweroff -f"
+        ),
     ))
 }
 
@@ -267,7 +289,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// A newc ("070701") cpio writer.
 #[derive(Default)]
-struct Cpio {
+pub(crate) struct Cpio {
     buf: Vec<u8>,
     ino: u32,
     dirs: BTreeSet<String>,
@@ -312,7 +334,7 @@ impl Cpio {
             self.entry(name, 0o040755, &[], (0, 0));
         }
     }
-    fn parents(&mut self, rel: &str) {
+    pub(crate) fn parents(&mut self, rel: &str) {
         let mut acc = String::new();
         let comps: Vec<&str> = rel.split('/').collect();
         for comp in &comps[..comps.len().saturating_sub(1)] {
@@ -323,16 +345,16 @@ impl Cpio {
             self.dir(&acc.clone());
         }
     }
-    fn file(&mut self, name: &str, perm: u32, data: &[u8]) {
+    pub(crate) fn file(&mut self, name: &str, perm: u32, data: &[u8]) {
         self.entry(name, 0o100000 | perm, data, (0, 0));
     }
-    fn symlink(&mut self, name: &str, target: &str) {
+    pub(crate) fn symlink(&mut self, name: &str, target: &str) {
         self.entry(name, 0o120777, target.as_bytes(), (0, 0));
     }
     fn node(&mut self, name: &str, mode: u32, major: u32, minor: u32) {
         self.entry(name, mode, &[], (major, minor));
     }
-    fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, &[], (0, 0));
         self.buf
     }

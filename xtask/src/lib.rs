@@ -24,6 +24,7 @@ pub mod script;
 pub mod seed;
 pub mod shape;
 pub mod soak;
+pub mod sysimage;
 pub mod testing;
 pub mod util;
 pub mod vm;

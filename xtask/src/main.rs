@@ -69,6 +69,11 @@ enum Cmd {
         /// forwarded in raw mode (Ctrl-C included; Ctrl-A x kills the guest).
         #[arg(long)]
         tty: bool,
+        /// Boot a Debian trixie system with systemd as PID 1 (built once, cached) instead of
+        /// the busybox initramfs; CMD runs from a oneshot unit once the system is up, with no
+        /// damon-trace on PATH (copy the .deb in with --file and install it).
+        #[arg(long, conflicts_with = "tty")]
+        systemd: bool,
         #[command(flatten)]
         term: TermArgs,
         /// The shell command (joined with spaces, run with `sh -c`).
@@ -385,6 +390,7 @@ fn guest_command(cmd: Cmd) -> Result<ExitCode> {
             binary,
             kernel_args,
             tty,
+            systemd,
             term,
             cmd,
         } => {
@@ -400,6 +406,9 @@ fn guest_command(cmd: Cmd) -> Result<ExitCode> {
             }
             if tty {
                 guest = guest.interactive(term.interactive());
+            }
+            if systemd {
+                guest = guest.systemd().memory_mib(xtask::sysimage::GUEST_MIB);
             }
             let outcome = guest.run()?;
             let code = u8::try_from(outcome.status).context("exit status out of range")?;

@@ -85,6 +85,11 @@ pub struct VmOptions {
     /// Run the command in a new session with the serial console (ttyS0) as its controlling
     /// terminal, sized and typed as given, its input scripted or forwarded from our stdin.
     pub interactive: Option<Interactive>,
+    /// Boot the Debian system of [`crate::sysimage`] with systemd as PID 1 instead of the
+    /// busybox /init: the command runs as root from a oneshot unit once `multi-user.target` is
+    /// reached, with that system's tools (and no `damon-trace` put on PATH: install it).
+    /// [`VmOptions::trees`] and [`VmOptions::interactive`] are not supported there.
+    pub systemd: bool,
 }
 
 impl VmOptions {
@@ -102,6 +107,7 @@ impl VmOptions {
             kernel_args: Vec::new(),
             echo: true,
             interactive: None,
+            systemd: false,
         }
     }
 }
@@ -282,6 +288,44 @@ fn qemu_command(
     nonce: &str,
 ) -> Result<(Command, Option<hostterm::WinsizeLink>)> {
     let initrd = work.join("initramfs.cpio");
+    if opts.systemd {
+        anyhow::ensure!(
+            opts.trees.is_empty() && opts.interactive.is_none(),
+            "the systemd guest takes files, not trees, and runs no interactive command"
+        );
+        let image = crate::sysimage::ensure()?;
+        let overlay = crate::sysimage::Overlay {
+            cmd: &opts.cmd,
+            env: &opts.env,
+            files: &opts.files,
+            nonce,
+        };
+        crate::sysimage::write_initrd(&image, &overlay, &initrd)?;
+    } else {
+        write_busybox_initrd(opts, tools, kernel, binary, nonce, &initrd)?;
+    }
+    let out_tar = work.join("out.tar");
+    let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1");
+    if opts.systemd {
+        // No status lines between the harness's markers.
+        append.push_str(" systemd.show_status=0 rd.udev.log_level=0 udev.log_level=0");
+    }
+    for a in &opts.kernel_args {
+        append.push(' ');
+        append.push_str(a);
+    }
+    qemu_rest(opts, tools, kernel, work, &initrd, &out_tar, &append)
+}
+
+/// The busybox /init's initramfs (see [`initramfs::write`]).
+fn write_busybox_initrd(
+    opts: &VmOptions,
+    tools: &host::HostTools,
+    kernel: &kernel::KernelImage,
+    binary: &std::path::Path,
+    nonce: &str,
+    initrd: &std::path::Path,
+) -> Result<()> {
     let spec = InitSpec {
         busybox: &tools.busybox,
         damon_trace: binary,
@@ -297,13 +341,19 @@ fn qemu_command(
             term: &i.term,
         }),
     };
-    initramfs::write(&initrd, &spec)?;
-    let out_tar = work.join("out.tar");
-    let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1");
-    for a in &opts.kernel_args {
-        append.push(' ');
-        append.push_str(a);
-    }
+    initramfs::write(initrd, &spec)
+}
+
+/// The QEMU command around a written initrd.
+fn qemu_rest(
+    opts: &VmOptions,
+    tools: &host::HostTools,
+    kernel: &kernel::KernelImage,
+    work: &std::path::Path,
+    initrd: &std::path::Path,
+    out_tar: &std::path::Path,
+    append: &str,
+) -> Result<(Command, Option<hostterm::WinsizeLink>)> {
     let mut qemu = Command::new(&tools.qemu);
     qemu.args(memory_args(opts.memory_mib))
         .args(QEMU_MACHINE)
@@ -314,8 +364,8 @@ fn qemu_command(
         .arg("-kernel")
         .arg(&kernel.vmlinuz)
         .arg("-initrd")
-        .arg(&initrd)
-        .args(["-append", &append])
+        .arg(initrd)
+        .args(["-append", append])
         .stdin(if opts.interactive.is_some() {
             Stdio::piped()
         } else {

@@ -13,7 +13,6 @@ use std::{
 };
 
 use xtask::{
-    bootstrap, build,
     dist::{self, Artifacts},
     kernel::Kernel,
     util::output,
@@ -23,17 +22,7 @@ use xtask::{
 /// (`$DAMON_TRACE_BIN`, else a fresh `build-static`): one for every test of this file.
 fn artifacts() -> &'static Artifacts {
     static DIST: OnceLock<Artifacts> = OnceLock::new();
-    DIST.get_or_init(|| {
-        let bin = match std::env::var_os("DAMON_TRACE_BIN").filter(|v| !v.is_empty()) {
-            Some(b) => PathBuf::from(b),
-            None => {
-                let tc = bootstrap::ensure().expect("toolchain (cargo xtask bootstrap)");
-                build::build_static(&tc).expect("cargo xtask build-static")
-            }
-        };
-        let out = xtask::util::target_dir().join("packages-test");
-        dist::package(&bin, &out).expect("packaging (cargo xtask dist's steps)")
-    })
+    DIST.get_or_init(|| common::packages("packages-test"))
 }
 
 /// The .deb's files under a fresh root (`dpkg-deb -x`), removed on drop.

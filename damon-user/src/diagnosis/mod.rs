@@ -120,7 +120,19 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     } else {
         Vec::new()
     };
-    let diag_functions = function_diagnoses(functions, &trials, &kallsyms, ftrace.ok().as_ref());
+    // Without trials (no privileges), BTF is still world-readable: read it for them.
+    let parsed_btf = if trials.is_empty() && btf {
+        aya::Btf::from_sys_fs().ok()
+    } else {
+        None
+    };
+    let diag_functions = function_diagnoses(
+        functions,
+        &trials,
+        &kallsyms,
+        ftrace.ok().as_ref(),
+        parsed_btf.as_ref(),
+    );
     checks.insert(
         auto_at,
         auto_check(&AutoFacts {
@@ -250,6 +262,18 @@ fn tracefs_check(ftrace: &Result<HashSet<String>, String>) -> Check {
             format!("{} functions available to ftrace", set.len()),
             None,
         ),
+        // EACCES: tracefs is root's (mode 0700), as for a user holding only CAP_BPF and
+        // CAP_PERFMON; EPERM: a security policy.
+        Err(e) if e.contains(&format!("os error {}", libc::EACCES)) => check(
+            "tracefs",
+            Level::Warn,
+            e.clone(),
+            Some(
+                "tracefs is readable by root only: which functions ftrace can patch (fentry \
+                 needs that) is unknown until an attach is tried (`ftrace ?` below); an attach \
+                 that fails says why",
+            ),
+        ),
         Err(e) => check(
             "tracefs",
             Level::Warn,
@@ -276,12 +300,14 @@ fn ftrace_enabled_check() -> Option<Check> {
         })
 }
 
-/// Each selected function: where it appears, and what its attach trial (if any) gave.
+/// Each selected function: where it appears, and what its attach trial (if any) gave. `btf`
+/// answers "in the kernel's BTF?" for a function without a trial.
 fn function_diagnoses(
     functions: &[TracedFunction],
     trials: &[ProbeTrial],
     kallsyms: &Kallsyms,
     ftrace: Option<&HashSet<String>>,
+    btf: Option<&aya::Btf>,
 ) -> Vec<FunctionDiagnosis> {
     functions
         .iter()
@@ -298,7 +324,10 @@ fn function_diagnoses(
             FunctionDiagnosis {
                 name: f.symbol.clone(),
                 kallsyms: kallsyms.presence(&f.symbol),
-                btf: trial.is_some_and(|t| t.in_btf),
+                btf: trial.map_or_else(
+                    || btf.is_some_and(|b| kernel::btf_has_function(b, &f.symbol)),
+                    |t| t.in_btf,
+                ),
                 ftrace: ftrace.map(|s| s.contains(&f.symbol)),
                 traceable: fentry == "ok" || kprobe == "ok",
                 fentry,
@@ -469,6 +498,7 @@ mod tests {
             &trials,
             &kallsyms,
             Some(&ftrace),
+            None,
         );
         let (a, b) = (&fs[0], &fs[1]);
         assert!(a.traceable && a.btf && a.ftrace == Some(true), "{a:?}");
@@ -478,7 +508,7 @@ mod tests {
         assert_eq!(b.fentry, "not tried (no privileges)");
         assert_eq!(b.kprobe, "not tried (no privileges)");
         assert!(matches!(b.kallsyms, SymbolPresence::ClonesOnly(_)));
-        let none = function_diagnoses(&[func("a_fn")], &[], &kallsyms, None);
+        let none = function_diagnoses(&[func("a_fn")], &[], &kallsyms, None, None);
         assert_eq!(none[0].ftrace, None);
     }
 
@@ -513,12 +543,21 @@ mod tests {
             (Level::Ok, "1 functions available to ftrace")
         );
         assert_eq!(tracefs_check(&Err("EPERM".into())).level, Level::Warn);
+        let root_only =
+            tracefs_check(&Err("cannot read …: Permission denied (os error 13)".into()));
+        assert_eq!(root_only.level, Level::Warn);
+        assert!(
+            root_only
+                .remedy
+                .unwrap()
+                .starts_with("tracefs is readable by root only")
+        );
     }
 
     #[test]
     fn verdict_puts_this_process_first_then_the_kernel() {
         let fail = |name, found: &str| check(name, Level::Fail, found, Some("fix it"));
-        let funcs = function_diagnoses(&[func("a_fn")], &[], &Kallsyms::default(), None);
+        let funcs = function_diagnoses(&[func("a_fn")], &[], &Kallsyms::default(), None, None);
         let both = [
             fail("memlock", "low memlock"),
             fail("privileges", "no caps"),
@@ -536,7 +575,7 @@ mod tests {
         );
         let traced = FunctionDiagnosis {
             traceable: true,
-            ..function_diagnoses(&[func("a_fn")], &[], &Kallsyms::default(), None).remove(0)
+            ..function_diagnoses(&[func("a_fn")], &[], &Kallsyms::default(), None, None).remove(0)
         };
         let v = verdict(&[], &[traced], None, true, true);
         assert_eq!(v, "tracing works: 1 of 1 functions can be traced");

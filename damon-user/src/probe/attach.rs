@@ -276,7 +276,18 @@ pub(super) fn kprobe_failure(err: &ProgramError, symbol: &str) -> String {
     if crate::probe::kernel::kprobe_blacklist().is_some_and(|l| l.contains(symbol)) {
         return format!("{} — on the kernel's kprobe blacklist", errno_only(err));
     }
-    let einval = describe_error(err).contains(&format!("os error {}", libc::EINVAL));
+    let described = describe_error(err);
+    if described.contains(&format!("os error {}", libc::EACCES)) {
+        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        let admin = crate::probe::kernel::effective_caps()
+            .is_some_and(|c| crate::probe::kernel::has_cap(c, crate::probe::kernel::CAP_SYS_ADMIN));
+        if let Some(why) = paranoid.and_then(|p| paranoid_refusal(p, admin)) {
+            return format!("{} — {why}", errno_only(err));
+        }
+    }
+    let einval = described.contains(&format!("os error {}", libc::EINVAL));
     if einval && in_ftrace(symbol) == Some(false) {
         return format!(
             "{} — the function is not in available_filter_functions either: most likely \
@@ -285,6 +296,20 @@ pub(super) fn kprobe_failure(err: &ProgramError, symbol: &str) -> String {
         );
     }
     describe_error(err)
+}
+
+/// Why perf_event_open (through which kprobes attach) was refused, when
+/// `kernel.perf_event_paranoid` explains it: above 2, a Debian and Ubuntu patch refuses it to
+/// every process without CAP_SYS_ADMIN, whatever CAP_PERFMON it holds.
+fn paranoid_refusal(paranoid: i32, cap_sys_admin: bool) -> Option<String> {
+    (paranoid > 2 && !cap_sys_admin).then(|| {
+        format!(
+            "kernel.perf_event_paranoid is {paranoid}: this kernel refuses perf_event_open, \
+             which kprobes attach through, to processes without CAP_SYS_ADMIN (a Debian and \
+             Ubuntu patch); fentry needs only CAP_BPF and CAP_PERFMON, or set \
+             kernel.perf_event_paranoid=2"
+        )
+    })
 }
 
 pub(super) fn program<'a, T>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, ProgramError>
@@ -507,5 +532,26 @@ mod tests {
             why,
             "only compiler clones exist (damon_hot_score.cold); the plain function was inlined"
         );
+    }
+
+    #[test]
+    fn perf_event_paranoid_above_2_is_named_only_where_it_refuses() {
+        // Debian's default (3) refuses everyone without CAP_SYS_ADMIN, CAP_PERFMON or not.
+        let why = paranoid_refusal(3, false).expect("refused at 3 without CAP_SYS_ADMIN");
+        assert!(
+            why.starts_with("kernel.perf_event_paranoid is 3: "),
+            "{why}"
+        );
+        assert!(
+            why.contains("CAP_SYS_ADMIN") && why.contains("fentry"),
+            "{why}"
+        );
+        assert_eq!(paranoid_refusal(3, true), None, "CAP_SYS_ADMIN passes");
+        assert_eq!(
+            paranoid_refusal(2, false),
+            None,
+            "2 is upstream's most strict"
+        );
+        assert_eq!(paranoid_refusal(-1, false), None);
     }
 }

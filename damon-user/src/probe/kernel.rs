@@ -386,14 +386,22 @@ impl Preemption {
     /// `preempt=` on the command line.
     pub fn read() -> Preemption {
         mount_if_missing("debugfs", "/sys/kernel/debug");
-        let debugfs = fs::read_to_string("/sys/kernel/debug/sched/preempt").ok();
+        let debugfs = fs::read_to_string("/sys/kernel/debug/sched/preempt").map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                "debugfs is readable by root only"
+            } else {
+                "no debugfs"
+            }
+        });
         let version = fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
         let cmdline = fs::read_to_string("/proc/cmdline").unwrap_or_default();
-        Preemption::parse(debugfs.as_deref(), &version, &cmdline)
+        Preemption::parse(debugfs.as_deref().map_err(|e| *e), &version, &cmdline)
     }
 
-    pub fn parse(debugfs: Option<&str>, version: &str, cmdline: &str) -> Preemption {
-        if let Some(model) = debugfs.and_then(|t| {
+    /// `debugfs`: the text of `sched/preempt`, or why it could not be read.
+    pub fn parse(debugfs: Result<&str, &str>, version: &str, cmdline: &str) -> Preemption {
+        let unreadable = debugfs.err().unwrap_or("no model in it");
+        if let Some(model) = debugfs.ok().and_then(|t| {
             t.split_whitespace()
                 .find_map(|w| w.strip_prefix('(')?.strip_suffix(')'))
         }) {
@@ -407,26 +415,26 @@ impl Preemption {
             .split_whitespace()
             .find_map(|w| w.strip_prefix("preempt="));
         let (model, source) = if flags.contains(&"PREEMPT_RT") {
-            (Some("rt"), "PREEMPT_RT in the kernel version")
+            (Some("rt"), "PREEMPT_RT in the kernel version".to_owned())
         } else if flags.contains(&"PREEMPT_DYNAMIC") {
             match from_cmdline {
-                Some(m) => (Some(m), "preempt= on the kernel command line"),
+                Some(m) => (Some(m), "preempt= on the kernel command line".to_owned()),
                 None => (
                     None,
-                    "PREEMPT_DYNAMIC kernel, model not readable (no debugfs)",
+                    format!("PREEMPT_DYNAMIC kernel, model not readable ({unreadable})"),
                 ),
             }
         } else if flags.contains(&"PREEMPT") {
-            (Some("full"), "PREEMPT in the kernel version")
+            (Some("full"), "PREEMPT in the kernel version".to_owned())
         } else {
             (
                 None,
-                "no PREEMPT flag in the kernel version (none or voluntary)",
+                "no PREEMPT flag in the kernel version (none or voluntary)".to_owned(),
             )
         };
         Preemption {
             model: model.map(str::to_owned),
-            source: source.to_owned(),
+            source,
         }
     }
 
@@ -448,24 +456,31 @@ mod preemption_tests {
 
     #[test]
     fn reads_the_active_model_and_falls_back_to_build_flags() {
-        let p = Preemption::parse(Some("none voluntary full (lazy)\n"), "", "");
+        let p = Preemption::parse(Ok("none voluntary full (lazy)\n"), "", "");
         assert_eq!(p.model.as_deref(), Some("lazy"));
         assert!(p.preempts_trampolines());
-        let p = Preemption::parse(Some("none (voluntary) full lazy\n"), "", "");
+        let p = Preemption::parse(Ok("none (voluntary) full lazy\n"), "", "");
         assert_eq!(p.model.as_deref(), Some("voluntary"));
         assert!(!p.preempts_trampolines());
         let v = "#1 SMP PREEMPT_DYNAMIC Debian 7.2.13-1 (2026-10-01)";
-        let p = Preemption::parse(None, v, "root=/dev/vda preempt=full");
+        let p = Preemption::parse(Err("no debugfs"), v, "root=/dev/vda preempt=full");
         assert_eq!(p.model.as_deref(), Some("full"));
-        let p = Preemption::parse(None, v, "root=/dev/vda");
+        let p = Preemption::parse(Err("no debugfs"), v, "root=/dev/vda");
         assert_eq!(p.model, None);
         assert!(
             p.preempts_trampolines(),
             "unknown on a dynamic kernel: assume preemptible"
         );
-        let p = Preemption::parse(None, "#1 SMP PREEMPT_RT Debian", "");
+        // Why it could not be read is said, not guessed: a user outside root meets this.
+        let p = Preemption::parse(Err("debugfs is readable by root only"), v, "");
+        assert_eq!(
+            p.source,
+            "PREEMPT_DYNAMIC kernel, model not readable (debugfs is readable by root only)"
+        );
+        assert!(p.preempts_trampolines());
+        let p = Preemption::parse(Err("no debugfs"), "#1 SMP PREEMPT_RT Debian", "");
         assert_eq!(p.model.as_deref(), Some("rt"));
-        let p = Preemption::parse(None, "#1 SMP Debian 6.1.0", "");
+        let p = Preemption::parse(Err("no debugfs"), "#1 SMP Debian 6.1.0", "");
         assert!(!p.preempts_trampolines());
     }
 }

@@ -10,6 +10,21 @@ use xtask::{
     vm::{Interactive, KeyStep},
 };
 
+/// `cargo xtask dist`'s packages of the suite's static binary (`$DAMON_TRACE_BIN`, else a
+/// fresh `build-static`), made in `target/<folder>` (one folder per test file: test files run
+/// in parallel under `cargo test`).
+pub fn packages(folder: &str) -> xtask::dist::Artifacts {
+    let bin = match std::env::var_os("DAMON_TRACE_BIN").filter(|v| !v.is_empty()) {
+        Some(b) => std::path::PathBuf::from(b),
+        None => {
+            let tc = xtask::bootstrap::ensure().expect("toolchain (cargo xtask bootstrap)");
+            xtask::build::build_static(&tc).expect("cargo xtask build-static")
+        }
+    };
+    let out = xtask::util::target_dir().join(folder);
+    xtask::dist::package(&bin, &out).expect("packaging (cargo xtask dist's steps)")
+}
+
 /// A guest of `kernel` running `cmd` within `timeout`, its /out in a fresh temp dir.
 pub fn guest(kernel: Kernel, cmd: impl Into<String>, timeout: Duration) -> Guest {
     Guest::new(kernel, cmd).temp_out().timeout(timeout)
@@ -272,7 +287,8 @@ grown() {
     # The 16-byte file header, then the metadata chunk (16-byte chunk header whose bytes 8..12
     # are its stored length, then that many bytes), written one after the other.
     i=0
-    until [ "$(wc -c < "$1" 2> /dev/null || echo 0)" -ge 32 ]; do
+    # (The braces: a redirection that fails is reported before a later `2>` applies.)
+    until [ "$({ wc -c < "$1"; } 2> /dev/null || echo 0)" -ge 32 ]; do
         i=$((i+1)); [ $i -gt 600 ] && { echo "$1 never appeared" >&2; exit 98; }; sleep 0.2
     done
     meta_end=$((32 + $(od -A n -t u4 -j 24 -N 4 "$1")))
