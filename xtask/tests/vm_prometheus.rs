@@ -49,7 +49,7 @@ const BUCKET: &str = "damon_trace_call_duration_seconds_bucket";
 
 /// How long `serve` answers with its final numbers after tracing. Only one scrape in it
 /// matters (the first that succeeds), and the guest stops waiting for it as soon as Prometheus
-/// has it; `serve` ignores signals while it lingers, so the guest then waits out the rest. 60 s
+/// has it, then ends the rest with SIGTERM (which `serve` must honour while it lingers). 60 s
 /// is 6 scrape intervals of [`SCRAPE_S`], each with its full timeout (three runs on a loaded
 /// 2-core host had the final numbers 1, 4 and 9 s after tracing ended).
 const LINGER_S: u64 = 60;
@@ -135,7 +135,10 @@ wget -q -O /out/scrapes.json \"${{api}}{scrapes}\"
 wget -q -O /out/attempts.json \"${{api}}{attempts}\"
 wget -q -O /out/slowest.json \"${{api}}{slowest}\"
 kill $prom
+echo $(( $(date +%s) - t1 )) > /out/term-sent.txt
+kill -TERM $serve
 wait $serve || {{ echo \"serve exited $?\" >&2; cat /out/serve.err >&2; exit 11; }}
+echo $(( $(date +%s) - t1 )) > /out/serve-ended.txt
 damon-trace report /out/serve.dtcap --format json > /out/report.json"
     );
     with_scenario(300, "", &body)
@@ -229,6 +232,30 @@ fn vm_7_2_prometheus_quantiles_match_report() {
         vector(&json(dir, "slowest.json")),
         run.read("final-scrape.txt").trim()
     );
+    // SIGTERM sent while serve lingered ends it at once, and the capture it then finishes is
+    // whole (report.json read it). (Seconds after tracing ended, by the guest's clock: a
+    // linger that had already run out gets no say.)
+    let secs = |name: &str| -> u64 {
+        let text = run.read(name);
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: {e}: {text:?}"))
+    };
+    let (sent, ended) = (secs("term-sent.txt"), secs("serve-ended.txt"));
+    let serve_err = run.read("serve.err");
+    eprintln!(
+        "SIGTERM sent {sent} s after tracing ended, serve gone at {ended} s, of a {LINGER_S} s linger"
+    );
+    if sent + 1 < LINGER_S {
+        assert!(
+            serve_err.contains("stopped answering with the final numbers early: terminated"),
+            "{serve_err}"
+        );
+        assert!(
+            ended < LINGER_S,
+            "serve sat out its linger after SIGTERM: {ended} s"
+        );
+    }
     // The comparisons below need one scrape: the one after tracing with the final numbers,
     // which the guest waited for (so it is there whatever the host's speed).
     assert!(scrapes.iter().any(|(_, n)| *n >= 1.0), "{scrapes:?}");

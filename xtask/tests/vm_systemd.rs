@@ -497,6 +497,12 @@ fn check_sandbox(dir: &Path, paranoid: i32) {
             FOUR.len(),
             "each function's kprobe line names the setting:\n{unit_text}"
         );
+        // … and the attach check draws the conclusion: auto ends up on fentry/fexit.
+        assert!(
+            unit_text.contains("--attach auto falls back to fentry/fexit here")
+                && unit_text.contains("perf_event_paranoid above 2 refuses kprobe/kretprobe"),
+            "{unit_text}"
+        );
     }
     // kallsyms shows the unit's user names without addresses under kptr_restrict=1: enough.
     let kptr = json(dir, "doctor-unit-kptr.json");

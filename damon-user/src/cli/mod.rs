@@ -360,7 +360,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// After tracing ends, keep answering scrapes this long with the session's final numbers,
-    /// so that a scrape can see its last seconds too (e.g. 2x the scrape interval).
+    /// so that a scrape can see its last seconds too (e.g. 2x the scrape interval); SIGINT or
+    /// SIGTERM ends it early.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub linger: Option<Duration>,
     /// Also write what is traced to FILE: the capture `record` writes, of the same session

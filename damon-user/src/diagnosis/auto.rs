@@ -51,6 +51,9 @@ fn pair(m: AttachMethod) -> &'static str {
     }
 }
 
+/// How a kprobe attach refused under `kernel.perf_event_paranoid` > 2 begins its reason.
+const PARANOID_REFUSAL: &str = "kernel.perf_event_paranoid is ";
+
 const LOCKDOWN_REMEDY: &str = "a kernel with lockdown=none (Secure Boot off)";
 
 fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
@@ -102,6 +105,16 @@ fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
                 pair(m)
             ),
             "a kernel whose security policy allows tracing programs (lockdown=none)",
+        )
+    } else if results.iter().any(|r| r.contains(PARANOID_REFUSAL)) {
+        // Named by the attach's own error (probe::attach::kprobe_failure).
+        no(
+            format!(
+                "kernel.perf_event_paranoid above 2 refuses {} to a process without \
+                 CAP_SYS_ADMIN (a Debian and Ubuntu patch)",
+                pair(m)
+            ),
+            "with kernel.perf_event_paranoid=2 (sysctl), or run as root",
         )
     } else {
         Allowed::Unknown
@@ -299,6 +312,29 @@ mod tests {
         assert!(
             found.starts_with("--attach auto falls back to fentry/fexit here: it tries kprobe")
                 && found.ends_with("but the kernel has no kprobes (CONFIG_KPROBES off)"),
+            "{found}"
+        );
+        // kprobes refused under perf_event_paranoid=3 (CAP_BPF+CAP_PERFMON, no CAP_SYS_ADMIN):
+        // the fallback, naming the setting.
+        let paranoid = [tried(
+            "ok",
+            "Permission denied (os error 13) — kernel.perf_event_paranoid is 3: this kernel \
+             refuses perf_event_open",
+        )];
+        let found = at(
+            Level::Ok,
+            AutoFacts {
+                kprobes: true,
+                ..host(&paranoid)
+            },
+        )
+        .found;
+        assert!(
+            found.starts_with("--attach auto falls back to fentry/fexit here: it tries kprobe")
+                && found.ends_with(
+                    "but kernel.perf_event_paranoid above 2 refuses kprobe/kretprobe to a \
+                     process without CAP_SYS_ADMIN (a Debian and Ubuntu patch)"
+                ),
             "{found}"
         );
         // No trial (no privileges): the order and what is known, no claim about the rest.

@@ -182,7 +182,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     });
     if let Some(linger) = args.linger.filter(|l| !l.is_zero()) {
         eprintln!("tracing ended; answering scrapes with the final numbers for {linger:?}");
-        runtime.block_on(tokio::time::sleep(linger));
+        // A stop signal ends the wait: whoever scraped the final numbers need not sit it out.
+        runtime.block_on(async {
+            tokio::select! {
+                () = tokio::time::sleep(linger) => {}
+                reason = signals.recv() => {
+                    eprintln!("stopped answering with the final numbers early: {}", reason.as_str());
+                }
+            }
+        });
     }
     server.abort();
     let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
