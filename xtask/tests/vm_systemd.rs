@@ -57,7 +57,8 @@ as_alice() { runuser -l alice -c "$1"; }
 live_pty() {
     # `sudo damon-trace live` typed by the user in a ROWS x COLS terminal: `script` gives the
     # login shell a pty (sudo, as Debian configures it, puts another between itself and live);
-    # q is typed once the screen names lock_timer_base and has been redrawn for a few seconds.
+    # q is typed once live's own screen is up (its `LIVE` header: the lines before it, printed
+    # by the attach, name the functions too) and has been redrawn for a few seconds.
     n=$1x$2
     rm -f /run/keys-$n; mkfifo /run/keys-$n
     as_alice "script -q -e -c 'stty rows $1 cols $2; stty -g > stty-before; sudo damon-trace live; echo \$? > live.rc; stty -g > stty-after' typescript" \
@@ -65,7 +66,7 @@ live_pty() {
     pid=$!
     exec 3> /run/keys-$n
     i=0
-    until grep -aq lock_timer_base ~alice/typescript 2> /dev/null; do
+    until grep -aq LIVE ~alice/typescript 2> /dev/null; do
         i=$((i+1)); [ $i -gt 240 ] && break; sleep 0.5
     done
     sleep 8
