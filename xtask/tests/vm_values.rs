@@ -12,17 +12,28 @@ mod common;
 use common::{function, json, u};
 use xtask::kernel::Kernel;
 
-/// One capture with fentry, one with kprobes, both reported as JSON and table; the fentry
-/// capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
+/// One capture with fentry, one with kprobes, each under a scenario of its own (a kdamond
+/// that stopped before the second capture once cost a whole run), both reported as JSON and
+/// table; the fentry capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
 fn cmd() -> String {
-    let body = "sleep 1
-damon-trace record -o /out/fentry.dtcap --attach fentry --duration 20s 2> /out/fentry.err
-damon-trace record -o /out/kprobe.dtcap --attach kprobe --duration 20s 2> /out/kprobe.err
-for m in fentry kprobe; do
+    let capture = |mode: &str| {
+        xtask::script::with_scenario(
+            240,
+            "",
+            &format!(
+                "sleep 1\ndamon-trace record -o /out/{mode}.dtcap --attach {mode} --duration 20s \
+                 2> /out/{mode}.err\n"
+            ),
+        )
+    };
+    format!(
+        "set -e\n{}\n{}\nfor m in fentry kprobe; do
   damon-trace report /out/$m.dtcap --format json > /out/$m.json
   damon-trace report /out/$m.dtcap > /out/$m.txt
-done";
-    format!("set -e\n{}", xtask::script::with_scenario(240, "", body))
+done\n",
+        capture("fentry"),
+        capture("kprobe")
+    )
 }
 
 fn i(v: &serde_json::Value, key: &str) -> i64 {
