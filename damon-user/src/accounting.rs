@@ -126,8 +126,10 @@ pub fn drop_warning(
     if skipped_entries > 0 || c.stale_entries > 0 {
         line.push_str(if attach == "kprobe" {
             "; the kernel skips a kprobe program while another kprobe or tracepoint program runs \
-             on that CPU (the call came from an interrupt nested in one): fewer other tracing \
-             programs on the machine help"
+             on that CPU (the call came from an interrupt nested in one) or while a preempted \
+             bpf(2) map syscall holds that CPU's guard (on a preemptible kernel; damon-trace's \
+             own kernel-mode reads are such calls): fewer other tracing programs and BPF tools \
+             on the machine help"
         } else {
             "; the kernel runs a fentry/fexit probe once per CPU at a time and skips it while \
              another run is active there: on a preemptible kernel a task preempted inside the \

@@ -363,7 +363,7 @@ fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
         runs.push(AbRun {
             side,
             index,
-            kernel_release: outcome.outcome.kernel_release,
+            kernel_release: outcome.outcome.kernel_release.clone(),
             file,
             boot,
             seconds,

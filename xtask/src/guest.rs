@@ -134,7 +134,7 @@ impl Guest {
         Ok(GuestRun {
             dir: self.opts.out_dir.clone(),
             outcome,
-            _temp: temp,
+            temp,
         })
     }
 
@@ -149,12 +149,28 @@ impl Guest {
     }
 }
 
-/// A guest that ran: its outcome (also through `Deref`) and where its /out is.
+/// A guest that ran: its outcome (also through `Deref`) and where its /out is. A temp /out is
+/// removed when the run is dropped, except while a test is failing (the thread panicking):
+/// then it is kept and its path printed, so what the guest wrote (a recorder's stderr, the
+/// scenario's) can explain the failure.
 #[derive(Debug)]
 pub struct GuestRun {
     pub outcome: VmOutcome,
     dir: PathBuf,
-    _temp: Option<tempfile::TempDir>,
+    temp: Option<tempfile::TempDir>,
+}
+
+impl Drop for GuestRun {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(t) = self.temp.take()
+        {
+            eprintln!(
+                "[xtask] the failed guest's /out is kept in {}",
+                t.keep().join("out").display()
+            );
+        }
+    }
 }
 
 impl Deref for GuestRun {

@@ -401,7 +401,7 @@ pub fn run_in_guest(
     let report: Value = serde_json::from_str(&read("report.json")?).context("report.json")?;
     Ok((
         Analysis::new(samples, &report),
-        outcome.outcome.kernel_release,
+        outcome.outcome.kernel_release.clone(),
     ))
 }
 

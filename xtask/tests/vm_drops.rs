@@ -16,7 +16,8 @@
 //!   through `/proc/<pid>/wchan`, so all are inside at once), then the shell opens the FIFO for
 //!   writing, which wakes them. So `READERS + 1` calls, of which the first `MAP` tasks'
 //!   (readers') are timed and the other `READERS + 1 − MAP` are `stamp_full` (their exits find
-//!   no stamp: orphan exits). Checked in both modes: the counts, the identity (the kernel-mode
+//!   no stamp: orphan exits) — less any entry run the kernel skipped and counted, which takes
+//!   no stamp (its exit is an orphan too). Checked in both modes: the counts, the identity (the kernel-mode
 //!   one with the histogram's count as the timed calls), and `record`'s end warning.
 use std::time::Duration;
 
@@ -213,18 +214,29 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
                 + u(c, "in_flight"),
             "{mode}: kernel counters' identity (timed {timed}): {c}"
         );
-        // The workload's numbers: every call seen, the first MAP tasks timed, the rest lost to
-        // the full map, each of those an exit without its stamp.
+        // The workload's numbers: every call seen, the first MAP tasks whose entry program ran
+        // timed, the rest lost to the full map; every call not timed is an exit without its
+        // stamp. An entry run the kernel skipped (counted: kprobe programs are skipped while
+        // `bpf_prog_active` is held on that CPU, also by a preempted bpf(2) map syscall such as
+        // kernel mode's own reads) takes no stamp and is not `stamp_full`; it happened in one
+        // CI run on 7.2 in kernel mode, so it is allowed, as long as the map still overflows.
         assert_eq!(
             u(&f, "calls"),
             calls,
             "{mode}: {READERS} readers + 1 writer: {f}"
         );
+        let skipped = f["skipped_entries"].as_u64().unwrap_or(0);
+        let ran = calls - skipped;
+        assert!(
+            ran > MAP,
+            "{mode}: the kernel skipped {skipped} entry runs, too many for the map of {MAP} to \
+             fill: {f}"
+        );
         assert_eq!(timed, MAP, "{mode}: timed calls: {c}");
         assert_eq!(u(&f, "count"), MAP, "{mode}: timed calls: {f}");
         assert_eq!(
             u(&f, "stamp_full"),
-            full,
+            ran - MAP,
             "{mode}: tasks beyond the map's {MAP}: {f}"
         );
         assert_eq!(
@@ -232,6 +244,7 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
             full,
             "{mode}: exits without a stamp: {f}"
         );
+        assert_eq!(u(&f, "dropped"), full, "{mode}: {f}");
         assert_eq!(u(&f, "in_flight"), 0, "{mode}: {f}");
         eprintln!("stamp map of {MAP}, {mode}: {f}");
     }
@@ -269,12 +282,24 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
     // `record` says why the rest were not timed, in both modes.
     for mode in ["stream", "kernel"] {
         let err = std::fs::read_to_string(dir.join(format!("{mode}.err"))).expect("record stderr");
-        let warning = format!(
+        let f = accounting(function(
+            &json(dir, &format!("{mode}.report.json")),
+            "fifo_open",
+        ));
+        let skipped = f["skipped_entries"].as_u64().unwrap_or(0);
+        let mut warning = format!(
             "damon-trace: warning: {full} of {calls} calls of fifo_open were not recorded: the \
-             entry-stamp map ({MAP} open calls) was full for {full}"
+             entry-stamp map ({MAP} open calls) was full for {}",
+            full - skipped
         );
+        if skipped > 0 {
+            warning.push_str(&format!(
+                ", the kernel skipped the entry probe of {skipped}"
+            ));
+        }
         assert!(
-            err.lines().any(|l| l == warning),
+            err.lines()
+                .any(|l| l == warning || (skipped > 0 && l.starts_with(&format!("{warning};")))),
             "{mode}: expected `{warning}` in:\n{err}"
         );
         assert!(!err.contains("unaccounted"), "{mode}: {err}");
