@@ -21,6 +21,25 @@ pub const MAP_COUNTERS: &str = "COUNTERS";
 /// Name of the entry-stamp hash map.
 pub const MAP_STAMPS: &str = "STAMPS";
 
+/// Kernel functions (kfuncs) the eBPF object calls, each through a call instruction whose
+/// immediate is one of these placeholders: aya loads no kfunc calls, so the session loader
+/// (`damon-user`'s `probe::session`) rewrites each into a kfunc call
+/// (`BPF_PSEUDO_KFUNC_CALL`, the kfunc's BTF id in the running kernel) before `BPF_PROG_LOAD`.
+/// Far above every helper id (a few hundred), so no helper call is mistaken for one.
+pub const KFUNC_PLACEHOLDERS: [(i32, &str); 2] = [
+    (KFUNC_SESSION_COOKIE, "bpf_session_cookie"),
+    (KFUNC_SESSION_IS_RETURN, "bpf_session_is_return"),
+];
+pub const KFUNC_SESSION_COOKIE: i32 = 0x7d00_0001;
+pub const KFUNC_SESSION_IS_RETURN: i32 = 0x7d00_0002;
+
+/// The session self-test's map (`doctor`): `[entries, returns, zero cookies at return,
+/// entries that declined their return run, decline flag]`, one array for all CPUs.
+pub const MAP_SESSION_PROBE: &str = "SESSION_PROBE";
+pub const SESSION_PROBE_SLOTS: u32 = 5;
+/// The self-test's program: counts only the calls of this tgid (a global).
+pub const GLOBAL_SESSION_PROBE_TGID: &str = "SESSION_PROBE_TGID";
+
 /// The built-in traced functions. The discriminant is the function id carried in every record.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

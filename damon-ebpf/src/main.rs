@@ -26,6 +26,7 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 mod args;
 mod floor;
+mod session;
 use args::{Frame, dests_add_args, global, global64, hot_score_args, migrate_pages_args, no_args};
 use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,

@@ -10,6 +10,7 @@ mod leftovers;
 mod memlock;
 pub mod privileges;
 pub mod render;
+mod session;
 
 use std::{collections::HashSet, path::Path};
 
@@ -73,6 +74,9 @@ pub struct Diagnosis {
     pub can_trace: bool,
     /// One sentence: the main reason tracing cannot work, and what to do.
     pub verdict: String,
+    /// What the kprobe-session self-test measured (the `session` check), when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_test: Option<crate::probe::session::selftest::SelfTest>,
 }
 
 fn check(
@@ -143,6 +147,8 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
             functions: &diag_functions,
         }),
     );
+    let (session, session_test) = session::session_check(privileged.is_ok(), btf);
+    checks.push(session);
     let can_trace = diag_functions.iter().any(|f| f.traceable);
     let verdict = verdict(&checks, &diag_functions, lockdown, kprobes, can_trace);
     Diagnosis {
@@ -152,6 +158,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         functions: diag_functions,
         can_trace,
         verdict,
+        session_test,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod inventory;
 pub mod kernel;
 pub mod programs;
 pub mod ring;
+pub mod session;
 pub mod skips;
 pub mod tracer;
 pub mod trial;

@@ -40,7 +40,8 @@ pub const CALIB_TRIGGER: &str = "calib_trigger";
 pub const CALIB_TRIGGER_TARGET: &str = "bpf_fentry_test1";
 
 /// Every program name of ours, in full: each built-in function and user slot in both modes
-/// (entry and exit), the interval hook, the calibration trigger and the benchmark's floor.
+/// (entry and exit), the interval hook, the calibration trigger, the benchmark's floor and the
+/// session self-test.
 pub(super) fn all_program_names() -> Vec<String> {
     let user =
         (damon_common::FIRST_USER_FUNC..=damon_common::LAST_USER_FUNC).map(|id| TracedFunction {
@@ -59,6 +60,7 @@ pub(super) fn all_program_names() -> Vec<String> {
         .chain([
             super::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
+            super::session::selftest::PROGRAM.to_owned(),
         ])
         .chain(floor_program_names())
         .collect()
@@ -73,7 +75,7 @@ fn floor_program_names() -> impl Iterator<Item = String> {
 }
 
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 7] = [
+pub(super) const MAP_NAMES: [&str; 8] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -81,6 +83,7 @@ pub(super) const MAP_NAMES: [&str; 7] = [
     MAP_NODE_PFNS,
     MAP_HIST,
     MAP_HIST_STATS,
+    damon_common::MAP_SESSION_PROBE,
 ];
 
 #[cfg(test)]
@@ -126,6 +129,7 @@ mod tests {
         names.extend([
             super::super::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
+            super::super::session::selftest::PROGRAM.to_owned(),
         ]);
         names.extend(floor_program_names());
         names

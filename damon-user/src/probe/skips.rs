@@ -41,7 +41,7 @@ struct IdAttr {
     open_flags: u32,
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> {
     // SAFETY: `attr` is a valid, writable `bpf_attr` prefix of the size passed.
     let r = unsafe {
         libc::syscall(

@@ -583,3 +583,38 @@ pub fn assert_same_damon(what: &str, before: &str, after: &str) {
         only(after, before).join("\n  ")
     );
 }
+
+/// Doctor's kprobe-session self-test (`--json`'s `session_test`) on a kernel that has
+/// sessions: it ran, and the kernel kept every promise the tool relies on, by the counts the
+/// self-test's own getppid calls fix: each call's entry run, a return run with its entry's
+/// cookie for each entry that asked, none for an entry that declined (returned 1).
+pub fn assert_session_holds(doctor: &serde_json::Value) {
+    let check = entry(&doctor["checks"], "name", "session");
+    assert_eq!(check["level"], "ok", "{check}");
+    let t = &doctor["session_test"];
+    let calls = u(t, "calls");
+    assert!(calls >= 1000, "{t}");
+    let skipped = t["skipped"]
+        .as_u64()
+        .expect("the kernel counts skipped runs");
+    assert_eq!(
+        u(t, "entries") + u(t, "declined_entries") + skipped,
+        2 * calls,
+        "every call's entry ran or was counted as skipped: {t}"
+    );
+    assert_eq!(
+        u(t, "returns"),
+        u(t, "entries"),
+        "a return run per entry: {t}"
+    );
+    assert_eq!(
+        u(t, "zero_cookies"),
+        0,
+        "each return saw its entry's cookie: {t}"
+    );
+    assert_eq!(
+        u(t, "returns_after_decline"),
+        0,
+        "no return run after a declined entry: {t}"
+    );
+}

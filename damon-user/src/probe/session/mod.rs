@@ -1,0 +1,253 @@
+//! Kprobe sessions (`BPF_TRACE_KPROBE_SESSION`, Linux ≥ 6.10), loaded by code of our own
+//! because aya 0.14 (and 0.16) stops short of them: it has no such attach type, loads no kfunc
+//! calls and creates no kprobe-multi links. aya keeps loading the maps (and every other
+//! program); this module takes one program of the same object, relocated against aya's maps
+//! with `aya-obj`, and does the three steps aya lacks, under the kernel's UAPI names:
+//! - its kfunc placeholders become kfunc calls (`BPF_PSEUDO_KFUNC_CALL`, the kfunc's BTF id
+//!   in the running kernel's vmlinux BTF; see `damon_common::KFUNC_PLACEHOLDERS`);
+//! - `BPF_PROG_LOAD` as `BPF_PROG_TYPE_KPROBE` with `expected_attach_type`
+//!   `BPF_TRACE_KPROBE_SESSION`;
+//! - `BPF_LINK_CREATE` of a kprobe-multi link (fprobe) with that attach type on one symbol.
+//!
+//! A session program runs at a call's entry and again at its return; an entry run that
+//! returns non-zero has no return run; the 8 bytes of `bpf_session_cookie` belong to one
+//! invocation. `doctor` checks these on the running kernel ([`self_test`]).
+use std::{
+    collections::HashSet,
+    ffi::CString,
+    os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
+};
+
+use aya::{Ebpf, maps::Map};
+use aya_obj::{
+    Object,
+    generated::{BPF_PSEUDO_KFUNC_CALL, bpf_attr, bpf_insn},
+};
+use damon_common::KFUNC_PLACEHOLDERS;
+
+use super::skips::bpf;
+
+/// `enum bpf_attach_type`'s `BPF_TRACE_KPROBE_SESSION` (UAPI, Linux ≥ 6.10).
+pub const BPF_TRACE_KPROBE_SESSION: u32 = 56;
+/// `BPF_PROG_TYPE_KPROBE`.
+const BPF_PROG_TYPE_KPROBE: u32 = 2;
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_LINK_CREATE: libc::c_long = 28;
+/// `BPF_JMP | BPF_CALL`.
+const CALL: u8 = 0x85;
+
+/// Why a kprobe session cannot be had here; each names what is missing.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(
+        "no BTF of the running kernel (/sys/kernel/btf/vmlinux): kfunc calls cannot be resolved"
+    )]
+    NoBtf,
+    #[error("kprobe sessions need Linux 6.10 or later: this kernel's BTF has no kfunc `{0}`")]
+    NoKfunc(&'static str),
+    #[error("program `{0}` is not in the eBPF object")]
+    NoProgram(String),
+    #[error("relocating the eBPF object for `{prog}`: {why}")]
+    Relocation { prog: String, why: String },
+    #[error("a call to kfunc placeholder {0:#x} that no kfunc is known for")]
+    UnknownPlaceholder(i32),
+    #[error("the kernel refused to load `{prog}` as a kprobe session: {err}{log}")]
+    Load {
+        prog: String,
+        err: std::io::Error,
+        log: String,
+    },
+    #[error("the kernel refused a kprobe session link on `{symbol}`: {err}")]
+    Link { symbol: String, err: std::io::Error },
+}
+
+/// The BTF ids of the kfuncs the object calls, in the order of `KFUNC_PLACEHOLDERS`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kfuncs(Vec<(i32, u32)>);
+
+impl Kfuncs {
+    /// Looks each kfunc up in the running kernel's BTF.
+    pub fn resolve(btf: Option<&aya::Btf>) -> Result<Kfuncs, SessionError> {
+        let btf = btf.ok_or(SessionError::NoBtf)?;
+        KFUNC_PLACEHOLDERS
+            .iter()
+            .map(|&(placeholder, name)| {
+                btf.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
+                    .map(|id| (placeholder, id))
+                    .map_err(|_| SessionError::NoKfunc(name))
+            })
+            .collect::<Result<_, _>>()
+            .map(Kfuncs)
+    }
+
+    #[cfg(test)]
+    fn new(ids: Vec<(i32, u32)>) -> Kfuncs {
+        Kfuncs(ids)
+    }
+}
+
+/// Turns every call of a kfunc placeholder into a kfunc call (`src_reg` =
+/// `BPF_PSEUDO_KFUNC_CALL`, `imm` = the kfunc's BTF id, `off` = 0: vmlinux); returns how many.
+/// Helper calls (small ids) and calls of subprograms (`src_reg` 1) are left alone.
+pub fn rewrite_kfunc_calls(insns: &mut [bpf_insn], kfuncs: &Kfuncs) -> Result<usize, SessionError> {
+    let mut n = 0;
+    for ins in insns.iter_mut() {
+        if ins.code != CALL || ins.src_reg() != 0 {
+            continue;
+        }
+        let is_placeholder = KFUNC_PLACEHOLDERS.iter().any(|&(p, _)| p == ins.imm);
+        if !is_placeholder {
+            if ins.imm >= KFUNC_PLACEHOLDERS[0].0 {
+                return Err(SessionError::UnknownPlaceholder(ins.imm));
+            }
+            continue;
+        }
+        let id = kfuncs
+            .0
+            .iter()
+            .find(|(p, _)| *p == ins.imm)
+            .map(|&(_, id)| id)
+            .ok_or(SessionError::UnknownPlaceholder(ins.imm))?;
+        ins.set_src_reg(BPF_PSEUDO_KFUNC_CALL as u8);
+        ins.off = 0;
+        ins.imm = id as i32;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The file descriptor of one of aya's maps (the variants the object uses).
+fn map_fd(map: &Map) -> Option<BorrowedFd<'_>> {
+    let data = match map {
+        Map::Array(m) | Map::PerCpuArray(m) | Map::HashMap(m) | Map::PerCpuHashMap(m) => m,
+        Map::LruHashMap(m) | Map::RingBuf(m) => m,
+        _ => return None,
+    };
+    Some(data.fd().as_fd())
+}
+
+/// Program `prog` of `elf` (the object `bpf` was loaded from), its map references relocated
+/// to `bpf`'s maps and its subprogram calls linked: the instructions aya would load.
+pub fn instructions(bpf: &Ebpf, elf: &[u8], prog: &str) -> Result<Vec<bpf_insn>, SessionError> {
+    let relocation = |why: String| SessionError::Relocation {
+        prog: prog.to_owned(),
+        why,
+    };
+    let mut obj = Object::parse(elf).map_err(|e| relocation(e.to_string()))?;
+    let key = obj
+        .programs
+        .get(prog)
+        .ok_or_else(|| SessionError::NoProgram(prog.to_owned()))?
+        .function_key();
+    let mut fds = Vec::new();
+    for name in obj.maps.keys() {
+        let map = bpf
+            .map(name)
+            .ok_or_else(|| relocation(format!("map {name} was not created")))?;
+        let fd = map_fd(map).ok_or_else(|| relocation(format!("map {name}: unexpected type")))?;
+        fds.push((name.clone(), fd.as_raw_fd()));
+    }
+    let maps = std::mem::take(&mut obj.maps);
+    let text: HashSet<usize> = obj.functions.keys().map(|(section, _)| *section).collect();
+    obj.relocate_maps(
+        fds.iter()
+            .map(|(name, fd)| (name.as_str(), *fd, &maps[name])),
+        &text,
+    )
+    .map_err(|e| relocation(e.to_string()))?;
+    obj.relocate_calls(&text)
+        .map_err(|e| relocation(e.to_string()))?;
+    Ok(obj.functions[&key].instructions.clone())
+}
+
+/// The `bpf_attr` of `BPF_PROG_LOAD` for a kprobe session program.
+fn prog_load_attr(name: &str, insns: &[bpf_insn], license: &CString, log: &mut [u8]) -> bpf_attr {
+    // SAFETY: a C union of integers, for which all zeroes is valid.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the `BPF_PROG_LOAD` member of a zeroed union.
+    let a = unsafe { &mut attr.__bindgen_anon_3 };
+    a.prog_type = BPF_PROG_TYPE_KPROBE;
+    a.expected_attach_type = BPF_TRACE_KPROBE_SESSION;
+    a.insn_cnt = insns.len() as u32;
+    a.insns = insns.as_ptr() as u64;
+    a.license = license.as_ptr() as u64;
+    for (d, s) in a.prog_name.iter_mut().zip(name.bytes().take(15)) {
+        *d = s as libc::c_char;
+    }
+    if !log.is_empty() {
+        a.log_level = 1;
+        a.log_size = log.len() as u32;
+        a.log_buf = log.as_mut_ptr() as u64;
+    }
+    attr
+}
+
+/// Loads `insns` (kfunc calls already rewritten) as the kprobe session program `name`. On a
+/// refusal, loads again with the verifier's log and keeps its end in the error.
+pub fn load(name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, SessionError> {
+    let license = CString::new("GPL").expect("no NUL");
+    let mut attr = prog_load_attr(name, insns, &license, &mut []);
+    let err = match bpf(BPF_PROG_LOAD, &mut attr) {
+        // SAFETY: the kernel returned a new file descriptor that nothing else owns.
+        Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
+        Err(e) => e,
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut attr = prog_load_attr(name, insns, &license, &mut buf);
+    let _ = bpf(BPF_PROG_LOAD, &mut attr);
+    let text = String::from_utf8_lossy(&buf);
+    let text = text.trim_end_matches('\0').trim_end();
+    let tail: Vec<&str> = text.lines().rev().take(8).collect();
+    let log = if tail.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nverifier log (end):\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+    };
+    Err(SessionError::Load {
+        prog: name.to_owned(),
+        err,
+        log,
+    })
+}
+
+/// The `bpf_attr` of `BPF_LINK_CREATE` for a kprobe session on the symbols behind `syms`.
+fn link_attr(prog: BorrowedFd<'_>, syms: &[*const libc::c_char]) -> bpf_attr {
+    // SAFETY: as in `prog_load_attr`.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: writing the `BPF_LINK_CREATE` member of a zeroed union.
+    let l = unsafe { &mut attr.link_create };
+    l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
+    l.attach_type = BPF_TRACE_KPROBE_SESSION;
+    // SAFETY: writing the kprobe-multi member of a zeroed union.
+    let k = unsafe { &mut l.__bindgen_anon_3.kprobe_multi };
+    k.cnt = syms.len() as u32;
+    k.syms = syms.as_ptr() as u64;
+    attr
+}
+
+/// Attaches the session program `prog` to kernel function `symbol` (a kprobe-multi link, as
+/// the kernel resolves the name through kallsyms); the link lives as long as the returned fd.
+pub fn attach(prog: BorrowedFd<'_>, symbol: &str) -> Result<OwnedFd, SessionError> {
+    let name = CString::new(symbol).map_err(|_| SessionError::Link {
+        symbol: symbol.to_owned(),
+        err: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+    })?;
+    let syms = [name.as_ptr()];
+    let mut attr = link_attr(prog, &syms);
+    match bpf(BPF_LINK_CREATE, &mut attr) {
+        // SAFETY: as in `load`.
+        Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
+        Err(err) => Err(SessionError::Link {
+            symbol: symbol.to_owned(),
+            err,
+        }),
+    }
+}
+
+pub mod selftest;
+
+#[cfg(test)]
+mod tests;

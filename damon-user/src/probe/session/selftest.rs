@@ -1,0 +1,139 @@
+//! `doctor`'s check that kprobe sessions work on the running kernel as the tool relies on
+//! them, measured rather than assumed: the self-test program (`sess_probe` in damon-ebpf) on
+//! the kernel function behind getppid(2), while this process calls getppid a known number of
+//! times.
+use std::os::fd::AsFd as _;
+
+use aya::{EbpfLoader, maps::Array};
+use damon_common::{GLOBAL_SESSION_PROBE_TGID, MAP_EVENTS, MAP_SESSION_PROBE};
+use serde::Serialize;
+
+use super::{Kfuncs, SessionError, attach, instructions, load, rewrite_kfunc_calls};
+use crate::probe::programs::EBPF_OBJECT;
+
+/// The program's name in the object.
+pub const PROGRAM: &str = "sess_probe";
+/// Where getppid(2) enters the kernel, by kernel version and configuration; the first that
+/// takes a kprobe session link is used.
+const GETPPID: [&str; 3] = ["__x64_sys_getppid", "__do_sys_getppid", "__se_sys_getppid"];
+/// getppid calls per phase.
+pub const CALLS: u64 = 1000;
+
+/// What the self-test saw; `calls` per phase.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SelfTest {
+    pub symbol: String,
+    pub calls: u64,
+    /// Phase 1 (the entry asks for the return run): entry runs, return runs, return runs that
+    /// found the cookie zero.
+    pub entries: u64,
+    pub returns: u64,
+    pub zero_cookies: u64,
+    /// Phase 2 (the entry declines the return run): entry runs, return runs that ran anyway.
+    pub declined_entries: u64,
+    pub returns_after_decline: u64,
+    /// Runs the kernel skipped (the program's `recursion_misses`), both phases.
+    pub skipped: Option<u64>,
+}
+
+impl SelfTest {
+    /// Whether the kernel behaved as the tool relies on: every call's entry ran (or was
+    /// skipped and counted), every entry that asked for it got its return run with its own
+    /// cookie, and a declined entry got none.
+    pub fn holds(&self) -> bool {
+        let skipped = self.skipped.unwrap_or(0);
+        self.entries + self.declined_entries + skipped >= 2 * self.calls
+            && self.entries <= self.calls
+            && self.declined_entries <= self.calls
+            && self.returns == self.entries
+            && self.zero_cookies == 0
+            && self.returns_after_decline == 0
+    }
+
+    /// One line for `doctor`.
+    pub fn describe(&self) -> String {
+        format!(
+            "kprobe session on {}: {} calls → {} entry and {} return runs, {} cookies lost; {} \
+             calls whose entry declined → {} entry and {} return runs{}",
+            self.symbol,
+            self.calls,
+            self.entries,
+            self.returns,
+            self.zero_cookies,
+            self.calls,
+            self.declined_entries,
+            self.returns_after_decline,
+            self.skipped.map_or(String::new(), |n| format!(
+                "; {n} runs skipped by the kernel"
+            ))
+        )
+    }
+}
+
+fn getppid_calls(n: u64) {
+    for _ in 0..n {
+        // SAFETY: a syscall without arguments or side effects.
+        std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+    }
+}
+
+/// Loads the self-test program as a kprobe session, attaches it to getppid's kernel function,
+/// makes [`CALLS`] calls with the entry asking for the return run, then [`CALLS`] with it
+/// declining, and reads the counts. Needs the privileges tracing needs.
+pub fn self_test(btf: Option<&aya::Btf>) -> Result<SelfTest, SessionError> {
+    let kfuncs = Kfuncs::resolve(btf)?;
+    let tgid = std::process::id();
+    let other = |why: String| SessionError::Relocation {
+        prog: PROGRAM.to_owned(),
+        why,
+    };
+    let mut bpf = EbpfLoader::new()
+        .btf(btf)
+        .override_global(GLOBAL_SESSION_PROBE_TGID, &tgid, true)
+        .map_max_entries(MAP_EVENTS, 4096)
+        .load(EBPF_OBJECT)
+        .map_err(|e| other(format!("creating the maps: {e}")))?;
+    let mut insns = instructions(&bpf, EBPF_OBJECT, PROGRAM)?;
+    rewrite_kfunc_calls(&mut insns, &kfuncs)?;
+    let prog = load(PROGRAM, &insns)?;
+    let mut last = None;
+    let mut linked = None;
+    for symbol in GETPPID {
+        match attach(prog.as_fd(), symbol) {
+            Ok(link) => {
+                linked = Some((symbol, link));
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let Some((symbol, link)) = linked else {
+        return Err(last.expect("at least one symbol tried"));
+    };
+    let map = bpf
+        .map_mut(MAP_SESSION_PROBE)
+        .ok_or_else(|| other(format!("map {MAP_SESSION_PROBE} missing")))?;
+    let mut counts: Array<_, u64> =
+        Array::try_from(map).map_err(|e| other(format!("map {MAP_SESSION_PROBE}: {e}")))?;
+    let read = |a: &Array<_, u64>, i: u32| a.get(&i, 0).unwrap_or(0);
+    getppid_calls(CALLS);
+    let (entries, returns, zero_cookies) = (read(&counts, 0), read(&counts, 1), read(&counts, 2));
+    counts
+        .set(4, 1, 0)
+        .map_err(|e| other(format!("setting the decline flag: {e}")))?;
+    getppid_calls(CALLS);
+    let declined_entries = read(&counts, 3);
+    let returns_after_decline = read(&counts, 1) - returns;
+    let skipped = crate::probe::skips::recursion_misses(prog.as_fd());
+    drop(link);
+    Ok(SelfTest {
+        symbol: symbol.to_owned(),
+        calls: CALLS,
+        entries,
+        returns,
+        zero_cookies,
+        declined_entries,
+        returns_after_decline,
+        skipped,
+    })
+}
