@@ -8,7 +8,10 @@ use aya_ebpf::{
 };
 use damon_common::{CallRecord, FLOOR_STAMP_FUNC, StampStack, stamp_key};
 
-use crate::{EVENTS, STAMPS};
+use crate::{
+    EVENTS, STAMPS,
+    session::{session_cookie, session_is_return},
+};
 
 /// The benchmark's floor (`damon-trace bench-floor`, never attached by a session): an
 /// fentry/fexit pair and a kprobe/kretprobe pair that only read the clock, once each, as the
@@ -124,9 +127,36 @@ pub fn floor_skr_entry(_ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn floor_skr_exit(_ctx: RetProbeContext) -> u32 {
-    if let Some((entry_ns, duration_ns)) = floor_stamp_exit()
-        && let Some(mut slot) = EVENTS.reserve::<CallRecord>(0)
-    {
+    if let Some((entry_ns, duration_ns)) = floor_stamp_exit() {
+        floor_record(entry_ns, duration_ns);
+    }
+    0
+}
+
+/// The session floor: one kprobe session program (loaded by `damon-user`'s `probe::session`)
+/// whose entry run keeps the time in the invocation's cookie and whose return run reads the
+/// clock and subtracts: exact timing (the cookie belongs to the call) with no map at all.
+#[kprobe]
+pub fn floor_session(ctx: ProbeContext) -> u32 {
+    core::hint::black_box(session_floor(&ctx).map_or(0, |(_, duration)| duration));
+    0
+}
+
+/// The session floor plus one 56-byte ring record per call (no wake-up): the least an exact
+/// stream tracer on kprobe sessions does.
+#[kprobe]
+pub fn floor_session_rec(ctx: ProbeContext) -> u32 {
+    if let Some((entry_ns, duration_ns)) = session_floor(&ctx) {
+        floor_record(entry_ns, duration_ns);
+    }
+    0
+}
+
+/// The record floors' record: a [`CallRecord`] with the call's time, the other fields 0,
+/// reserved and submitted without a wake-up.
+#[inline(always)]
+fn floor_record(entry_ns: u64, duration_ns: u64) {
+    if let Some(mut slot) = EVENTS.reserve::<CallRecord>(0) {
         slot.write(CallRecord {
             entry_ns,
             duration_ns,
@@ -140,5 +170,18 @@ pub fn floor_skr_exit(_ctx: RetProbeContext) -> u32 {
         });
         slot.submit(BPF_RB_NO_WAKEUP as u64);
     }
-    0
+}
+
+/// Entry: the time into the cookie, `None`. Return: (entry time, duration).
+#[inline(always)]
+fn session_floor(ctx: &ProbeContext) -> Option<(u64, u64)> {
+    let cookie = session_cookie(ctx);
+    if session_is_return(ctx) {
+        // SAFETY: helper without preconditions; the kfunc's pointer is valid for this run.
+        let (now, entry) = unsafe { (bpf_ktime_get_ns(), *cookie) };
+        return Some((entry, now.wrapping_sub(entry)));
+    }
+    // SAFETY: as above.
+    unsafe { *cookie = bpf_ktime_get_ns() };
+    None
 }

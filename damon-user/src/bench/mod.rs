@@ -82,8 +82,10 @@ pub struct FloorArgs {
     /// fentry: an fentry/fexit pair reading the clock once each; kprobe: a kprobe/kretprobe
     /// pair reading the clock once each; fentry-stamp, kprobe-stamp: either pair keeping each
     /// task's entry time in a hash map, as any exact timing must; kprobe-stamp-ring: the
-    /// kprobe stamp pair also writing a 56-byte ring record per call.
-    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp", "kprobe-stamp", "kprobe-stamp-ring"])]
+    /// kprobe stamp pair also writing a 56-byte ring record per call; session: one kprobe
+    /// session program keeping the entry time in the call's cookie (Linux ≥ 6.10);
+    /// session-ring: the session floor writing the record too.
+    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp", "kprobe-stamp", "kprobe-stamp-ring", "session", "session-ring"])]
     pub attach: String,
 }
 

@@ -1,6 +1,7 @@
 //! `bench-floor`: the benchmark's floor programs (an fentry/fexit or a kprobe/kretprobe pair
 //! that only reads the clock, once each; either pair also keeping a per-task stamp in a hash
-//! map; the kprobe pair with the stamp and one ring record per call) attached to one function,
+//! map; the kprobe pair with the stamp and one ring record per call; a kprobe session keeping
+//! the entry time in its cookie, with or without the record) attached to one function,
 //! so `cargo xtask bench` can time the kernel's own attach path, the stamp any exact timing
 //! needs and the record a stream tracer writes, next to ours.
 use anyhow::Context as _;
@@ -10,7 +11,9 @@ use aya::{
 };
 use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS};
 
-use crate::probe::{attach::program, programs::EBPF_OBJECT};
+use std::os::fd::{AsFd as _, OwnedFd};
+
+use crate::probe::{attach::program, programs::EBPF_OBJECT, session};
 
 /// Which floor pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,15 +30,22 @@ pub enum FloorKind {
     /// kprobe/kretprobe with the per-task stamp and a 56-byte record reserved and submitted
     /// in the ring per call (no wake-up).
     KprobeStampRing,
+    /// One kprobe session program: the entry time in the invocation's cookie, the clock read
+    /// again at return (exact, no map). Linux ≥ 6.10.
+    Session,
+    /// The session floor plus the 56-byte ring record per call.
+    SessionRing,
 }
 
 impl FloorKind {
-    pub const ALL: [FloorKind; 5] = [
+    pub const ALL: [FloorKind; 7] = [
         FloorKind::Fentry,
         FloorKind::Kprobe,
         FloorKind::FentryStamp,
         FloorKind::KprobeStamp,
         FloorKind::KprobeStampRing,
+        FloorKind::Session,
+        FloorKind::SessionRing,
     ];
 
     /// `bench-floor --attach`'s value.
@@ -46,6 +56,8 @@ impl FloorKind {
             FloorKind::FentryStamp => "fentry-stamp",
             FloorKind::KprobeStamp => "kprobe-stamp",
             FloorKind::KprobeStampRing => "kprobe-stamp-ring",
+            FloorKind::Session => "session",
+            FloorKind::SessionRing => "session-ring",
         }
     }
 
@@ -54,7 +66,7 @@ impl FloorKind {
     }
 }
 
-/// The floor pair's program names: (entry, exit).
+/// The floor pair's program names: (entry, exit); a session's one program is both.
 pub const fn program_names(kind: FloorKind) -> (&'static str, &'static str) {
     match kind {
         FloorKind::Fentry => ("floor_fentry", "floor_fexit"),
@@ -62,6 +74,8 @@ pub const fn program_names(kind: FloorKind) -> (&'static str, &'static str) {
         FloorKind::FentryStamp => ("floor_st_fentry", "floor_st_fexit"),
         FloorKind::KprobeStamp => ("floor_sk_entry", "floor_sk_exit"),
         FloorKind::KprobeStampRing => ("floor_skr_entry", "floor_skr_exit"),
+        FloorKind::Session => ("floor_session", "floor_session"),
+        FloorKind::SessionRing => ("floor_session_rec", "floor_session_rec"),
     }
 }
 
@@ -73,13 +87,20 @@ pub const RECORD_FLOOR_RING_BYTES: u32 = 32 << 20;
 /// task; a session sizes the map for every task that may call its functions).
 const FLOOR_STAMP_ENTRIES: u32 = 64;
 
+/// An attached floor: the object's maps and, for a session floor, its program and link (aya
+/// holds the others). Detached when dropped.
+pub struct Floor {
+    _bpf: Ebpf,
+    _session: Option<(OwnedFd, OwnedFd)>,
+}
+
 /// Loads the object (the session's maps at their smallest where the floor programs do not use
 /// them, the stamp map at [`FLOOR_STAMP_ENTRIES`]) and attaches the floor pair `kind` to
 /// `symbol`; the pair stays attached while the returned value lives.
-pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
+pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
     let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
     let ring_bytes = match kind {
-        FloorKind::KprobeStampRing => RECORD_FLOOR_RING_BYTES,
+        FloorKind::KprobeStampRing | FloorKind::SessionRing => RECORD_FLOOR_RING_BYTES,
         _ => 4096,
     };
     let mut bpf = EbpfLoader::new()
@@ -91,6 +112,7 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
         .load(EBPF_OBJECT)
         .context("loading the eBPF object")?;
     let (entry, exit) = program_names(kind);
+    let mut session = None;
     let attached = match kind {
         FloorKind::Fentry | FloorKind::FentryStamp => {
             let fexit: &mut FExit = program(&mut bpf, exit)?;
@@ -107,7 +129,20 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Ebpf> {
                 kprobe.attach(symbol, 0).map(|_| ())
             })
         }
+        FloorKind::Session | FloorKind::SessionRing => {
+            let kfuncs = session::Kfuncs::resolve(Some(&btf))?;
+            let mut insns = session::instructions(&bpf, EBPF_OBJECT, entry)?;
+            session::rewrite_kfunc_calls(&mut insns, &kfuncs)?;
+            let prog = session::load(entry, &insns)?;
+            let link = session::attach(prog.as_fd(), symbol)
+                .with_context(|| format!("attaching {entry} to {symbol}"))?;
+            session = Some((prog, link));
+            Ok(())
+        }
     };
     attached.with_context(|| format!("attaching {entry}/{exit} to {symbol}"))?;
-    Ok(bpf)
+    Ok(Floor {
+        _bpf: bpf,
+        _session: session,
+    })
 }

@@ -27,8 +27,11 @@ impl AboveFloor {
     /// fentry floor (what the kernel's kprobe path costs over its fentry path, the same two
     /// clock reads in both); each stamp floor with its attach method's floor (what the
     /// per-task stamp costs); and the record floor with the kprobe stamp floor (what a ring
-    /// record per call costs).
-    pub const PAIRS: [(Config, Config); 11] = [
+    /// record per call costs); the session floor with the kprobe floor (the kernel's session
+    /// path and cookie over its kprobe path) and with the kprobe stamp floor (the two ways to
+    /// time a call exactly on a preemptible kernel), and the session record floor with the
+    /// kprobe record floor.
+    pub const PAIRS: [(Config, Config); 14] = [
         (Config::StreamFentry, Config::FloorFentry),
         (Config::KernelFentry, Config::FloorFentry),
         (Config::StreamKprobe, Config::FloorKprobe),
@@ -40,6 +43,9 @@ impl AboveFloor {
         (Config::FloorFentryStamp, Config::FloorFentry),
         (Config::FloorKprobeStamp, Config::FloorKprobe),
         (Config::FloorKprobeStampRing, Config::FloorKprobeStamp),
+        (Config::FloorSession, Config::FloorKprobe),
+        (Config::FloorSession, Config::FloorKprobeStamp),
+        (Config::FloorSessionRing, Config::FloorKprobeStampRing),
     ];
 
     pub fn to_json(&self) -> Value {

@@ -36,10 +36,17 @@ pub enum Config {
     /// without a wake-up (`bench-floor --attach kprobe-stamp-ring`): the least an exact
     /// stream tracer under kprobe does.
     FloorKprobeStampRing,
+    /// The floor of session timing: one kprobe session program keeping the entry time in the
+    /// call's cookie and reading the clock again at return (`bench-floor --attach session`):
+    /// exact with no map.
+    FloorSession,
+    /// The session floor plus the 56-byte ring record per call (`bench-floor --attach
+    /// session-ring`): the least an exact stream tracer on kprobe sessions does.
+    FloorSessionRing,
 }
 
 impl Config {
-    pub const ALL: [Config; 11] = [
+    pub const ALL: [Config; 13] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -51,6 +58,8 @@ impl Config {
         Config::FloorFentryStamp,
         Config::FloorKprobeStamp,
         Config::FloorKprobeStampRing,
+        Config::FloorSession,
+        Config::FloorSessionRing,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -67,6 +76,8 @@ impl Config {
             Config::FloorFentryStamp => "floor-fentry-stamp",
             Config::FloorKprobeStamp => "floor-kprobe-stamp",
             Config::FloorKprobeStampRing => "floor-kprobe-stamp-ring",
+            Config::FloorSession => "floor-session",
+            Config::FloorSessionRing => "floor-session-ring",
         }
     }
 
@@ -91,6 +102,12 @@ impl Config {
             Config::FloorKprobeStampRing => {
                 "floor: kprobe/kretprobe pair with the per-task stamp and a 56-byte ring record per call"
             }
+            Config::FloorSession => {
+                "floor: kprobe session reading the clock at entry (kept in the cookie) and return"
+            }
+            Config::FloorSessionRing => {
+                "floor: kprobe session with the cookie stamp and a 56-byte ring record per call"
+            }
         }
     }
 
@@ -107,7 +124,9 @@ impl Config {
             | Config::FloorKprobe
             | Config::FloorFentryStamp
             | Config::FloorKprobeStamp
-            | Config::FloorKprobeStampRing => None,
+            | Config::FloorKprobeStampRing
+            | Config::FloorSession
+            | Config::FloorSessionRing => None,
         }
     }
 
@@ -122,6 +141,8 @@ impl Config {
                 | Config::FloorFentryStamp
                 | Config::FloorKprobeStamp
                 | Config::FloorKprobeStampRing
+                | Config::FloorSession
+                | Config::FloorSessionRing
         )
     }
 
