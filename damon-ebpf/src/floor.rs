@@ -172,9 +172,17 @@ fn floor_record(entry_ns: u64, duration_ns: u64) {
     }
 }
 
+/// The session floor on the trampoline: one fsession program (Linux 7.x), as
+/// [`floor_session`] otherwise.
+#[fentry]
+pub fn floor_fsession(ctx: FEntryContext) -> u32 {
+    core::hint::black_box(session_floor(&ctx).map_or(0, |(_, duration)| duration));
+    0
+}
+
 /// Entry: the time into the cookie, `None`. Return: (entry time, duration).
 #[inline(always)]
-fn session_floor(ctx: &ProbeContext) -> Option<(u64, u64)> {
+fn session_floor(ctx: &impl aya_ebpf::EbpfContext) -> Option<(u64, u64)> {
     let cookie = session_cookie(ctx);
     if session_is_return(ctx) {
         // SAFETY: helper without preconditions; the kfunc's pointer is valid for this run.

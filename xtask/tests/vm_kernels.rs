@@ -62,11 +62,17 @@ fn vm_6_1_boots_with_virtio_modules_and_has_only_lock_timer_base() {
     assert_eq!(damon["level"], "warn", "{damon}");
     common::assert_says(damon, "found", "no /sys/kernel/mm/damon");
     common::assert_says(&doctor, "verdict", "1 of 4 functions");
-    // No kprobe sessions before 6.10: said, not a warning, and no self-test ran.
-    let session = check(&doctor, "session");
-    assert_eq!(session["level"], "ok", "{session}");
-    common::assert_says(session, "found", "kprobe sessions need Linux 6.10 or later");
-    assert!(doctor.get("session_test").is_none(), "{doctor}");
+    // No sessions before 6.10: said, not a warning, and no self-test ran.
+    common::assert_session_absent(
+        &doctor,
+        "session",
+        "kprobe sessions need Linux 6.10 or later",
+    );
+    common::assert_session_absent(
+        &doctor,
+        "fsession",
+        "kprobe sessions need Linux 6.10 or later",
+    );
 }
 
 #[test]
@@ -88,5 +94,6 @@ fn vm_7_3_boots_and_has_all_four_functions_and_damon() {
     let damon = check(&doctor, "damon");
     assert_eq!(damon["level"], "ok", "{damon}");
     common::assert_says(&doctor, "verdict", "4 of 4 functions");
-    common::assert_session_holds(&doctor);
+    common::assert_session_holds(&doctor, "session");
+    common::assert_session_holds(&doctor, "fsession");
 }

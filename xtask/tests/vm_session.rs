@@ -1,8 +1,9 @@
-//! Kprobe sessions on the kernels that have them (Debian 6.12 and 7.2; 7.3 in `vm_kernels.rs`,
-//! where 6.1's absence is checked too): `doctor`'s self-test loads the session program through
-//! damon-trace's own loader (kfunc calls, `BPF_TRACE_KPROBE_SESSION`, a kprobe-multi link),
-//! attaches it to getppid's kernel function and checks the kernel's promises against the
-//! calls it made. One boot per kernel.
+//! Sessions on Debian 6.12 and 7.2 (7.3 and 6.1 in `vm_kernels.rs`): `doctor`'s self-tests load
+//! the session programs through damon-trace's own loader (kfunc calls,
+//! `BPF_TRACE_KPROBE_SESSION` with a kprobe-multi link, `BPF_TRACE_FSESSION` with a tracing
+//! link), attach them to getppid's kernel function and check the kernel's promises against the
+//! calls they made. 6.12 has kprobe sessions but no fsession; 7.2 has both. One boot per
+//! kernel.
 use std::time::Duration;
 
 mod common;
@@ -13,11 +14,19 @@ const CMD: &str = "damon-trace doctor --json --functions lock_timer_base > /out/
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
-fn vm_6_12_and_7_2_kprobe_session_self_test_holds() {
+fn vm_6_12_and_7_2_session_self_tests_hold() {
     for kernel in [Kernel::Debian612, Kernel::Debian72] {
         let run = run_script(kernel.clone(), CMD, Duration::from_secs(240));
         let doctor = json(run.dir(), "doctor.json");
-        assert_session_holds(&doctor);
-        eprintln!("{kernel}: {}", doctor["session_test"]);
+        assert_session_holds(&doctor, "session");
+        if kernel == Kernel::Debian72 {
+            assert_session_holds(&doctor, "fsession");
+        } else {
+            common::assert_session_absent(&doctor, "fsession", "this kernel has no fsession");
+        }
+        eprintln!(
+            "{kernel}: {} {}",
+            doctor["session_test"], doctor["fsession_test"]
+        );
     }
 }

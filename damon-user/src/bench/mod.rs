@@ -84,8 +84,9 @@ pub struct FloorArgs {
     /// task's entry time in a hash map, as any exact timing must; kprobe-stamp-ring: the
     /// kprobe stamp pair also writing a 56-byte ring record per call; session: one kprobe
     /// session program keeping the entry time in the call's cookie (Linux ≥ 6.10);
-    /// session-ring: the session floor writing the record too.
-    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp", "kprobe-stamp", "kprobe-stamp-ring", "session", "session-ring"])]
+    /// session-ring: the session floor writing the record too; fsession: the session floor on
+    /// the BPF trampoline (Linux 7.x).
+    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp", "kprobe-stamp", "kprobe-stamp-ring", "session", "session-ring", "fsession"])]
     pub attach: String,
 }
 

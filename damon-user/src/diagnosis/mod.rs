@@ -77,6 +77,9 @@ pub struct Diagnosis {
     /// What the kprobe-session self-test measured (the `session` check), when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_test: Option<crate::probe::session::selftest::SelfTest>,
+    /// The same for fsession (the `fsession` check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fsession_test: Option<crate::probe::session::selftest::SelfTest>,
 }
 
 fn check(
@@ -147,8 +150,8 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
             functions: &diag_functions,
         }),
     );
-    let (session, session_test) = session::session_check(privileged.is_ok(), btf);
-    checks.push(session);
+    let (sessions, session_test, fsession_test) = session::session_checks(privileged.is_ok(), btf);
+    checks.extend(sessions);
     let can_trace = diag_functions.iter().any(|f| f.traceable);
     let verdict = verdict(&checks, &diag_functions, lockdown, kprobes, can_trace);
     Diagnosis {
@@ -159,6 +162,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         can_trace,
         verdict,
         session_test,
+        fsession_test,
     }
 }
 

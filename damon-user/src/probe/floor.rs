@@ -35,10 +35,12 @@ pub enum FloorKind {
     Session,
     /// The session floor plus the 56-byte ring record per call.
     SessionRing,
+    /// The session floor as an fsession (BPF trampoline; Linux 7.x).
+    Fsession,
 }
 
 impl FloorKind {
-    pub const ALL: [FloorKind; 7] = [
+    pub const ALL: [FloorKind; 8] = [
         FloorKind::Fentry,
         FloorKind::Kprobe,
         FloorKind::FentryStamp,
@@ -46,6 +48,7 @@ impl FloorKind {
         FloorKind::KprobeStampRing,
         FloorKind::Session,
         FloorKind::SessionRing,
+        FloorKind::Fsession,
     ];
 
     /// `bench-floor --attach`'s value.
@@ -58,6 +61,7 @@ impl FloorKind {
             FloorKind::KprobeStampRing => "kprobe-stamp-ring",
             FloorKind::Session => "session",
             FloorKind::SessionRing => "session-ring",
+            FloorKind::Fsession => "fsession",
         }
     }
 
@@ -76,6 +80,7 @@ pub const fn program_names(kind: FloorKind) -> (&'static str, &'static str) {
         FloorKind::KprobeStampRing => ("floor_skr_entry", "floor_skr_exit"),
         FloorKind::Session => ("floor_session", "floor_session"),
         FloorKind::SessionRing => ("floor_session_rec", "floor_session_rec"),
+        FloorKind::Fsession => ("floor_fsession", "floor_fsession"),
     }
 }
 
@@ -129,12 +134,19 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
                 kprobe.attach(symbol, 0).map(|_| ())
             })
         }
-        FloorKind::Session | FloorKind::SessionRing => {
+        FloorKind::Session | FloorKind::SessionRing | FloorKind::Fsession => {
+            let kind = if kind == FloorKind::Fsession {
+                session::Kind::Fsession {
+                    btf_id: session::function_btf_id(Some(&btf), symbol)?,
+                }
+            } else {
+                session::Kind::Kprobe
+            };
             let kfuncs = session::Kfuncs::resolve(Some(&btf))?;
             let mut insns = session::instructions(&bpf, EBPF_OBJECT, entry)?;
             session::rewrite_kfunc_calls(&mut insns, &kfuncs)?;
-            let prog = session::load(entry, &insns)?;
-            let link = session::attach(prog.as_fd(), symbol)
+            let prog = session::load(kind, entry, &insns)?;
+            let link = session::attach(kind, prog.as_fd(), symbol)
                 .with_context(|| format!("attaching {entry} to {symbol}"))?;
             session = Some((prog, link));
             Ok(())

@@ -61,6 +61,7 @@ pub(super) fn all_program_names() -> Vec<String> {
             super::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
             super::session::selftest::PROGRAM.to_owned(),
+            super::session::selftest::FSESSION_PROGRAM.to_owned(),
         ])
         .chain(floor_program_names())
         .collect()
@@ -130,6 +131,7 @@ mod tests {
             super::super::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
             super::super::session::selftest::PROGRAM.to_owned(),
+            super::super::session::selftest::FSESSION_PROGRAM.to_owned(),
         ]);
         names.extend(floor_program_names());
         names

@@ -29,9 +29,10 @@ impl AboveFloor {
     /// per-task stamp costs); and the record floor with the kprobe stamp floor (what a ring
     /// record per call costs); the session floor with the kprobe floor (the kernel's session
     /// path and cookie over its kprobe path) and with the kprobe stamp floor (the two ways to
-    /// time a call exactly on a preemptible kernel), and the session record floor with the
-    /// kprobe record floor.
-    pub const PAIRS: [(Config, Config); 14] = [
+    /// time a call exactly on a preemptible kernel), the session record floor with the kprobe
+    /// record floor, and the fsession floor with the fentry floor (what the cookie costs on
+    /// the trampoline) and the fentry stamp floor (the exact fentry timing it replaces).
+    pub const PAIRS: [(Config, Config); 16] = [
         (Config::StreamFentry, Config::FloorFentry),
         (Config::KernelFentry, Config::FloorFentry),
         (Config::StreamKprobe, Config::FloorKprobe),
@@ -46,6 +47,8 @@ impl AboveFloor {
         (Config::FloorSession, Config::FloorKprobe),
         (Config::FloorSession, Config::FloorKprobeStamp),
         (Config::FloorSessionRing, Config::FloorKprobeStampRing),
+        (Config::FloorFsession, Config::FloorFentry),
+        (Config::FloorFsession, Config::FloorFentryStamp),
     ];
 
     pub fn to_json(&self) -> Value {

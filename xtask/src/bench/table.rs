@@ -43,10 +43,13 @@ pub enum Config {
     /// The session floor plus the 56-byte ring record per call (`bench-floor --attach
     /// session-ring`): the least an exact stream tracer on kprobe sessions does.
     FloorSessionRing,
+    /// The session floor on the BPF trampoline: one fsession program (`bench-floor --attach
+    /// fsession`, Linux 7.x).
+    FloorFsession,
 }
 
 impl Config {
-    pub const ALL: [Config; 13] = [
+    pub const ALL: [Config; 14] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -60,6 +63,7 @@ impl Config {
         Config::FloorKprobeStampRing,
         Config::FloorSession,
         Config::FloorSessionRing,
+        Config::FloorFsession,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -78,6 +82,7 @@ impl Config {
             Config::FloorKprobeStampRing => "floor-kprobe-stamp-ring",
             Config::FloorSession => "floor-session",
             Config::FloorSessionRing => "floor-session-ring",
+            Config::FloorFsession => "floor-fsession",
         }
     }
 
@@ -108,6 +113,9 @@ impl Config {
             Config::FloorSessionRing => {
                 "floor: kprobe session with the cookie stamp and a 56-byte ring record per call"
             }
+            Config::FloorFsession => {
+                "floor: fsession (trampoline) reading the clock at entry (kept in the cookie) and return"
+            }
         }
     }
 
@@ -126,7 +134,8 @@ impl Config {
             | Config::FloorKprobeStamp
             | Config::FloorKprobeStampRing
             | Config::FloorSession
-            | Config::FloorSessionRing => None,
+            | Config::FloorSessionRing
+            | Config::FloorFsession => None,
         }
     }
 
@@ -143,6 +152,7 @@ impl Config {
                 | Config::FloorKprobeStampRing
                 | Config::FloorSession
                 | Config::FloorSessionRing
+                | Config::FloorFsession
         )
     }
 

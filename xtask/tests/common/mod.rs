@@ -584,14 +584,17 @@ pub fn assert_same_damon(what: &str, before: &str, after: &str) {
     );
 }
 
-/// Doctor's kprobe-session self-test (`--json`'s `session_test`) on a kernel that has
-/// sessions: it ran, and the kernel kept every promise the tool relies on, by the counts the
-/// self-test's own getppid calls fix: each call's entry run, a return run with its entry's
-/// cookie for each entry that asked, none for an entry that declined (returned 1).
-pub fn assert_session_holds(doctor: &serde_json::Value) {
-    let check = entry(&doctor["checks"], "name", "session");
+/// Doctor's session self-test (`--json`'s `session_test` for the `session` check, a kprobe
+/// session; `fsession_test` for `fsession`) on a kernel that has it: it ran, and the kernel
+/// kept every promise the tool relies on, by the counts the self-test's own getppid calls fix:
+/// each call's entry run, a return run with its entry's cookie for each entry that stamped
+/// one; in the second phase, where the entry writes no cookie, a kprobe session's entry
+/// declines its return run (returns 1) and gets none, while an fsession (held to returning 0)
+/// gets every return run, each with a zeroed cookie.
+pub fn assert_session_holds(doctor: &serde_json::Value, check_name: &str) {
+    let check = entry(&doctor["checks"], "name", check_name);
     assert_eq!(check["level"], "ok", "{check}");
-    let t = &doctor["session_test"];
+    let t = &doctor[format!("{check_name}_test")];
     let calls = u(t, "calls");
     assert!(calls >= 1000, "{t}");
     let skipped = t["skipped"]
@@ -612,9 +615,29 @@ pub fn assert_session_holds(doctor: &serde_json::Value) {
         0,
         "each return saw its entry's cookie: {t}"
     );
+    let (returns, zero) = if check_name == "fsession" {
+        (u(t, "declined_entries"), u(t, "declined_entries"))
+    } else {
+        (0, 0)
+    };
     assert_eq!(
-        u(t, "returns_after_decline"),
-        0,
-        "no return run after a declined entry: {t}"
+        (
+            u(t, "returns_after_decline"),
+            u(t, "zero_cookies_after_decline")
+        ),
+        (returns, zero),
+        "return runs after an entry that wrote no cookie, and zero cookies among them: {t}"
+    );
+}
+
+/// Doctor's `check_name` check on a kernel without that kind of session: said, not a warning,
+/// and no self-test ran.
+pub fn assert_session_absent(doctor: &serde_json::Value, check_name: &str, why: &str) {
+    let check = entry(&doctor["checks"], "name", check_name);
+    assert_eq!(check["level"], "ok", "{check}");
+    assert_says(check, "found", why);
+    assert!(
+        doctor.get(format!("{check_name}_test")).is_none(),
+        "{doctor}"
     );
 }

@@ -1,13 +1,16 @@
-//! Kprobe sessions (`BPF_TRACE_KPROBE_SESSION`, Linux ≥ 6.10), loaded by code of our own
-//! because aya 0.14 (and 0.16) stops short of them: it has no such attach type, loads no kfunc
-//! calls and creates no kprobe-multi links. aya keeps loading the maps (and every other
+//! Kprobe sessions (`BPF_TRACE_KPROBE_SESSION`, Linux ≥ 6.10) and fsessions
+//! (`BPF_TRACE_FSESSION`, Linux 7.x), loaded by code of our own because aya 0.14 (and 0.16)
+//! stops short of them: it has neither attach type, loads no kfunc calls and creates no
+//! kprobe-multi links. aya keeps loading the maps (and every other
 //! program); this module takes one program of the same object, relocated against aya's maps
 //! with `aya-obj`, and does the three steps aya lacks, under the kernel's UAPI names:
 //! - its kfunc placeholders become kfunc calls (`BPF_PSEUDO_KFUNC_CALL`, the kfunc's BTF id
 //!   in the running kernel's vmlinux BTF; see `damon_common::KFUNC_PLACEHOLDERS`);
 //! - `BPF_PROG_LOAD` as `BPF_PROG_TYPE_KPROBE` with `expected_attach_type`
-//!   `BPF_TRACE_KPROBE_SESSION`;
-//! - `BPF_LINK_CREATE` of a kprobe-multi link (fprobe) with that attach type on one symbol.
+//!   `BPF_TRACE_KPROBE_SESSION` (or `BPF_PROG_TYPE_TRACING`, `BPF_TRACE_FSESSION` and the
+//!   function's BTF id);
+//! - `BPF_LINK_CREATE` of a kprobe-multi link (fprobe) with that attach type on one symbol (or
+//!   a tracing link).
 //!
 //! A session program runs at a call's entry and again at its return; an entry run that
 //! returns non-zero has no return run; the 8 bytes of `bpf_session_cookie` belong to one
@@ -29,14 +32,43 @@ use super::skips::bpf;
 
 /// `enum bpf_attach_type`'s `BPF_TRACE_KPROBE_SESSION` (UAPI, Linux ≥ 6.10).
 pub const BPF_TRACE_KPROBE_SESSION: u32 = 56;
-/// `BPF_PROG_TYPE_KPROBE`.
+/// `enum bpf_attach_type`'s `BPF_TRACE_FSESSION` (UAPI, Linux 7.x).
+pub const BPF_TRACE_FSESSION: u32 = 58;
+/// `BPF_PROG_TYPE_KPROBE` and `BPF_PROG_TYPE_TRACING`.
 const BPF_PROG_TYPE_KPROBE: u32 = 2;
+const BPF_PROG_TYPE_TRACING: u32 = 26;
+
+/// Which kind of session a program is loaded as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `BPF_TRACE_KPROBE_SESSION`: fprobe, attached to symbols by a kprobe-multi link.
+    Kprobe,
+    /// `BPF_TRACE_FSESSION`: the BPF trampoline, bound at load to the function's BTF id.
+    Fsession { btf_id: u32 },
+}
+
+impl Kind {
+    fn attach_type(self) -> u32 {
+        match self {
+            Kind::Kprobe => BPF_TRACE_KPROBE_SESSION,
+            Kind::Fsession { .. } => BPF_TRACE_FSESSION,
+        }
+    }
+
+    /// As doctor and errors name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Kprobe => "kprobe session",
+            Kind::Fsession { .. } => "fsession",
+        }
+    }
+}
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_LINK_CREATE: libc::c_long = 28;
 /// `BPF_JMP | BPF_CALL`.
 const CALL: u8 = 0x85;
 
-/// Why a kprobe session cannot be had here; each names what is missing.
+/// Why a session cannot be had here; each names what is missing.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error(
@@ -45,20 +77,29 @@ pub enum SessionError {
     NoBtf,
     #[error("kprobe sessions need Linux 6.10 or later: this kernel's BTF has no kfunc `{0}`")]
     NoKfunc(&'static str),
+    #[error("this kernel has no fsession (BPF_TRACE_FSESSION is not in its BTF; Linux 7.x)")]
+    NoFsession,
+    #[error("`{0}` is not a function in this kernel's BTF (an fsession attaches by BTF id)")]
+    NotInBtf(String),
     #[error("program `{0}` is not in the eBPF object")]
     NoProgram(String),
     #[error("relocating the eBPF object for `{prog}`: {why}")]
     Relocation { prog: String, why: String },
     #[error("a call to kfunc placeholder {0:#x} that no kfunc is known for")]
     UnknownPlaceholder(i32),
-    #[error("the kernel refused to load `{prog}` as a kprobe session: {err}{log}")]
+    #[error("the kernel refused to load `{prog}` as a {kind}: {err}{log}")]
     Load {
         prog: String,
+        kind: &'static str,
         err: std::io::Error,
         log: String,
     },
-    #[error("the kernel refused a kprobe session link on `{symbol}`: {err}")]
-    Link { symbol: String, err: std::io::Error },
+    #[error("the kernel refused a {kind} link on `{symbol}`: {err}")]
+    Link {
+        symbol: String,
+        kind: &'static str,
+        err: std::io::Error,
+    },
 }
 
 /// The BTF ids of the kfuncs the object calls, in the order of `KFUNC_PLACEHOLDERS`.
@@ -160,14 +201,26 @@ pub fn instructions(bpf: &Ebpf, elf: &[u8], prog: &str) -> Result<Vec<bpf_insn>,
     Ok(obj.functions[&key].instructions.clone())
 }
 
-/// The `bpf_attr` of `BPF_PROG_LOAD` for a kprobe session program.
-fn prog_load_attr(name: &str, insns: &[bpf_insn], license: &CString, log: &mut [u8]) -> bpf_attr {
+/// The `bpf_attr` of `BPF_PROG_LOAD` for a session program of `kind`.
+fn prog_load_attr(
+    kind: Kind,
+    name: &str,
+    insns: &[bpf_insn],
+    license: &CString,
+    log: &mut [u8],
+) -> bpf_attr {
     // SAFETY: a C union of integers, for which all zeroes is valid.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
     // SAFETY: writing the `BPF_PROG_LOAD` member of a zeroed union.
     let a = unsafe { &mut attr.__bindgen_anon_3 };
-    a.prog_type = BPF_PROG_TYPE_KPROBE;
-    a.expected_attach_type = BPF_TRACE_KPROBE_SESSION;
+    a.expected_attach_type = kind.attach_type();
+    match kind {
+        Kind::Kprobe => a.prog_type = BPF_PROG_TYPE_KPROBE,
+        Kind::Fsession { btf_id } => {
+            a.prog_type = BPF_PROG_TYPE_TRACING;
+            a.attach_btf_id = btf_id;
+        }
+    }
     a.insn_cnt = insns.len() as u32;
     a.insns = insns.as_ptr() as u64;
     a.license = license.as_ptr() as u64;
@@ -182,22 +235,22 @@ fn prog_load_attr(name: &str, insns: &[bpf_insn], license: &CString, log: &mut [
     attr
 }
 
-/// Loads `insns` (kfunc calls already rewritten) as the kprobe session program `name`. On a
-/// refusal, loads again with the verifier's log and keeps its end in the error.
-pub fn load(name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, SessionError> {
+/// Loads `insns` (kfunc calls already rewritten) as the session program `name` of `kind`. On
+/// a refusal, loads again with the verifier's log and keeps its end in the error.
+pub fn load(kind: Kind, name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, SessionError> {
     let license = CString::new("GPL").expect("no NUL");
-    let mut attr = prog_load_attr(name, insns, &license, &mut []);
+    let mut attr = prog_load_attr(kind, name, insns, &license, &mut []);
     let err = match bpf(BPF_PROG_LOAD, &mut attr) {
         // SAFETY: the kernel returned a new file descriptor that nothing else owns.
         Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
         Err(e) => e,
     };
     let mut buf = vec![0u8; 1 << 20];
-    let mut attr = prog_load_attr(name, insns, &license, &mut buf);
+    let mut attr = prog_load_attr(kind, name, insns, &license, &mut buf);
     let _ = bpf(BPF_PROG_LOAD, &mut attr);
     let text = String::from_utf8_lossy(&buf);
     let text = text.trim_end_matches('\0').trim_end();
-    let tail: Vec<&str> = text.lines().rev().take(8).collect();
+    let tail: Vec<&str> = text.lines().rev().take(12).collect();
     let log = if tail.is_empty() {
         String::new()
     } else {
@@ -208,43 +261,64 @@ pub fn load(name: &str, insns: &[bpf_insn]) -> Result<OwnedFd, SessionError> {
     };
     Err(SessionError::Load {
         prog: name.to_owned(),
+        kind: kind.name(),
         err,
         log,
     })
 }
 
-/// The `bpf_attr` of `BPF_LINK_CREATE` for a kprobe session on the symbols behind `syms`.
-fn link_attr(prog: BorrowedFd<'_>, syms: &[*const libc::c_char]) -> bpf_attr {
+/// The `bpf_attr` of `BPF_LINK_CREATE` for a session of `kind`: a kprobe-multi link on the
+/// symbols behind `syms`, or a tracing link (the target was fixed at load).
+fn link_attr(kind: Kind, prog: BorrowedFd<'_>, syms: &[*const libc::c_char]) -> bpf_attr {
     // SAFETY: as in `prog_load_attr`.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
     // SAFETY: writing the `BPF_LINK_CREATE` member of a zeroed union.
     let l = unsafe { &mut attr.link_create };
     l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
-    l.attach_type = BPF_TRACE_KPROBE_SESSION;
-    // SAFETY: writing the kprobe-multi member of a zeroed union.
-    let k = unsafe { &mut l.__bindgen_anon_3.kprobe_multi };
-    k.cnt = syms.len() as u32;
-    k.syms = syms.as_ptr() as u64;
+    l.attach_type = kind.attach_type();
+    if kind == Kind::Kprobe {
+        // SAFETY: writing the kprobe-multi member of a zeroed union.
+        let k = unsafe { &mut l.__bindgen_anon_3.kprobe_multi };
+        k.cnt = syms.len() as u32;
+        k.syms = syms.as_ptr() as u64;
+    }
     attr
 }
 
-/// Attaches the session program `prog` to kernel function `symbol` (a kprobe-multi link, as
-/// the kernel resolves the name through kallsyms); the link lives as long as the returned fd.
-pub fn attach(prog: BorrowedFd<'_>, symbol: &str) -> Result<OwnedFd, SessionError> {
-    let name = CString::new(symbol).map_err(|_| SessionError::Link {
+/// Attaches the session program `prog` of `kind` to kernel function `symbol` (kprobe: the
+/// kernel resolves the name through kallsyms; fsession: the program was bound to it at load);
+/// the link lives as long as the returned fd.
+pub fn attach(kind: Kind, prog: BorrowedFd<'_>, symbol: &str) -> Result<OwnedFd, SessionError> {
+    let failed = |err| SessionError::Link {
         symbol: symbol.to_owned(),
-        err: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-    })?;
+        kind: kind.name(),
+        err,
+    };
+    let name = CString::new(symbol)
+        .map_err(|_| failed(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
     let syms = [name.as_ptr()];
-    let mut attr = link_attr(prog, &syms);
+    let mut attr = link_attr(kind, prog, &syms);
     match bpf(BPF_LINK_CREATE, &mut attr) {
         // SAFETY: as in `load`.
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
-        Err(err) => Err(SessionError::Link {
-            symbol: symbol.to_owned(),
-            err,
-        }),
+        Err(err) => Err(failed(err)),
     }
+}
+
+/// Whether this kernel has fsession: its BTF names `BPF_TRACE_FSESSION` (an enumerator of
+/// `enum bpf_attach_type`, which aya's BTF API does not list, so the string table is searched).
+pub fn has_fsession() -> bool {
+    std::fs::read("/sys/kernel/btf/vmlinux").is_ok_and(|b| {
+        b.windows(b"BPF_TRACE_FSESSION\0".len())
+            .any(|w| w == b"BPF_TRACE_FSESSION\0")
+    })
+}
+
+/// The BTF id of kernel function `symbol` (an fsession's target).
+pub fn function_btf_id(btf: Option<&aya::Btf>, symbol: &str) -> Result<u32, SessionError> {
+    btf.ok_or(SessionError::NoBtf)?
+        .id_by_type_name_kind(symbol, aya_obj::btf::BtfKind::Func)
+        .map_err(|_| SessionError::NotInBtf(symbol.to_owned()))
 }
 
 pub mod selftest;

@@ -1,18 +1,22 @@
-//! `doctor`'s check that kprobe sessions work on the running kernel as the tool relies on
-//! them, measured rather than assumed: the self-test program (`sess_probe` in damon-ebpf) on
-//! the kernel function behind getppid(2), while this process calls getppid a known number of
-//! times.
+//! `doctor`'s checks that kprobe sessions and fsessions work on the running kernel as the tool
+//! relies on them, measured rather than assumed: the self-test program (`sess_probe`, or
+//! `fsess_probe` for the trampoline, in damon-ebpf) on the kernel function behind getppid(2),
+//! while this process calls getppid a known number of times.
 use std::os::fd::AsFd as _;
 
 use aya::{EbpfLoader, maps::Array};
 use damon_common::{GLOBAL_SESSION_PROBE_TGID, MAP_EVENTS, MAP_SESSION_PROBE};
 use serde::Serialize;
 
-use super::{Kfuncs, SessionError, attach, instructions, load, rewrite_kfunc_calls};
+use super::{
+    Kfuncs, Kind, SessionError, attach, function_btf_id, has_fsession, instructions, load,
+    rewrite_kfunc_calls,
+};
 use crate::probe::programs::EBPF_OBJECT;
 
-/// The program's name in the object.
+/// The programs' names in the object: the kprobe session's and the fsession's.
 pub const PROGRAM: &str = "sess_probe";
+pub const FSESSION_PROGRAM: &str = "fsess_probe";
 /// Where getppid(2) enters the kernel, by kernel version and configuration; the first that
 /// takes a kprobe session link is used.
 const GETPPID: [&str; 3] = ["__x64_sys_getppid", "__do_sys_getppid", "__se_sys_getppid"];
@@ -22,6 +26,8 @@ pub const CALLS: u64 = 1000;
 /// What the self-test saw; `calls` per phase.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SelfTest {
+    /// "kprobe session" or "fsession".
+    pub kind: String,
     pub symbol: String,
     pub calls: u64,
     /// Phase 1 (the entry asks for the return run): entry runs, return runs, return runs that
@@ -29,40 +35,64 @@ pub struct SelfTest {
     pub entries: u64,
     pub returns: u64,
     pub zero_cookies: u64,
-    /// Phase 2 (the entry declines the return run): entry runs, return runs that ran anyway.
+    /// Phase 2 (the entry writes no cookie and declines the return run, which an fsession
+    /// cannot do): entry runs, return runs, and those that found the cookie zero.
     pub declined_entries: u64,
     pub returns_after_decline: u64,
+    pub zero_cookies_after_decline: u64,
     /// Runs the kernel skipped (the program's `recursion_misses`), both phases.
     pub skipped: Option<u64>,
 }
 
 impl SelfTest {
+    fn fsession(&self) -> bool {
+        self.kind == "fsession"
+    }
+
     /// Whether the kernel behaved as the tool relies on: every call's entry ran (or was
     /// skipped and counted), every entry that asked for it got its return run with its own
-    /// cookie, and a declined entry got none.
+    /// cookie; a declined kprobe-session entry got no return run, and an fsession entry that
+    /// wrote no cookie found it zero at return (the kernel zeroes it per invocation).
     pub fn holds(&self) -> bool {
         let skipped = self.skipped.unwrap_or(0);
+        let phase2 = if self.fsession() {
+            self.returns_after_decline == self.declined_entries
+                && self.zero_cookies_after_decline == self.returns_after_decline
+        } else {
+            self.returns_after_decline == 0
+        };
         self.entries + self.declined_entries + skipped >= 2 * self.calls
             && self.entries <= self.calls
             && self.declined_entries <= self.calls
             && self.returns == self.entries
             && self.zero_cookies == 0
-            && self.returns_after_decline == 0
+            && phase2
     }
 
     /// One line for `doctor`.
     pub fn describe(&self) -> String {
         format!(
-            "kprobe session on {}: {} calls → {} entry and {} return runs, {} cookies lost; {} \
-             calls whose entry declined → {} entry and {} return runs{}",
+            "{} on {}: {} calls → {} entry and {} return runs, {} cookies lost; {} calls whose \
+             entry {} → {} entry and {} return runs{}{}",
+            self.kind,
             self.symbol,
             self.calls,
             self.entries,
             self.returns,
             self.zero_cookies,
             self.calls,
+            if self.fsession() {
+                "wrote no cookie"
+            } else {
+                "declined"
+            },
             self.declined_entries,
             self.returns_after_decline,
+            if self.fsession() {
+                format!(" ({} with a zero cookie)", self.zero_cookies_after_decline)
+            } else {
+                String::new()
+            },
             self.skipped.map_or(String::new(), |n| format!(
                 "; {n} runs skipped by the kernel"
             ))
@@ -77,14 +107,19 @@ fn getppid_calls(n: u64) {
     }
 }
 
-/// Loads the self-test program as a kprobe session, attaches it to getppid's kernel function,
-/// makes [`CALLS`] calls with the entry asking for the return run, then [`CALLS`] with it
-/// declining, and reads the counts. Needs the privileges tracing needs.
-pub fn self_test(btf: Option<&aya::Btf>) -> Result<SelfTest, SessionError> {
+/// Loads the self-test program as a kprobe session (`fsession`: as an fsession), attaches it
+/// to getppid's kernel function, makes [`CALLS`] calls with the entry asking for the return
+/// run, then [`CALLS`] with it declining, and reads the counts. Needs the privileges tracing
+/// needs.
+pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, SessionError> {
     let kfuncs = Kfuncs::resolve(btf)?;
+    if fsession && !has_fsession() {
+        return Err(SessionError::NoFsession);
+    }
+    let program = if fsession { FSESSION_PROGRAM } else { PROGRAM };
     let tgid = std::process::id();
     let other = |why: String| SessionError::Relocation {
-        prog: PROGRAM.to_owned(),
+        prog: program.to_owned(),
         why,
     };
     let mut bpf = EbpfLoader::new()
@@ -93,22 +128,34 @@ pub fn self_test(btf: Option<&aya::Btf>) -> Result<SelfTest, SessionError> {
         .map_max_entries(MAP_EVENTS, 4096)
         .load(EBPF_OBJECT)
         .map_err(|e| other(format!("creating the maps: {e}")))?;
-    let mut insns = instructions(&bpf, EBPF_OBJECT, PROGRAM)?;
+    let mut insns = instructions(&bpf, EBPF_OBJECT, program)?;
     rewrite_kfunc_calls(&mut insns, &kfuncs)?;
-    let prog = load(PROGRAM, &insns)?;
-    let mut last = None;
+    let mut errors = Vec::new();
     let mut linked = None;
     for symbol in GETPPID {
-        match attach(prog.as_fd(), symbol) {
-            Ok(link) => {
-                linked = Some((symbol, link));
+        let attached = (if fsession {
+            function_btf_id(btf, symbol).map(|btf_id| Kind::Fsession { btf_id })
+        } else {
+            Ok(Kind::Kprobe)
+        })
+        .and_then(|kind| {
+            let prog = load(kind, program, &insns)?;
+            let link = attach(kind, prog.as_fd(), symbol)?;
+            Ok((prog, link))
+        });
+        match attached {
+            Ok(pair) => {
+                linked = Some((symbol, pair));
                 break;
             }
-            Err(e) => last = Some(e),
+            Err(e) => errors.push(e),
         }
     }
-    let Some((symbol, link)) = linked else {
-        return Err(last.expect("at least one symbol tried"));
+    let Some((symbol, (prog, link))) = linked else {
+        // The error of the most telling attempt: one that got as far as the kernel.
+        let telling = |e: &SessionError| !matches!(e, SessionError::NotInBtf(_));
+        let pos = errors.iter().position(telling).unwrap_or(0);
+        return Err(errors.swap_remove(pos));
     };
     let map = bpf
         .map_mut(MAP_SESSION_PROBE)
@@ -124,9 +171,16 @@ pub fn self_test(btf: Option<&aya::Btf>) -> Result<SelfTest, SessionError> {
     getppid_calls(CALLS);
     let declined_entries = read(&counts, 3);
     let returns_after_decline = read(&counts, 1) - returns;
+    let zero_cookies_after_decline = read(&counts, 2) - zero_cookies;
     let skipped = crate::probe::skips::recursion_misses(prog.as_fd());
     drop(link);
     Ok(SelfTest {
+        kind: if fsession {
+            "fsession"
+        } else {
+            "kprobe session"
+        }
+        .to_owned(),
         symbol: symbol.to_owned(),
         calls: CALLS,
         entries,
@@ -134,6 +188,7 @@ pub fn self_test(btf: Option<&aya::Btf>) -> Result<SelfTest, SessionError> {
         zero_cookies,
         declined_entries,
         returns_after_decline,
+        zero_cookies_after_decline,
         skipped,
     })
 }

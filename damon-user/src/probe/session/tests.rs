@@ -102,7 +102,13 @@ fn the_embedded_session_program_calls_both_kfuncs_by_placeholder() {
 fn prog_load_attr_has_the_session_attach_type_at_its_uapi_offset() {
     let insns = vec![call(5, 0); 3];
     let license = CString::new("GPL").unwrap();
-    let attr = prog_load_attr("sess_probe_with_a_long_name", &insns, &license, &mut []);
+    let attr = prog_load_attr(
+        Kind::Kprobe,
+        "sess_probe_with_a_long_name",
+        &insns,
+        &license,
+        &mut [],
+    );
     let b = bytes(&attr);
     assert_eq!(u32_at(b, 0), 2, "prog_type BPF_PROG_TYPE_KPROBE");
     assert_eq!(u32_at(b, 4), 3, "insn_cnt");
@@ -120,7 +126,7 @@ fn prog_load_attr_has_the_session_attach_type_at_its_uapi_offset() {
         "expected_attach_type BPF_TRACE_KPROBE_SESSION"
     );
     let mut log = vec![0u8; 4096];
-    let attr = prog_load_attr("p", &insns, &license, &mut log);
+    let attr = prog_load_attr(Kind::Kprobe, "p", &insns, &license, &mut log);
     let b = bytes(&attr);
     assert_eq!(
         (u32_at(b, 24), u32_at(b, 28)),
@@ -135,7 +141,7 @@ fn link_attr_is_a_kprobe_multi_session_link_at_uapi_offsets() {
     let file = std::fs::File::open("/dev/null").unwrap();
     let name = CString::new("__x64_sys_getppid").unwrap();
     let syms = [name.as_ptr()];
-    let attr = link_attr(file.as_fd(), &syms);
+    let attr = link_attr(Kind::Kprobe, file.as_fd(), &syms);
     let b = bytes(&attr);
     assert_eq!(u32_at(b, 0), file.as_raw_fd() as u32, "prog_fd");
     assert_eq!(u32_at(b, 4), 0, "target_fd");
@@ -145,6 +151,25 @@ fn link_attr_is_a_kprobe_multi_session_link_at_uapi_offsets() {
     assert_eq!(u32_at(b, 20), 1, "kprobe_multi.cnt");
     assert_eq!(u64_at(b, 24), syms.as_ptr() as u64, "kprobe_multi.syms");
     assert_eq!(u64_at(b, 32), 0, "kprobe_multi.addrs");
+}
+
+/// An fsession is a tracing program bound to the function's BTF id at load; its link names
+/// only the attach type.
+#[test]
+fn fsession_attrs_are_a_tracing_program_and_link() {
+    let insns = vec![call(5, 0)];
+    let license = CString::new("GPL").unwrap();
+    let kind = Kind::Fsession { btf_id: 4242 };
+    let attr = prog_load_attr(kind, "fsess_probe", &insns, &license, &mut []);
+    let b = bytes(&attr);
+    assert_eq!(u32_at(b, 0), 26, "prog_type BPF_PROG_TYPE_TRACING");
+    assert_eq!(u32_at(b, 68), 58, "expected_attach_type BPF_TRACE_FSESSION");
+    assert_eq!(u32_at(b, 108), 4242, "attach_btf_id");
+    let file = std::fs::File::open("/dev/null").unwrap();
+    let attr = link_attr(kind, file.as_fd(), &[]);
+    let b = bytes(&attr);
+    assert_eq!(u32_at(b, 8), 58, "attach_type");
+    assert_eq!(&b[16..48], &[0u8; 32], "no kprobe-multi part");
 }
 
 #[test]
@@ -157,6 +182,7 @@ fn a_missing_btf_or_kfunc_names_the_kernel_feature() {
 
 fn good() -> SelfTest {
     SelfTest {
+        kind: "kprobe session".into(),
         symbol: "__x64_sys_getppid".into(),
         calls: 1000,
         entries: 1000,
@@ -164,6 +190,7 @@ fn good() -> SelfTest {
         zero_cookies: 0,
         declined_entries: 1000,
         returns_after_decline: 0,
+        zero_cookies_after_decline: 0,
         skipped: Some(0),
     }
 }
@@ -203,6 +230,32 @@ fn the_self_test_holds_only_when_the_kernel_kept_every_promise() {
     for b in broken {
         assert!(!b.holds(), "{b:?}");
     }
+    // An fsession cannot decline: every entry gets its return run, and one that wrote no
+    // cookie must find it zero.
+    let fsession = SelfTest {
+        kind: "fsession".into(),
+        returns_after_decline: 1000,
+        zero_cookies_after_decline: 1000,
+        ..good()
+    };
+    assert!(fsession.holds());
+    assert!(
+        !SelfTest {
+            zero_cookies_after_decline: 990,
+            ..fsession.clone()
+        }
+        .holds(),
+        "a cookie left over from another invocation"
+    );
+    assert!(
+        !SelfTest {
+            returns_after_decline: 0,
+            zero_cookies_after_decline: 0,
+            ..fsession.clone()
+        }
+        .holds(),
+        "return runs missing"
+    );
     let line = good().describe();
     assert!(
         line.contains("1000 calls → 1000 entry and 1000 return runs, 0 cookies lost"),
