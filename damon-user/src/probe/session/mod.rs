@@ -14,7 +14,7 @@
 //!
 //! A session program runs at a call's entry and again at its return; an entry run that
 //! returns non-zero has no return run; the 8 bytes of `bpf_session_cookie` belong to one
-//! invocation. `doctor` checks these on the running kernel ([`self_test`]).
+//! invocation. `doctor` checks these on the running kernel ([`selftest::self_test`]).
 use std::{
     collections::HashSet,
     ffi::CString,
