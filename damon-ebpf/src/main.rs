@@ -26,6 +26,7 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 mod args;
 mod floor;
+#[macro_use]
 mod session;
 use args::{Frame, dests_add_args, global, global64, hot_score_args, migrate_pages_args, no_args};
 use damon_common::{
@@ -276,8 +277,22 @@ fn on_exit(func: u32, frame: u64, value: i64) {
     if call.stale > 0 {
         add_stale(func, u64::from(call.stale));
     }
-    let entry_ns = call.stamp;
-    let [arg0, arg1] = call.args;
+    finish(func, pid_tgid, cpu, call.stamp, now, call.args, value);
+}
+
+/// A timed call's end, for every attach method: the histogram (kernel mode) and/or the record
+/// (stream mode). `idle` is [`idle_cpu`]'s answer for the task (the CPU of an idle task, 0
+/// otherwise); `now` was read at the call's return, before any of our work.
+#[inline(always)]
+pub(crate) fn finish(
+    func: u32,
+    pid_tgid: u64,
+    idle: u32,
+    entry_ns: u64,
+    now: u64,
+    [arg0, arg1]: [i64; 2],
+    value: i64,
+) {
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
     if mode & MODE_KERNEL != 0 {
@@ -289,9 +304,10 @@ fn on_exit(func: u32, frame: u64, value: i64) {
         // reads instead, so the exact number costs no second per-CPU slot per call.
         return;
     }
+    let tid = pid_tgid as u32;
     let pid = (pid_tgid >> 32) as u32;
     let cpu = if tid == 0 {
-        cpu
+        idle
     } else {
         // SAFETY: helper without preconditions.
         unsafe { bpf_get_smp_processor_id() }
@@ -316,12 +332,16 @@ fn on_exit(func: u32, frame: u64, value: i64) {
     }
 }
 
-/// Defines the four programs of one traced function. `$args` reads the record's `arg0`/`arg1`
-/// at entry (the same function for both modes, so fentry and kprobe record the same); `$ret`
-/// turns the raw return value into the record's `value`.
+/// Defines the six programs of one traced function. `$args` reads the record's `arg0`/`arg1`
+/// at entry (the same function for both pairs, so fentry and kprobe record the same; an
+/// fsession reads them at return), `$kargs` those a kprobe session keeps in its cookie (see
+/// `session::pack_small`); `$value` turns the raw return value into the record's `value`.
 macro_rules! traced {
     ($id:expr, $sym:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident,
-     $args:expr, |$raw:ident : $ty:ty| $value:expr) => {
+     $ksession:ident, $fsession:ident, $args:expr, $kargs:expr,
+     |$raw:ident : $ty:ty| $value:expr) => {
+        sessions!($id, $ksession, $fsession, $kargs, $args, |$raw: $ty| $value);
+
         #[fentry(function = $sym)]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
             on_entry($id, ctx.frame(), $args(&ctx));
@@ -358,7 +378,10 @@ traced!(
     fexit_damon_hot_score,
     kprobe_damon_hot_score,
     kretprobe_damon_hot_score,
+    ksession_damon_hot_score,
+    fsession_damon_hot_score,
     hot_score_args,
+    no_args,
     |r: i32| r as i64
 );
 // void damos_va_migrate_dests_add(struct folio *, struct vm_area_struct *, unsigned long, ...)
@@ -369,6 +392,9 @@ traced!(
     fexit_damos_va_migrate_dests_add,
     kprobe_damos_va_migrate_dests_add,
     kretprobe_damos_va_migrate_dests_add,
+    ksession_damos_va_migrate_dests_add,
+    fsession_damos_va_migrate_dests_add,
+    dests_add_args,
     dests_add_args,
     |_r: u64| 0
 );
@@ -380,6 +406,9 @@ traced!(
     fexit_damon_migrate_pages,
     kprobe_damon_migrate_pages,
     kretprobe_damon_migrate_pages,
+    ksession_damon_migrate_pages,
+    fsession_damon_migrate_pages,
+    migrate_pages_args,
     migrate_pages_args,
     |r: u64| r as i64
 );
@@ -391,6 +420,9 @@ traced!(
     fexit_lock_timer_base,
     kprobe_lock_timer_base,
     kretprobe_lock_timer_base,
+    ksession_lock_timer_base,
+    fsession_lock_timer_base,
+    no_args,
     no_args,
     |_r: u64| 0
 );
@@ -400,7 +432,10 @@ traced!(
 /// may be a kernel pointer, which a capture must never hold). The attach target is chosen at
 /// load time (fentry: BTF id; kprobe: symbol), so the sections name no function.
 macro_rules! user_slot {
-    ($id:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident) => {
+    ($id:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident,
+     $ksession:ident, $fsession:ident) => {
+        sessions!($id, $ksession, $fsession, no_args, no_args, |_r: u64| 0);
+
         #[fentry]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
             on_entry($id, ctx.frame(), [0, 0]);
@@ -429,17 +464,105 @@ macro_rules! user_slot {
 
 // Ids FIRST_USER_FUNC..=LAST_USER_FUNC (4..=14); names stay distinct within the kernel's 15
 // characters (`kretprobe_u14` is 13).
-user_slot!(4, fentry_u4, fexit_u4, kprobe_u4, kretprobe_u4);
-user_slot!(5, fentry_u5, fexit_u5, kprobe_u5, kretprobe_u5);
-user_slot!(6, fentry_u6, fexit_u6, kprobe_u6, kretprobe_u6);
-user_slot!(7, fentry_u7, fexit_u7, kprobe_u7, kretprobe_u7);
-user_slot!(8, fentry_u8, fexit_u8, kprobe_u8, kretprobe_u8);
-user_slot!(9, fentry_u9, fexit_u9, kprobe_u9, kretprobe_u9);
-user_slot!(10, fentry_u10, fexit_u10, kprobe_u10, kretprobe_u10);
-user_slot!(11, fentry_u11, fexit_u11, kprobe_u11, kretprobe_u11);
-user_slot!(12, fentry_u12, fexit_u12, kprobe_u12, kretprobe_u12);
-user_slot!(13, fentry_u13, fexit_u13, kprobe_u13, kretprobe_u13);
-user_slot!(14, fentry_u14, fexit_u14, kprobe_u14, kretprobe_u14);
+user_slot!(
+    4,
+    fentry_u4,
+    fexit_u4,
+    kprobe_u4,
+    kretprobe_u4,
+    ksession_u4,
+    fsession_u4
+);
+user_slot!(
+    5,
+    fentry_u5,
+    fexit_u5,
+    kprobe_u5,
+    kretprobe_u5,
+    ksession_u5,
+    fsession_u5
+);
+user_slot!(
+    6,
+    fentry_u6,
+    fexit_u6,
+    kprobe_u6,
+    kretprobe_u6,
+    ksession_u6,
+    fsession_u6
+);
+user_slot!(
+    7,
+    fentry_u7,
+    fexit_u7,
+    kprobe_u7,
+    kretprobe_u7,
+    ksession_u7,
+    fsession_u7
+);
+user_slot!(
+    8,
+    fentry_u8,
+    fexit_u8,
+    kprobe_u8,
+    kretprobe_u8,
+    ksession_u8,
+    fsession_u8
+);
+user_slot!(
+    9,
+    fentry_u9,
+    fexit_u9,
+    kprobe_u9,
+    kretprobe_u9,
+    ksession_u9,
+    fsession_u9
+);
+user_slot!(
+    10,
+    fentry_u10,
+    fexit_u10,
+    kprobe_u10,
+    kretprobe_u10,
+    ksession_u10,
+    fsession_u10
+);
+user_slot!(
+    11,
+    fentry_u11,
+    fexit_u11,
+    kprobe_u11,
+    kretprobe_u11,
+    ksession_u11,
+    fsession_u11
+);
+user_slot!(
+    12,
+    fentry_u12,
+    fexit_u12,
+    kprobe_u12,
+    kretprobe_u12,
+    ksession_u12,
+    fsession_u12
+);
+user_slot!(
+    13,
+    fentry_u13,
+    fexit_u13,
+    kprobe_u13,
+    kretprobe_u13,
+    ksession_u13,
+    fsession_u13
+);
+user_slot!(
+    14,
+    fentry_u14,
+    fexit_u14,
+    kprobe_u14,
+    kretprobe_u14,
+    ksession_u14,
+    fsession_u14
+);
 
 const _: () = assert!(damon_common::FIRST_USER_FUNC == 4 && damon_common::LAST_USER_FUNC == 14);
 

@@ -14,7 +14,8 @@ use aya_ebpf::{
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use damon_common::{KFUNC_SESSION_COOKIE, KFUNC_SESSION_IS_RETURN, SESSION_PROBE_SLOTS};
 
-use crate::args::global;
+use crate::{args::global, bump, filtered_out, finish, idle_cpu};
+use damon_common::Counter;
 
 /// `__u64 *bpf_session_cookie(...)`: this invocation's 8 bytes. The context goes in the first
 /// argument register: kernels whose kfunc takes it (`void *ctx`) check it there, those whose
@@ -106,4 +107,161 @@ fn session_probe<const CAN_DECLINE: bool>(ctx: &impl EbpfContext) -> u32 {
     // SAFETY: as above; helper without preconditions.
     unsafe { *cookie = bpf_ktime_get_ns() };
     0
+}
+
+/// A kprobe session's cookie: the entry time in the low [`TIME_BITS`] bits (a duration is
+/// their difference modulo 2^48 ns, 3.2 days), two small arguments in the top 16 (a kprobe
+/// session cannot read arguments at return: the registers that held them are gone). Never 0:
+/// a zero cookie means the entry did not run.
+pub(crate) const TIME_BITS: u32 = 48;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+
+/// Two arguments in the cookie's top 16 bits, a byte each: node ids (or 0) in `0..=254` kept,
+/// anything else (−1 = no node, a node id above 254) as 0xFF, read back as −1.
+#[inline(always)]
+pub(crate) fn pack_small([a, b]: [i64; 2]) -> u64 {
+    let byte = |v: i64| {
+        if (0..=254).contains(&v) {
+            v as u64
+        } else {
+            0xFF
+        }
+    };
+    (byte(a) | (byte(b) << 8)) << TIME_BITS
+}
+
+#[inline(always)]
+pub(crate) fn unpack_small(cookie: u64) -> [i64; 2] {
+    let byte = |x: u64| if x == 0xFF { -1 } else { x as i64 };
+    [
+        byte((cookie >> TIME_BITS) & 0xFF),
+        byte(cookie >> (TIME_BITS + 8)),
+    ]
+}
+
+/// A kprobe session's entry run: counts the call and keeps its entry time (and `args`, read
+/// only for a task the filter keeps) in the cookie. Returns 1 for a filtered task, so the
+/// kernel runs nothing at its return.
+#[inline(always)]
+pub(crate) fn ksession_entry(
+    ctx: &ProbeContext,
+    func: u32,
+    args: impl FnOnce(&ProbeContext) -> [i64; 2],
+) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if filtered_out(pid_tgid) {
+        bump(func, Counter::Filtered);
+        return 1;
+    }
+    bump(func, Counter::Calls);
+    let packed = pack_small(args(ctx));
+    let cookie = session_cookie(ctx);
+    // SAFETY: the kfunc's pointer is valid for this run; helper without preconditions, read
+    // last so the time excludes our own work.
+    unsafe { *cookie = (packed | (bpf_ktime_get_ns() & TIME_MASK)).max(1) };
+    0
+}
+
+/// A kprobe session's return run (only after an entry run that returned 0): the duration from
+/// the cookie, then [`finish`]. `now` was read first.
+#[inline(always)]
+pub(crate) fn ksession_return(ctx: &ProbeContext, func: u32, now: u64, value: i64) {
+    // SAFETY: as in `ksession_entry`.
+    let cookie = unsafe { *session_cookie(ctx) };
+    if cookie == 0 {
+        // Not expected (the entry always writes one); counted, so it would show.
+        bump(func, Counter::OrphanExits);
+        return;
+    }
+    let duration = now.wrapping_sub(cookie) & TIME_MASK;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let idle = idle_cpu(pid_tgid as u32);
+    finish(
+        func,
+        pid_tgid,
+        idle,
+        now.wrapping_sub(duration),
+        now,
+        unpack_small(cookie),
+        value,
+    );
+}
+
+/// An fsession's entry run: counts the call and keeps its entry time in the cookie. It cannot
+/// decline the return run (the verifier holds an fsession to 0), so a filtered task's return
+/// runs too and checks the filter again.
+#[inline(always)]
+pub(crate) fn fsession_entry(ctx: &FEntryContext, func: u32) {
+    if filtered_out(bpf_get_current_pid_tgid()) {
+        bump(func, Counter::Filtered);
+        return;
+    }
+    bump(func, Counter::Calls);
+    let cookie = session_cookie(ctx);
+    // SAFETY: as in `ksession_entry`.
+    unsafe { *cookie = bpf_ktime_get_ns().max(1) };
+}
+
+/// An fsession's return run: the arguments are read here (the trampoline keeps them for both
+/// runs), after `now`. A zero cookie is a call whose entry run the kernel skipped (counted in
+/// the program's `recursion_misses`): an orphan exit, as with fexit.
+#[inline(always)]
+pub(crate) fn fsession_return(
+    ctx: &FEntryContext,
+    func: u32,
+    now: u64,
+    args: impl FnOnce(&FEntryContext) -> [i64; 2],
+    value: i64,
+) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if filtered_out(pid_tgid) {
+        return;
+    }
+    // SAFETY: as in `ksession_entry`.
+    let cookie = unsafe { *session_cookie(ctx) };
+    if cookie == 0 {
+        bump(func, Counter::OrphanExits);
+        return;
+    }
+    let idle = idle_cpu(pid_tgid as u32);
+    finish(func, pid_tgid, idle, cookie, now, args(ctx), value);
+}
+
+/// The two session programs of one traced slot: `$ks`, a kprobe session (`ksession_*`), and
+/// `$fs`, an fsession (`fsession_*`). `$kargs` reads the arguments a kprobe session keeps in
+/// its cookie (at entry), `$fargs` those an fsession reads at return; `$value` turns the raw
+/// return value into the record's `value`, as for the other methods. Written without aya's
+/// program macros, whose wrappers return 0 whatever the function returns.
+macro_rules! sessions {
+    ($id:expr, $ks:ident, $fs:ident, $kargs:expr, $fargs:expr, |$raw:ident : $ty:ty| $value:expr) => {
+        #[unsafe(no_mangle)]
+        #[unsafe(link_section = "kprobe")]
+        pub extern "C" fn $ks(ctx: *mut core::ffi::c_void) -> u32 {
+            let ctx = ProbeContext::new(ctx);
+            if !session::session_is_return(&ctx) {
+                return session::ksession_entry(&ctx, $id, $kargs);
+            }
+            // SAFETY: helper without preconditions; read first.
+            let now = unsafe { bpf_ktime_get_ns() };
+            // SAFETY: a kprobe's context is the task's pt_regs, here at the return.
+            let $raw: $ty = unsafe { (*ctx.regs).rax } as $ty;
+            session::ksession_return(&ctx, $id, now, $value);
+            0
+        }
+
+        #[unsafe(no_mangle)]
+        #[unsafe(link_section = "fentry")]
+        pub extern "C" fn $fs(ctx: *mut core::ffi::c_void) -> u32 {
+            let entry = FEntryContext::new(ctx);
+            if !session::session_is_return(&entry) {
+                session::fsession_entry(&entry, $id);
+                return 0;
+            }
+            // SAFETY: as above.
+            let now = unsafe { bpf_ktime_get_ns() };
+            let $raw: $ty = FExitContext::new(ctx).ret().unwrap_or_default();
+            session::fsession_return(&entry, $id, now, $fargs, $value);
+            0
+        }
+    };
 }

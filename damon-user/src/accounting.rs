@@ -117,14 +117,23 @@ pub fn drop_warning(
         c.made(),
         why.join(", ")
     );
+    if attach.ends_with("session") && (skipped_entries > 0 || c.stale_entries > 0) {
+        line.push_str(
+            "; a session is one program, whose skipped entry and return runs the kernel counts \
+             together: calls left open are taken as skipped returns up to that count",
+        );
+    }
     if c.ring_full > 0 {
         line.push_str(&format!(
             "; use --ring-size {} (or larger) to keep more",
             suggested_ring_size(ring_size)
         ));
     }
+    // A kprobe session runs where a kprobe does (preemption disabled), an fsession where a
+    // fentry does: their skips have the same causes.
+    let kprobe_like = attach == "kprobe" || attach == "kprobe-session";
     if skipped_entries > 0 || c.stale_entries > 0 {
-        line.push_str(if attach == "kprobe" {
+        line.push_str(if kprobe_like {
             "; the kernel skips a kprobe program while another kprobe or tracepoint program runs \
              on that CPU (the call came from an interrupt nested in one) or while a preempted \
              bpf(2) map syscall holds that CPU's guard (on a preemptible kernel; damon-trace's \
@@ -138,8 +147,9 @@ pub fn drop_warning(
         });
     }
     let skipped_exits = c.skipped_exits.unwrap_or(0);
-    // kprobe skips come as whole calls (entry and exit), so only fentry/fexit can join two.
-    if attach != "kprobe" && skipped_entries > 0 && skipped_exits > 0 {
+    // kprobe skips come as whole calls (entry and exit), and a session's cookie belongs to one
+    // call: only fentry/fexit can join two.
+    if attach == "fentry" && skipped_entries > 0 && skipped_exits > 0 {
         line.push_str(&format!(
             "; with both entry and exit runs skipped, up to {} of the recorded durations may \
              span two calls of one task (an exit skipped, then the next entry at the same stack \

@@ -29,10 +29,24 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One floor per requested trace mode (each once, in order) and attach method (`auto`: both).
+/// One floor per requested trace mode (each once, in order) and attach method (`auto`: every
+/// method the kernel has).
 fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
     let methods: Vec<AttachMethod> = match AttachChoice::from(args.attach) {
-        AttachChoice::Auto => AttachMethod::ALL.to_vec(),
+        // Every method this kernel has (the sessions only where it has them).
+        AttachChoice::Auto => {
+            let btf = aya::Btf::from_sys_fs().ok();
+            let kprobe_session = crate::probe::session::Kfuncs::resolve(btf.as_ref()).is_ok();
+            let fsession = crate::probe::session::has_fsession();
+            AttachMethod::ALL
+                .into_iter()
+                .filter(|m| match m {
+                    AttachMethod::KprobeSession => kprobe_session,
+                    AttachMethod::Fsession => fsession,
+                    _ => true,
+                })
+                .collect()
+        }
         AttachChoice::Only(m) => vec![m],
     };
     let mut modes: Vec<TraceMode> = Vec::new();

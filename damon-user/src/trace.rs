@@ -64,24 +64,31 @@ impl Default for ModeConfig {
     }
 }
 
-/// One way of attaching a probe pair to a function.
+/// One way of attaching a function's probes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum AttachMethod {
     /// fentry/fexit (BPF trampoline).
     Fentry,
     /// kprobe/kretprobe.
     Kprobe,
+    /// One kprobe-session program (fprobe; `BPF_TRACE_KPROBE_SESSION`, Linux ≥ 6.10): the
+    /// entry time in the invocation's cookie, no stamp map. Loaded by `probe::session`.
+    KprobeSession,
+    /// One fsession program (BPF trampoline; `BPF_TRACE_FSESSION`, Linux 7.x), as above.
+    Fsession,
 }
 
 impl AttachMethod {
-    pub const ALL: [AttachMethod; 2] = [AttachMethod::Fentry, AttachMethod::Kprobe];
+    pub const ALL: [AttachMethod; 4] = [
+        AttachMethod::Fentry,
+        AttachMethod::Kprobe,
+        AttachMethod::KprobeSession,
+        AttachMethod::Fsession,
+    ];
 
-    /// As captures and the calibration name it.
+    /// As captures, `--attach` and the calibration name it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            AttachMethod::Fentry => "fentry",
-            AttachMethod::Kprobe => "kprobe",
-        }
+        self.state().as_str()
     }
 
     /// The status of a function attached this way.
@@ -89,16 +96,29 @@ impl AttachMethod {
         match self {
             AttachMethod::Fentry => AttachState::Fentry,
             AttachMethod::Kprobe => AttachState::Kprobe,
+            AttachMethod::KprobeSession => AttachState::KprobeSession,
+            AttachMethod::Fsession => AttachState::Fsession,
         }
     }
 
     /// The method a function was attached with, if it was attached.
     pub fn of_state(state: AttachState) -> Option<AttachMethod> {
-        match state {
-            AttachState::Fentry => Some(AttachMethod::Fentry),
-            AttachState::Kprobe => Some(AttachMethod::Kprobe),
-            _ => None,
+        AttachMethod::ALL.into_iter().find(|m| m.state() == state)
+    }
+
+    /// What attaches: the program pair, or the one session program.
+    pub fn probes(self) -> &'static str {
+        match self {
+            AttachMethod::Fentry => "fentry/fexit",
+            AttachMethod::Kprobe => "kprobe/kretprobe",
+            AttachMethod::KprobeSession => "kprobe session",
+            AttachMethod::Fsession => "fsession",
         }
+    }
+
+    /// Whether one session program times the call (no stamp map; see `probe::session`).
+    pub fn is_session(self) -> bool {
+        matches!(self, AttachMethod::KprobeSession | AttachMethod::Fsession)
     }
 }
 

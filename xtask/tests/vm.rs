@@ -205,7 +205,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     assert!(u(&interrupted["meta"], "duration_ns") < 60_000_000_000);
     assert_traced(
         function(&interrupted, "lock_timer_base"),
-        auto_attach(&Kernel::Debian72),
+        auto_attach(&Kernel::Debian72, "lock_timer_base", "stream"),
     );
 
     let after = json(dir, "doctor-after.json");
@@ -319,7 +319,10 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
     let report = json(dir, "live.json");
     assert_eq!(report["meta"]["complete"], true, "{report}");
     for name in FOUR {
-        assert_traced(function(&report, name), auto_attach(&Kernel::Debian72));
+        assert_traced(
+            function(&report, name),
+            auto_attach(&Kernel::Debian72, name, "stream"),
+        );
     }
     for file in ["kprobes-after.txt", "ftrace-after.txt"] {
         let text = fs::read_to_string(dir.join(file)).expect(file);
@@ -633,7 +636,7 @@ cat /out/serve.err
                 &m2,
                 "damon_trace_function_info",
                 name,
-                Some(("attach", auto_attach(&Kernel::Debian72)))
+                Some(("attach", auto_attach(&Kernel::Debian72, name, "stream")))
             ),
             vec![1.0],
             "{name}"

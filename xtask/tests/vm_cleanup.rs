@@ -261,7 +261,7 @@ exit 0"
         assert!(u(&report["meta"], "duration_ns") < 60_000_000_000);
         assert_traced(
             function(&report, "lock_timer_base"),
-            auto_attach(&Kernel::Debian72),
+            auto_attach(&Kernel::Debian72, "lock_timer_base", "stream"),
         );
         assert_as_before(dir, &before, &format!("after-{sig}"));
     }
@@ -495,7 +495,7 @@ exit 0"#
         assert_eq!(report["meta"]["end_reason"], reason, "{sig}: {report}");
         assert_traced(
             function(&report, "lock_timer_base"),
-            auto_attach(&Kernel::Debian72),
+            auto_attach(&Kernel::Debian72, "lock_timer_base", "stream"),
         );
         assert_as_before(dir, &before, &format!("after-{sig}"));
     }

@@ -1,7 +1,8 @@
 //! Exact accounting under contention, against ground truth the tool does not produce: three
 //! tasks each make a known number of `getppid` system calls (`damon-trace bench-loop`), pinned
 //! to one CPU (they preempt one another, also inside the probes) or spread over the CPUs,
-//! traced with fentry and kprobe, in stream and kernel mode, on each Debian kernel with its
+//! traced with fentry, kprobe and (where the kernel has them) kprobe sessions and fsessions, in
+//! stream and kernel mode, on each Debian kernel with its
 //! default preemption model and with `preempt=full`.
 //!
 //! For every run: the calls the tool reports equal the calls the workload made, exactly
@@ -9,7 +10,9 @@
 //! `calls == count + dropped + in_flight` holds; nothing is "too deep"; no duration exceeds the
 //! wall time of its task's loop; every orphan exit is an entry the kernel skipped and every
 //! stale entry an exit it skipped; kprobe pairs (which run with preemption disabled) lose
-//! nothing to skips; and `--attach auto` picks kprobe exactly where probes can be preempted.
+//! nothing to skips, nor do kprobe sessions; fsession runs skipped are counted; and
+//! `--attach auto` picks the cheapest exact method of the kernel: a kprobe session (kprobe on
+//! 6.1) exactly where probes can be preempted.
 use std::time::Duration;
 
 mod common;
@@ -21,7 +24,39 @@ const CALLS: u64 = 20_000;
 const TASKS: u64 = 3;
 
 /// (name, attach, mode, pin)
-const RUNS: [(&str, &str, &str, &str); 6] = [
+type Run = (&'static str, &'static str, &'static str, &'static str);
+
+/// The kprobe session's runs, on kernels that have it (6.10 and later).
+const KPROBE_SESSION_RUNS: [Run; 3] = [
+    ("ksession-stream-same", "kprobe-session", "stream", "same"),
+    ("ksession-kernel-same", "kprobe-session", "kernel", "same"),
+    (
+        "ksession-stream-spread",
+        "kprobe-session",
+        "stream",
+        "spread",
+    ),
+];
+
+/// The fsession's runs, on kernels that have it (7.x).
+const FSESSION_RUNS: [Run; 2] = [
+    ("fsession-stream-same", "fsession", "stream", "same"),
+    ("fsession-kernel-same", "fsession", "kernel", "same"),
+];
+
+/// Every run on `kernel`: the pairs everywhere, the sessions where the kernel has them.
+fn runs(kernel: &Kernel) -> Vec<Run> {
+    let mut runs = RUNS.to_vec();
+    if *kernel != Kernel::Debian61 {
+        runs.extend(KPROBE_SESSION_RUNS);
+    }
+    if matches!(kernel, Kernel::Debian72 | Kernel::Debian73) {
+        runs.extend(FSESSION_RUNS);
+    }
+    runs
+}
+
+const RUNS: [Run; 6] = [
     ("fentry-stream-same", "fentry", "stream", "same"),
     ("kprobe-stream-same", "kprobe", "stream", "same"),
     ("fentry-kernel-same", "fentry", "kernel", "same"),
@@ -48,12 +83,24 @@ one() {
 RUNS
 "#;
 
-fn script() -> String {
-    let runs: Vec<String> = RUNS
+const NO_SESSION: &str = r#"
+damon-trace record --func $F --attach kprobe-session --no-calibrate --duration 1s \
+  -o /out/nosession.dtcap 2> /out/nosession.err && echo 0 > /out/nosession.rc \
+  || echo $? > /out/nosession.rc
+"#;
+
+fn script(kernel: &Kernel) -> String {
+    let runs: Vec<String> = runs(kernel)
         .iter()
         .map(|(n, a, m, p)| format!("one {n} {a} {m} {p}"))
         .collect();
-    format!("set -e\n{}{SCRIPT}", common::RECORDER_HELPERS)
+    // Where the kernel has no kprobe session, asking for one fails and says why.
+    let no_session = if *kernel == Kernel::Debian61 {
+        NO_SESSION
+    } else {
+        ""
+    };
+    format!("set -e\n{}{SCRIPT}{no_session}", common::RECORDER_HELPERS)
         .replace("CALLS", &CALLS.to_string())
         .replace("TASKS", &TASKS.to_string())
         .replace("RUNS", &runs.join("\n"))
@@ -62,7 +109,8 @@ fn script() -> String {
 /// Boots `kernel` with `append` on its command line, runs every configuration and checks each.
 fn exact(kernel: Kernel, append: &[&str]) {
     let outcome = common::boot_ok(
-        common::guest(kernel, script(), Duration::from_secs(600)).kernel_args(append),
+        common::guest(kernel.clone(), script(&kernel), Duration::from_secs(900))
+            .kernel_args(append),
     );
     let dir = outcome.dir();
     let preempt = std::fs::read_to_string(dir.join("preempt")).expect("preempt");
@@ -79,7 +127,7 @@ fn exact(kernel: Kernel, append: &[&str]) {
     let func = std::fs::read_to_string(dir.join("func")).expect("func");
     let func = func.trim();
     let mut summary = Vec::new();
-    for (name, attach, mode, _) in RUNS {
+    for (name, attach, mode, _) in runs(&kernel) {
         let report = json(dir, &format!("{name}.json"));
         let f = common::function(&report, func);
         let lp = json(dir, &format!("{name}.loop"));
@@ -89,7 +137,16 @@ fn exact(kernel: Kernel, append: &[&str]) {
         let used = f["attach"].as_str().expect("attach");
         match attach {
             "auto" => {
-                let want = if preemptible { "kprobe" } else { "fentry" };
+                // The cheapest exact method of the kernel (`probe::auto`): sessions where it
+                // has them (kprobe sessions: 6.10 and later; fsessions: 7.x).
+                let sessions = kernel != Kernel::Debian61;
+                let fsession = matches!(kernel, Kernel::Debian72 | Kernel::Debian73);
+                let want = match (preemptible, sessions, fsession) {
+                    (true, true, _) => "kprobe-session",
+                    (true, false, _) => "kprobe",
+                    (false, _, true) => "fsession",
+                    (false, _, false) => "fentry",
+                };
                 assert_eq!(used, want, "--attach auto on a {model} kernel: {ctx}");
             }
             _ => assert_eq!(used, attach, "{ctx}"),
@@ -121,9 +178,11 @@ fn exact(kernel: Kernel, append: &[&str]) {
         let skipped_entries = f["skipped_entries"].as_u64();
         let skipped_exits = f["skipped_exits"].as_u64();
         match used {
-            "kprobe" => {
+            "kprobe" | "kprobe-session" => {
                 // Preemption disabled in the probes, and getppid runs in no interrupt: no run
-                // of a pair is skipped, and the stack-pointer pairing finds every exit's entry.
+                // of a pair (or of a kprobe session, also run with preemption disabled) is
+                // skipped, and the stack-pointer pairing (the session's cookie) finds every
+                // exit's entry.
                 assert_eq!(u(f, "orphan_exits"), 0, "{ctx}");
                 assert_eq!(u(f, "stale_entries"), 0, "{ctx}");
                 assert!(matches!(skipped_entries, None | Some(0)), "{ctx}");
@@ -136,8 +195,8 @@ fn exact(kernel: Kernel, append: &[&str]) {
             }
             _ => {
                 let (se, sx) = (
-                    skipped_entries.expect("fentry skips are counted on >= 5.12"),
-                    skipped_exits.expect("fentry skips are counted on >= 5.12"),
+                    skipped_entries.expect("trampoline skips are counted on >= 5.12"),
+                    skipped_exits.expect("trampoline skips are counted on >= 5.12"),
                 );
                 // An exit without its entry is an entry the kernel skipped; an entry found
                 // stale is an exit it skipped.
@@ -157,7 +216,7 @@ fn exact(kernel: Kernel, append: &[&str]) {
             }
         }
         summary.push(format!(
-            "{name:<22} {used:<6} calls {:>6} records {:>6} skipped entries {:>6} stale {:>6} \
+            "{name:<22} {used:<14} calls {:>6} records {:>6} skipped entries {:>6} stale {:>6} \
              orphans {:>6} ring_full {:>6}",
             u(f, "calls"),
             u(f, "count"),
@@ -166,6 +225,13 @@ fn exact(kernel: Kernel, append: &[&str]) {
             u(f, "orphan_exits"),
             ring_full(f),
         ));
+    }
+    if kernel == Kernel::Debian61 {
+        let rc = std::fs::read_to_string(dir.join("nosession.rc")).expect("nosession.rc");
+        let err = std::fs::read_to_string(dir.join("nosession.err")).expect("nosession.err");
+        assert_ne!(rc.trim(), "0", "no kprobe session on 6.1: {err}");
+        assert!(err.contains("Linux 6.10"), "the reason is named: {err}");
+        summary.push(format!("kprobe-session refused: {}", err.trim()));
     }
     eprintln!(
         "{} ({model}{}):\n  {}",

@@ -24,7 +24,8 @@ grep -qx "$F" /sys/kernel/tracing/available_filter_functions || { echo "no $F" >
 # orphan exit by design, and this test counts orphans from the kernel's skips only.
 mkfifo /tmp/tick
 exec 3<>/tmp/tick
-damon-trace record --func $F --mode kernel --duration 900s -o /out/s.dtcap 2> /out/s.err &
+damon-trace record --func $F --attach kprobe --mode kernel --duration 900s -o /out/s.dtcap \
+  2> /out/s.err &
 rec=$!
 while [ ! -s /out/s.dtcap ]; do
   kill -0 $rec 2>/dev/null || { cat /out/s.err; exit 1; }

@@ -389,17 +389,20 @@ fn check_install_and_serve(dir: &Path) -> i32 {
         journal.contains("serving metrics on http://127.0.0.1:9464/metrics"),
         "{journal}"
     );
-    // --attach auto picks kprobe on 7.2 (the unit cannot read the preemption model in debugfs,
-    // and kprobe is the safe choice then). Debian's perf_event_paranoid=3 (a Debian patch)
-    // refuses perf_event_open, hence kprobes, to anyone without CAP_SYS_ADMIN, which the unit
-    // does not grant: serve then falls back to fentry/fexit and says so.
+    // --attach auto picks a kprobe session on 7.2 (the unit cannot read the preemption model in
+    // debugfs, and preemptible is the safe guess then), kprobe for damon_hot_score (stream
+    // mode: its arguments do not fit in a session's cookie). Debian's perf_event_paranoid=3 (a
+    // Debian patch) refuses perf_event_open, hence kprobes, to anyone without CAP_SYS_ADMIN,
+    // which the unit does not grant: serve then falls back to fentry/fexit for it and says so.
+    // A kprobe session links through bpf(2) (a kprobe-multi link), which the setting does not
+    // govern.
     let paranoid: i32 = read(dir, "sysctls.txt")
         .lines()
         .nth(1)
         .and_then(|l| l.trim().parse().ok())
         .expect("perf_event_paranoid");
-    let preferred = auto_attach(&Kernel::Debian72);
     for f in FOUR {
+        let preferred = auto_attach(&Kernel::Debian72, f, "stream");
         let line = journal
             .lines()
             .find(|l| l.split_whitespace().next() == Some(f))
@@ -579,7 +582,11 @@ fn check_user_tools(dir: &Path) {
     }
     let mut attach_values = section("attach");
     attach_values.sort_unstable();
-    assert_eq!(attach_values, ["auto", "fentry", "kprobe"], "{complete}");
+    assert_eq!(
+        attach_values,
+        ["auto", "fentry", "fsession", "kprobe", "kprobe-session"],
+        "{complete}"
+    );
 }
 
 /// apt remove, then apt purge.

@@ -2,7 +2,8 @@
 //! `damon_hot_score` returns and the region `nr_accesses`/`age` read through its argument (at
 //! offsets found in the guest kernel's BTF), the pages `damon_migrate_pages` moved and its
 //! `target_nid` argument, the node of each folio `damos_va_migrate_dests_add` sees against its
-//! destination, the same with fentry and with kprobes. Every recorded `nr_accesses`/`age`
+//! destination, the same with every attach method (a kprobe session keeps no
+//! `nr_accesses`/`age`, and says so). Every recorded `nr_accesses`/`age`
 //! pair is checked against the score the kernel returned for it: the test recomputes
 //! `damon_hot_score` from them, so a field read at a wrong offset (zeros, or a neighbouring
 //! field) shows as scores that do not match.
@@ -12,10 +13,10 @@ mod common;
 use common::{function, json, u};
 use xtask::kernel::Kernel;
 
-/// One capture with fentry, one with kprobes, each under a scenario of its own (a kdamond
-/// that stopped before the second capture once cost a whole run), both reported as JSON and
-/// table; the fentry capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
-fn cmd() -> String {
+/// One capture per attach method, each under a scenario of its own (a kdamond that stopped
+/// before the second capture once cost a whole run), each reported as JSON and table; the
+/// fentry capture is kept (`values-7.2.dtcap` in damon-user/tests/data is one).
+fn cmd(methods: &[&str]) -> String {
     let capture = |mode: &str| {
         xtask::script::with_scenario(
             240,
@@ -26,13 +27,14 @@ fn cmd() -> String {
             ),
         )
     };
+    let captures: Vec<String> = methods.iter().map(|m| capture(m)).collect();
     format!(
-        "set -e\n{}\n{}\nfor m in fentry kprobe; do
+        "set -e\n{}\nfor m in {}; do
   damon-trace report /out/$m.dtcap --format json > /out/$m.json
   damon-trace report /out/$m.dtcap > /out/$m.txt
 done\n",
-        capture("fentry"),
-        capture("kprobe")
+        captures.join("\n"),
+        methods.join(" ")
     )
 }
 
@@ -76,7 +78,14 @@ fn values<'a>(
     v
 }
 
-fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> (u64, u64) {
+/// `hot_args`: whether damon_hot_score's `nr_accesses`/`age` are recorded (not by a kprobe
+/// session, whose cookie has no room for them: then the report must say they are not).
+fn check_report(
+    report: &serde_json::Value,
+    table: &str,
+    with_migrate: bool,
+    hot_args: bool,
+) -> (u64, u64) {
     let ctx = &report["meta"]["damon"]["start"]["kdamonds"][0]["contexts"][0];
     let (sample_us, aggr_us) = (u(ctx, "sample_us"), u(ctx, "aggr_us"));
     let scheme = &ctx["schemes"][0];
@@ -86,26 +95,16 @@ fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> 
     let score = &v["value"];
     // DAMOS_MAX_SCORE is 99.
     assert!(i(score, "min") >= 0 && i(score, "max") <= 99, "{score}");
-    let na = &v["args"]["nr_accesses"];
-    let age = &v["args"]["age"];
-    assert!(
-        na.is_object() && age.is_object(),
-        "nr_accesses/age not recorded: {v}"
-    );
-    check_dist("nr_accesses", na);
-    check_dist("age", age);
-    // At most one access counted per sample of an aggregation interval.
-    let max_acc = (aggr_us / sample_us) as i64;
-    assert!(
-        i(na, "min") >= 0 && i(na, "max") <= max_acc,
-        "nr_accesses outside 0..={max_acc}: {na}"
-    );
-    assert!(i(age, "min") >= 0, "{age}");
-    assert!(
-        table.contains("damon_hot_score: values\n  hotness_score: n "),
-        "{table}"
-    );
-    assert!(table.contains("  nr_accesses: n "), "{table}");
+    if hot_args {
+        check_hot_args(v, table, sample_us, aggr_us);
+    } else {
+        assert!(v["args"]["nr_accesses"].is_null(), "not recorded: {v}");
+        let f = function(report, "damon_hot_score");
+        assert!(
+            f.to_string().contains("no room for nr_accesses and age"),
+            "the report says why: {f}"
+        );
+    }
     let hot_calls = u(score, "count");
 
     let mut migrate_calls = 0;
@@ -155,6 +154,30 @@ fn check_report(report: &serde_json::Value, table: &str, with_migrate: bool) -> 
         assert!(table.contains("  already on destination: "), "{table}");
     }
     (hot_calls, migrate_calls)
+}
+
+/// damon_hot_score's recorded `nr_accesses` and `age`: whole distributions, within bounds.
+fn check_hot_args(v: &serde_json::Value, table: &str, sample_us: u64, aggr_us: u64) {
+    let na = &v["args"]["nr_accesses"];
+    let age = &v["args"]["age"];
+    assert!(
+        na.is_object() && age.is_object(),
+        "nr_accesses/age not recorded: {v}"
+    );
+    check_dist("nr_accesses", na);
+    check_dist("age", age);
+    // At most one access counted per sample of an aggregation interval.
+    let max_acc = (aggr_us / sample_us) as i64;
+    assert!(
+        i(na, "min") >= 0 && i(na, "max") <= max_acc,
+        "nr_accesses outside 0..={max_acc}: {na}"
+    );
+    assert!(i(age, "min") >= 0, "{age}");
+    assert!(
+        table.contains("damon_hot_score: values\n  hotness_score: n "),
+        "{table}"
+    );
+    assert!(table.contains("  nr_accesses: n "), "{table}");
 }
 
 /// `damon_hot_score(ctx, region, scheme)` of mm/damon/ops-common.c (6.7 and later, as in the
@@ -264,24 +287,28 @@ fn check_scores_of(c: &dtcap::Capture, label: &str) {
     );
 }
 
-fn run(kernel: Kernel, with_migrate: bool) {
-    let run = common::run_script(kernel, cmd(), Duration::from_secs(400));
+fn run(kernel: Kernel, with_migrate: bool, methods: &[&str]) {
+    let run = common::run_script(kernel, cmd(methods), Duration::from_secs(900));
     let dir = run.dir();
     // VM_VALUES_KEEP=DIR keeps the captures (how the host fixture was made).
     if let Some(keep) = std::env::var_os("VM_VALUES_KEEP").filter(|k| !k.is_empty()) {
-        for mode in ["fentry", "kprobe"] {
+        for mode in methods {
             let name = format!("{mode}.dtcap");
             fs::copy(dir.join(&name), std::path::Path::new(&keep).join(&name)).expect("keep");
         }
     }
-    for mode in ["fentry", "kprobe"] {
+    for &mode in methods {
         let report = json(dir, &format!("{mode}.json"));
         let table = fs::read_to_string(dir.join(format!("{mode}.txt"))).expect("table");
         eprintln!("--- {mode}\n{table}");
         let hot = function(&report, "damon_hot_score");
         assert_eq!(hot["attach"], mode, "{hot}");
-        check_scores(&dir.join(format!("{mode}.dtcap")));
-        let (h, m) = check_report(&report, &table, with_migrate);
+        // A kprobe session keeps no nr_accesses/age (see `check_report`).
+        let hot_args = mode != "kprobe-session";
+        if hot_args {
+            check_scores(&dir.join(format!("{mode}.dtcap")));
+        }
+        let (h, m) = check_report(&report, &table, with_migrate, hot_args);
         assert!(h > 0, "{mode}: no damon_hot_score calls");
         if with_migrate {
             assert!(m > 0, "{mode}: no damon_migrate_pages calls");
@@ -291,14 +318,22 @@ fn run(kernel: Kernel, with_migrate: bool) {
 
 #[test]
 #[ignore = "boots a QEMU guest"]
-fn vm_7_2_values_of_hot_score_and_migrate_pages_with_fentry_and_kprobe() {
-    run(Kernel::Debian72, true);
+fn vm_7_2_values_of_hot_score_and_migrate_pages_with_every_attach_method() {
+    run(
+        Kernel::Debian72,
+        true,
+        &["fentry", "kprobe", "kprobe-session", "fsession"],
+    );
 }
 
 #[test]
 #[ignore = "boots a QEMU guest"]
-fn vm_6_12_values_of_hot_score_with_fentry_and_kprobe() {
-    run(Kernel::Debian612, false);
+fn vm_6_12_values_of_hot_score_with_fentry_kprobe_and_kprobe_session() {
+    run(
+        Kernel::Debian612,
+        false,
+        &["fentry", "kprobe", "kprobe-session"],
+    );
 }
 
 /// The recomputation on the host, against the committed 7.2 capture (`values-7.2.dtcap`, made by

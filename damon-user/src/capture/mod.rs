@@ -44,6 +44,11 @@ pub struct KernelIdentity {
 pub enum AttachState {
     Fentry,
     Kprobe,
+    /// One kprobe-session program (see `trace::AttachMethod::KprobeSession`).
+    #[serde(rename = "kprobe-session")]
+    KprobeSession,
+    /// One fsession program.
+    Fsession,
     /// The kernel does not have the function.
     Missing,
     /// Only compiler clones of the function exist.
@@ -57,6 +62,8 @@ impl AttachState {
         match self {
             AttachState::Fentry => "fentry",
             AttachState::Kprobe => "kprobe",
+            AttachState::KprobeSession => "kprobe-session",
+            AttachState::Fsession => "fsession",
             AttachState::Missing => "missing",
             AttachState::Inlined => "inlined",
             AttachState::Failed => "failed",

@@ -23,6 +23,8 @@ impl From<AttachArg> for AttachChoice {
             AttachArg::Auto => AttachChoice::Auto,
             AttachArg::Fentry => AttachChoice::Only(AttachMethod::Fentry),
             AttachArg::Kprobe => AttachChoice::Only(AttachMethod::Kprobe),
+            AttachArg::KprobeSession => AttachChoice::Only(AttachMethod::KprobeSession),
+            AttachArg::Fsession => AttachChoice::Only(AttachMethod::Fsession),
         }
     }
 }

@@ -143,10 +143,12 @@ pub struct Selection {
     /// Comma-separated subset of the built-in functions (default: all four).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub functions: Vec<String>,
-    /// Attach method. auto: kprobe/kretprobe first on a preemptible kernel (preempt=full, lazy,
-    /// rt: the kernel skips a fentry/fexit probe on a CPU while a task is preempted inside
-    /// it), fentry/fexit first elsewhere (cheaper), the other as fallback; or force one.
-    /// `doctor` shows the preemption model.
+    /// Attach method. auto: the cheapest that is exact on this kernel, the others as fallback.
+    /// On a preemptible kernel (preempt=full, lazy, rt: the kernel skips a trampoline program
+    /// on a CPU while a task is preempted inside it) a kprobe session (Linux 6.10+), else
+    /// kprobe/kretprobe (also for damon_hot_score in stream mode: its arguments do not fit in
+    /// a session's cookie); elsewhere an fsession (Linux 7.x), else fentry/fexit. Or force
+    /// one. `doctor` shows the preemption model and which sessions work.
     #[arg(long, value_enum, default_value_t = AttachArg::Auto)]
     pub attach: AttachArg,
     /// Trace this kernel function (repeatable, up to 11): any function in /proc/kallsyms that
@@ -185,6 +187,11 @@ pub enum AttachArg {
     Auto,
     Fentry,
     Kprobe,
+    /// One kprobe-session program per function (Linux ≥ 6.10): exact like kprobes, no stamp
+    /// map.
+    KprobeSession,
+    /// One fsession program per function (Linux 7.x): the trampoline, no stamp map.
+    Fsession,
 }
 
 #[derive(Debug, Args)]
@@ -396,7 +403,7 @@ pub struct CalibrateArgs {
     /// Test runs per floor (each calls every calibration function once).
     #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), allow_hyphen_values = true)]
     pub calls: u64,
-    /// Attach method to calibrate: fentry, kprobe, or auto for both.
+    /// Attach method to calibrate, or auto for every method this kernel has.
     #[arg(long, value_enum, default_value_t = AttachArg::Auto)]
     pub attach: AttachArg,
     /// Trace modes to calibrate, comma-separated (stream, kernel).

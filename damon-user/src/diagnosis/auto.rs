@@ -1,11 +1,11 @@
 //! What `--attach auto` does on this kernel: the pair it tries first (see
-//! [`crate::probe::attach::auto_first`]) and whether that pair, the other one or neither can
+//! [`crate::probe::auto::auto_first`]) and whether that pair, the other one or neither can
 //! attach here, from the kernel's facts and the trial attaches. The preemption model alone
 //! says which pair comes first, not which one attaches: on a kernel without kprobes a
 //! preemptible kernel still ends up on fentry/fexit, or on nothing.
 use super::{Check, FunctionDiagnosis, Level, check};
 use crate::{
-    probe::{attach::auto_first, kernel::Lockdown},
+    probe::{auto::auto_first, kernel::Lockdown},
     trace::AttachMethod,
 };
 
@@ -21,6 +21,10 @@ pub(super) struct AutoFacts<'a> {
     pub kprobes: bool,
     /// The selected functions with their trial attaches ("not tried" without privileges).
     pub functions: &'a [FunctionDiagnosis],
+    /// doctor's kprobe-session self-test held here (false: absent, failed or not run).
+    pub kprobe_session: bool,
+    /// Its fsession self-test held here.
+    pub fsession: bool,
 }
 
 /// Whether the kernel lets a probe pair attach at all.
@@ -45,10 +49,7 @@ pub(super) fn refused_with_eperm(result: &str) -> bool {
 }
 
 fn pair(m: AttachMethod) -> &'static str {
-    match m {
-        AttachMethod::Fentry => "fentry/fexit",
-        AttachMethod::Kprobe => "kprobe/kretprobe",
-    }
+    m.probes()
 }
 
 /// How a kprobe attach refused under `kernel.perf_event_paranoid` > 2 begins its reason.
@@ -94,6 +95,8 @@ fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
         .map(|func| match m {
             AttachMethod::Fentry => func.fentry.as_str(),
             AttachMethod::Kprobe => func.kprobe.as_str(),
+            // No per-function trial: doctor's `session` and `fsession` checks test the kernel.
+            AttachMethod::KprobeSession | AttachMethod::Fsession => "not tried",
         })
         .collect();
     if results.contains(&"ok") {
@@ -123,13 +126,45 @@ fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
 
 /// The `attach` check: what `--attach auto` ends up with on this kernel, and why.
 pub(super) fn auto_check(f: &AutoFacts) -> Check {
+    // Where the session self-test held, auto uses that session (`probe::auto::resolve_auto`).
+    if f.preempts_trampolines && f.kprobe_session {
+        let pairs = pairs_check(f);
+        return check(
+            "attach",
+            Level::Ok,
+            format!(
+                "--attach auto uses a kprobe session here (the self-test below held): the kernel \
+                 is preemptible, and a kprobe session runs with preemption disabled and keeps \
+                 each call's entry time in its cookie, without a stamp map; for damon_hot_score \
+                 in stream mode, whose arguments do not fit in the cookie: {}",
+                pairs.found
+            ),
+            None,
+        );
+    }
+    if !f.preempts_trampolines && f.fsession {
+        return check(
+            "attach",
+            Level::Ok,
+            "--attach auto uses an fsession here (the self-test below held): probes are not \
+             preempted on this kernel, and an fsession keeps each call's entry time in its \
+             cookie, without fentry/fexit's stamp map",
+            None,
+        );
+    }
+    pairs_check(f)
+}
+
+/// What `--attach auto` ends up with among the probe pairs (no session here, or a function
+/// that a session does not suit).
+fn pairs_check(f: &AutoFacts) -> Check {
     let first = auto_first(f.preempts_trampolines);
     let second = match first {
         AttachMethod::Fentry => AttachMethod::Kprobe,
-        AttachMethod::Kprobe => AttachMethod::Fentry,
+        _ => AttachMethod::Fentry,
     };
     let order = match first {
-        AttachMethod::Kprobe => {
+        AttachMethod::Kprobe | AttachMethod::KprobeSession | AttachMethod::Fsession => {
             "kprobe/kretprobe first, as the kernel is preemptible and skips a fentry/fexit run \
              while a task is preempted inside it"
         }
@@ -225,7 +260,42 @@ mod tests {
             btf: true,
             kprobes: false,
             functions,
+            kprobe_session: false,
+            fsession: false,
         }
+    }
+
+    #[test]
+    fn a_session_whose_self_test_held_is_what_auto_uses() {
+        let preemptible = AutoFacts {
+            kprobe_session: true,
+            fsession: true,
+            ..host(&[])
+        };
+        let c = auto_check(&preemptible);
+        assert_eq!(c.level, Level::Ok);
+        assert!(
+            c.found
+                .starts_with("--attach auto uses a kprobe session here"),
+            "{}",
+            c.found
+        );
+        let not = AutoFacts {
+            preempts_trampolines: false,
+            ..preemptible
+        };
+        assert!(
+            auto_check(&not)
+                .found
+                .starts_with("--attach auto uses an fsession here")
+        );
+        // A session that did not hold (or is absent) leaves the pairs' answer.
+        let absent = AutoFacts {
+            preempts_trampolines: false,
+            fsession: false,
+            ..not
+        };
+        assert!(!auto_check(&absent).found.contains("session"));
     }
 
     /// The check of `facts`, which must be at `level`.

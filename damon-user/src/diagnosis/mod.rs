@@ -140,6 +140,11 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         ftrace.ok().as_ref(),
         parsed_btf.as_ref(),
     );
+    let (sessions, session_test, fsession_test) = session::session_checks(privileged.is_ok(), btf);
+    let holds = |t: &Option<crate::probe::session::selftest::SelfTest>| {
+        t.as_ref()
+            .is_some_and(crate::probe::session::selftest::SelfTest::holds)
+    };
     checks.insert(
         auto_at,
         auto_check(&AutoFacts {
@@ -148,9 +153,10 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
             btf,
             kprobes,
             functions: &diag_functions,
+            kprobe_session: holds(&session_test),
+            fsession: holds(&fsession_test),
         }),
     );
-    let (sessions, session_test, fsession_test) = session::session_checks(privileged.is_ok(), btf);
     checks.extend(sessions);
     let can_trace = diag_functions.iter().any(|f| f.traceable);
     let verdict = verdict(&checks, &diag_functions, lockdown, kprobes, can_trace);

@@ -132,7 +132,7 @@ fn bash_reaches_every_subcommand_state_and_completes_values() {
     words.sort_unstable();
     assert_eq!(
         words,
-        ["auto", "fentry", "kprobe"],
+        ["auto", "fentry", "fsession", "kprobe", "kprobe-session"],
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

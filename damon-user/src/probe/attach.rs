@@ -10,8 +10,9 @@ use crate::{
     probe::{
         kernel::{Kallsyms, SymbolPresence, btf_has_function},
         programs::program_names,
+        session::links::SessionLinks,
     },
-    trace::{AttachChoice, AttachMethod, TracedFunction},
+    trace::{AttachMethod, TracedFunction},
 };
 
 /// Explains a program load/attach error with its errno and the likely reason.
@@ -85,52 +86,9 @@ pub(super) fn unload(bpf: &mut Ebpf, name: &str, mode: AttachMethod) {
             Err(_) => <&mut FExit>::try_from(prog).and_then(FExit::unload),
         },
         AttachMethod::Kprobe => <&mut KProbe>::try_from(prog).and_then(KProbe::unload),
+        // Loaded by `probe::session`, never by aya: nothing of aya's to unload.
+        AttachMethod::KprobeSession | AttachMethod::Fsession => return,
     };
-}
-
-/// What `--attach auto` means on the running kernel: fentry/fexit first where probes cannot be
-/// preempted; kprobe first where they can (there the kernel skips a fentry/fexit run on a CPU
-/// while another task is preempted inside the same probe, so calls go uncounted or untimed
-/// under contention, while kprobe probes run with preemption disabled). The note says why, for
-/// the function's attach detail.
-pub(super) fn resolve_auto(choice: AttachChoice) -> (AttachOrder, Option<String>) {
-    match choice {
-        AttachChoice::Only(AttachMethod::Fentry) => return (AttachOrder::FentryOnly, None),
-        AttachChoice::Only(AttachMethod::Kprobe) => return (AttachOrder::KprobeOnly, None),
-        AttachChoice::Auto => {}
-    }
-    let p = crate::probe::kernel::Preemption::read();
-    match auto_first(p.preempts_trampolines()) {
-        AttachMethod::Kprobe => (
-            AttachOrder::KprobeThenFentry,
-            Some(format!(
-                "kprobe chosen by --attach auto: the kernel is preemptible ({}), where \
-                 fentry/fexit runs are skipped while a task is preempted inside them; \
-                 --attach fentry to override",
-                p.model.as_deref().unwrap_or("dynamic, model unknown")
-            )),
-        ),
-        AttachMethod::Fentry => (AttachOrder::FentryThenKprobe, None),
-    }
-}
-
-/// The pair `--attach auto` tries first (see [`resolve_auto`]); `doctor` tells from it and the
-/// kernel's facts which pair auto ends up with.
-pub fn auto_first(preempts_trampolines: bool) -> AttachMethod {
-    if preempts_trampolines {
-        AttachMethod::Kprobe
-    } else {
-        AttachMethod::Fentry
-    }
-}
-
-/// Which probe pairs to try for a function, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum AttachOrder {
-    FentryOnly,
-    KprobeOnly,
-    FentryThenKprobe,
-    KprobeThenFentry,
 }
 
 /// Attaches `func` if the kernel has it as a plain function; otherwise says why not (missing,
@@ -138,19 +96,21 @@ pub(super) enum AttachOrder {
 /// `--attach auto` put on kprobes.
 pub(super) fn attach_present(
     bpf: &mut Ebpf,
+    sessions: &mut SessionLinks,
     kallsyms: &Kallsyms,
     func: &TracedFunction,
-    order: AttachOrder,
+    order: &[AttachMethod],
     auto_note: &Option<String>,
     btf: Option<&Btf>,
 ) -> (AttachState, Option<String>) {
     if let Some((state, why)) = not_attachable(kallsyms, func) {
         return (state, Some(why));
     }
-    let (state, detail) = attach_one(bpf, func, order, btf);
-    let detail = match (auto_note, state) {
-        (Some(note), AttachState::Kprobe) if detail.is_none() => Some(note.clone()),
-        _ => detail,
+    let (state, detail) = attach_one(bpf, sessions, func, order, btf);
+    // The note says why auto chose the method that attached first; a fallback says why itself.
+    let detail = match (auto_note, detail) {
+        (Some(note), None) if AttachMethod::of_state(state).is_some() => Some(note.clone()),
+        (_, detail) => detail,
     };
     (state, detail)
 }
@@ -179,68 +139,52 @@ fn not_attachable(kallsyms: &Kallsyms, func: &TracedFunction) -> Option<(AttachS
     }
 }
 
-/// Attaches one function according to the user's choice; returns the state and, for a fallback
-/// or failure, why.
+/// Attaches one function with the first method of `order` that attaches; returns the state
+/// and, for a fallback or failure, why (each method tried, with its reason).
 fn attach_one(
     bpf: &mut Ebpf,
+    sessions: &mut SessionLinks,
     func: &TracedFunction,
-    order: AttachOrder,
+    order: &[AttachMethod],
     btf: Option<&Btf>,
 ) -> (AttachState, Option<String>) {
-    let try_fentry = |bpf: &mut Ebpf| match btf {
-        None => Err("no kernel BTF at /sys/kernel/btf/vmlinux".to_owned()),
-        Some(btf) if !btf_has_function(btf, &func.symbol) => {
-            Err("function not in the kernel's BTF".to_owned())
-        }
-        Some(btf) => attach_fentry(bpf, func, btf).map_err(|e| fentry_failure(&e, &func.symbol)),
-    };
-    let try_kprobe =
-        |bpf: &mut Ebpf| attach_kprobe(bpf, func).map_err(|e| kprobe_failure(&e, &func.symbol));
-    let (first, second) = match order {
-        AttachOrder::FentryOnly => (AttachMethod::Fentry, None),
-        AttachOrder::KprobeOnly => (AttachMethod::Kprobe, None),
-        AttachOrder::FentryThenKprobe => (AttachMethod::Fentry, Some(AttachMethod::Kprobe)),
-        AttachOrder::KprobeThenFentry => (AttachMethod::Kprobe, Some(AttachMethod::Fentry)),
-    };
-    let attempt = |mode: AttachMethod, bpf: &mut Ebpf| match mode {
-        AttachMethod::Fentry => try_fentry(bpf).map(|()| AttachState::Fentry),
-        AttachMethod::Kprobe => try_kprobe(bpf).map(|()| AttachState::Kprobe),
-    };
-    let pair = |mode: AttachMethod| match mode {
-        AttachMethod::Fentry => "fentry/fexit",
-        AttachMethod::Kprobe => "kprobe/kretprobe",
-    };
-    let first_err = match attempt(first, bpf) {
-        Ok(state) => return (state, None),
-        Err(e) => e,
-    };
-    let Some(second) = second else {
-        return (
-            AttachState::Failed,
-            Some(format!("{}: {first_err}", pair(first))),
-        );
-    };
-    match attempt(second, bpf) {
-        Ok(state) => (
-            state,
-            Some(format!(
-                "{} failed ({first_err}); fell back to {}",
-                pair(first),
-                match second {
-                    AttachMethod::Fentry => "fentry",
-                    AttachMethod::Kprobe => "kprobe",
+    let mut failures: Vec<(AttachMethod, String)> = Vec::new();
+    for &method in order {
+        let attempt = match method {
+            AttachMethod::Fentry => match btf {
+                None => Err("no kernel BTF at /sys/kernel/btf/vmlinux".to_owned()),
+                Some(btf) if !btf_has_function(btf, &func.symbol) => {
+                    Err("function not in the kernel's BTF".to_owned())
                 }
-            )),
-        ),
-        Err(e) => (
-            AttachState::Failed,
-            Some(format!(
-                "{}: {first_err}; {}: {e}",
-                pair(first),
-                pair(second)
-            )),
-        ),
+                Some(btf) => {
+                    attach_fentry(bpf, func, btf).map_err(|e| fentry_failure(&e, &func.symbol))
+                }
+            },
+            AttachMethod::Kprobe => {
+                attach_kprobe(bpf, func).map_err(|e| kprobe_failure(&e, &func.symbol))
+            }
+            AttachMethod::KprobeSession | AttachMethod::Fsession => sessions
+                .attach(bpf, func, method, btf)
+                .map_err(|e| e.to_string()),
+        };
+        match attempt {
+            Ok(()) if failures.is_empty() => return (method.state(), None),
+            Ok(()) => {
+                let tried: Vec<String> = failures
+                    .iter()
+                    .map(|(m, e)| format!("{} failed ({e})", m.probes()))
+                    .collect();
+                let why = format!("{}; fell back to {}", tried.join("; "), method.as_str());
+                return (method.state(), Some(why));
+            }
+            Err(e) => failures.push((method, e)),
+        }
     }
+    let tried: Vec<String> = failures
+        .iter()
+        .map(|(m, e)| format!("{}: {e}", m.probes()))
+        .collect();
+    (AttachState::Failed, Some(tried.join("; ")))
 }
 
 /// Whether ftrace can patch `symbol` (`None`: its list is unreadable). Read only after a
@@ -484,18 +428,6 @@ mod tests {
             name: "fentry_u99".to_owned(),
         };
         assert_eq!(describe_error(&name), name.to_string());
-    }
-
-    #[test]
-    fn explicit_attach_choices_need_no_kernel_facts() {
-        assert_eq!(
-            resolve_auto(AttachChoice::Only(AttachMethod::Fentry)),
-            (AttachOrder::FentryOnly, None)
-        );
-        assert_eq!(
-            resolve_auto(AttachChoice::Only(AttachMethod::Kprobe)),
-            (AttachOrder::KprobeOnly, None)
-        );
     }
 
     #[test]

@@ -102,6 +102,25 @@ fn numbered<T: std::str::FromStr>(entry: &fs::DirEntry, prefix: &str) -> Option<
         .ok()
 }
 
+/// Writes the memory nodes' pfn ranges into their map (nothing when none were found).
+pub(crate) fn fill_node_pfns(
+    bpf: &mut aya::Ebpf,
+    node_ranges: &[damon_common::NodePfnRange],
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if !node_ranges.is_empty() {
+        let mut map: aya::maps::Array<_, damon_common::NodePfnRange> = aya::maps::Array::try_from(
+            bpf.map_mut(damon_common::MAP_NODE_PFNS)
+                .context("the node pfn map is missing from the eBPF object")?,
+        )?;
+        for (i, r) in node_ranges.iter().enumerate() {
+            map.set(i as u32, r, 0)
+                .context("filling the node pfn map")?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

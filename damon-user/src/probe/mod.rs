@@ -1,5 +1,6 @@
 //! Everything that touches the kernel: facts about it, attaching probes, reading the ring.
 pub mod attach;
+pub mod auto;
 pub mod btf;
 pub mod calibrate;
 pub mod calibration_text;

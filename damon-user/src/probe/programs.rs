@@ -13,24 +13,18 @@ pub(super) static EBPF_OBJECT: &[u8] =
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
 pub(super) fn program_names(func: &TracedFunction, mode: AttachMethod) -> (String, String) {
-    match (func.as_builtin(), mode) {
-        (Some(f), AttachMethod::Fentry) => (
-            format!("fentry_{}", f.symbol()),
-            format!("fexit_{}", f.symbol()),
-        ),
-        (Some(f), AttachMethod::Kprobe) => (
-            format!("kprobe_{}", f.symbol()),
-            format!("kretprobe_{}", f.symbol()),
-        ),
-        (None, AttachMethod::Fentry) => (
-            format!("fentry_u{}", func.id),
-            format!("fexit_u{}", func.id),
-        ),
-        (None, AttachMethod::Kprobe) => (
-            format!("kprobe_u{}", func.id),
-            format!("kretprobe_u{}", func.id),
-        ),
-    }
+    let (entry, exit) = match mode {
+        AttachMethod::Fentry => ("fentry", "fexit"),
+        AttachMethod::Kprobe => ("kprobe", "kretprobe"),
+        // One program runs at both ends.
+        AttachMethod::KprobeSession => ("ksession", "ksession"),
+        AttachMethod::Fsession => ("fsession", "fsession"),
+    };
+    let slot = match func.as_builtin() {
+        Some(f) => f.symbol().to_owned(),
+        None => format!("u{}", func.id),
+    };
+    (format!("{entry}_{slot}"), format!("{exit}_{slot}"))
 }
 
 /// The never-attached program that calibration runs with `BPF_PROG_TEST_RUN` (see the eBPF
@@ -55,7 +49,9 @@ pub(super) fn all_program_names() -> Vec<String> {
         .flat_map(|f| {
             let (a, b) = program_names(&f, AttachMethod::Fentry);
             let (c, d) = program_names(&f, AttachMethod::Kprobe);
-            [a, b, c, d]
+            let (e, _) = program_names(&f, AttachMethod::KprobeSession);
+            let (g, _) = program_names(&f, AttachMethod::Fsession);
+            [a, b, c, d, e, g]
         })
         .chain([
             super::intervals::PROGRAM.to_owned(),
@@ -122,9 +118,10 @@ mod tests {
             .chain(slots)
             .chain(calibration)
             .flat_map(|f| {
-                let (a, b) = program_names(&f, AttachMethod::Fentry);
-                let (c, d) = program_names(&f, AttachMethod::Kprobe);
-                [a, b, c, d]
+                AttachMethod::ALL.into_iter().flat_map(move |m| {
+                    let (entry, exit) = program_names(&f, m);
+                    [entry, exit]
+                })
             })
             .collect();
         names.extend([
@@ -163,6 +160,18 @@ mod tests {
         assert_eq!(
             program_names(&slot, AttachMethod::Kprobe),
             ("kprobe_u7".to_owned(), "kretprobe_u7".to_owned())
+        );
+        // A session is one program, at both ends.
+        assert_eq!(
+            program_names(&hot, AttachMethod::KprobeSession),
+            (
+                "ksession_damon_hot_score".to_owned(),
+                "ksession_damon_hot_score".to_owned()
+            )
+        );
+        assert_eq!(
+            program_names(&slot, AttachMethod::Fsession),
+            ("fsession_u7".to_owned(), "fsession_u7".to_owned())
         );
         // A built-in id under another symbol is not the built-in function.
         let renamed = user(FunctionId::LockTimerBase as u32, "vfs_read");

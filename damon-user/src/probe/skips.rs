@@ -7,11 +7,14 @@
 //!   program was running on the CPU (`trace_call_bpf`);
 //! - the `missed` count of a kprobe's perf link (kernels >= 6.7): hits the kprobe itself dropped
 //!   (re-entered kprobes, ftrace recursion) and, for a kretprobe, returns lost because all its
-//!   `maxactive` instances were in use.
+//!   `maxactive` instances were in use;
+//! - the `missed` count of a kprobe-multi link (a kprobe session's fprobe): hits the fprobe
+//!   itself dropped.
 use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
 
 use aya_obj::generated::{
-    bpf_link_info, bpf_link_info__bindgen_ty_1__bindgen_ty_11 as PerfEventLinkInfo,
+    bpf_link_info, bpf_link_info__bindgen_ty_1__bindgen_ty_9 as KprobeMultiLinkInfo,
+    bpf_link_info__bindgen_ty_1__bindgen_ty_11 as PerfEventLinkInfo,
     bpf_link_info__bindgen_ty_1__bindgen_ty_11__bindgen_ty_1__bindgen_ty_2 as KprobeLinkInfo,
     bpf_prog_info,
 };
@@ -21,6 +24,8 @@ const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
 const BPF_LINK_GET_NEXT_ID: libc::c_long = 31;
 /// `BPF_LINK_TYPE_PERF_EVENT`.
 const LINK_TYPE_PERF_EVENT: u32 = 7;
+/// `BPF_LINK_TYPE_KPROBE_MULTI`.
+const LINK_TYPE_KPROBE_MULTI: u32 = 8;
 /// `BPF_PERF_EVENT_KPROBE` and `BPF_PERF_EVENT_KRETPROBE`.
 const PERF_EVENT_KPROBE: u32 = 3;
 const PERF_EVENT_KRETPROBE: u32 = 4;
@@ -133,6 +138,20 @@ pub fn kprobe_link_missed(prog_id: u32) -> Option<u64> {
             + 8;
         return (len >= end).then_some(kprobe.missed);
     }
+}
+
+/// The `missed` count of kprobe-multi link `link`; `None` when the kernel's link info has no
+/// such field or the call fails.
+pub fn kprobe_multi_missed(link: BorrowedFd<'_>) -> Option<u64> {
+    // SAFETY: as in `recursion_misses`.
+    let mut info: bpf_link_info = unsafe { std::mem::zeroed() };
+    let len = object_info(link.as_raw_fd(), &mut info).ok()?;
+    // SAFETY: the kernel filled the kprobe-multi member of the union for such a link.
+    let k = unsafe { info.__bindgen_anon_1.kprobe_multi };
+    let end = std::mem::offset_of!(bpf_link_info, __bindgen_anon_1)
+        + std::mem::offset_of!(KprobeMultiLinkInfo, missed)
+        + 8;
+    (info.type_ == LINK_TYPE_KPROBE_MULTI && len >= end).then_some(k.missed)
 }
 
 /// Whether the running kernel counts skipped kprobe runs (in the program's `recursion_misses`

@@ -19,12 +19,14 @@ use damon_common::{
 };
 
 use crate::{
-    capture::{AttachState, FunctionCounters, FunctionStatus},
+    capture::{FunctionCounters, FunctionStatus},
     probe::{
-        attach::{attach_present, describe_error, program, resolve_auto, unload},
+        attach::{attach_present, describe_error, program, unload},
+        auto::{AutoFacts, resolve_auto},
         globals::{field_offsets, stamp_map_entries},
         kernel::Kallsyms,
         programs::{CALIB_TRIGGER, CALIB_TRIGGER_TARGET, EBPF_OBJECT, program_names},
+        session::links::{SessionCounts, SessionLinks, session_counters},
     },
     trace::{AttachChoice, AttachMethod, ModeConfig, TracedFunction},
 };
@@ -35,6 +37,8 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Loaded, attached probes. Dropping it detaches and unloads everything.
 pub struct Tracer {
     bpf: Ebpf,
+    /// The functions a session program times (`--attach kprobe-session | fsession`).
+    sessions: SessionLinks,
     attached: Vec<(TracedFunction, AttachMethod)>,
     statuses: Vec<FunctionStatus>,
     /// Boxed: kept small, the session lives in an enum next to the replay source.
@@ -92,19 +96,26 @@ impl Tracer {
             .collect();
         let (offsets, globals64, node_ranges, args) = field_offsets(&builtins);
         let mut bpf = load_object(opts, &offsets, &globals64, btf.as_ref())?;
-        fill_node_pfns(&mut bpf, &node_ranges)?;
+        crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
         let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
         let mut attached = Vec::new();
         let mut statuses = Vec::new();
-        let (choice, auto_note) = resolve_auto(opts.attach);
+        let mut sessions = SessionLinks::default();
+        let facts = AutoFacts::read(btf.as_ref(), opts.mode.mode.streams());
         for func in &opts.functions {
-            let (state, detail) =
-                attach_present(&mut bpf, &kallsyms, func, choice, &auto_note, btf.as_ref());
-            match state {
-                AttachState::Fentry => attached.push((func.clone(), AttachMethod::Fentry)),
-                AttachState::Kprobe => attached.push((func.clone(), AttachMethod::Kprobe)),
-                _ => {}
+            let (order, auto_note) = resolve_auto(opts.attach, &facts, func);
+            let (state, detail) = attach_present(
+                &mut bpf,
+                &mut sessions,
+                &kallsyms,
+                func,
+                &order,
+                &auto_note,
+                btf.as_ref(),
+            );
+            if let Some(method) = AttachMethod::of_state(state) {
+                attached.push((func.clone(), method));
             }
             statuses.push(FunctionStatus {
                 name: func.symbol.clone(),
@@ -116,8 +127,17 @@ impl Tracer {
         // Arguments of functions that are not traced here are not in the capture.
         let mut args = args;
         args.retain(|a| attached.iter().any(|(f, _)| f.symbol == a.function));
+        for a in &mut args {
+            let by_session = attached
+                .iter()
+                .any(|(f, m)| f.symbol == a.function && *m == AttachMethod::KprobeSession);
+            if by_session {
+                crate::probe::session::links::kprobe_session_args(a);
+            }
+        }
         Ok(Tracer {
             bpf,
+            sessions,
             attached,
             statuses,
             interval_hook,
@@ -179,6 +199,9 @@ impl Tracer {
         // complete interval, never lost.
         crate::probe::intervals::detach(&mut self.bpf);
         self.unload_side(Side::Entry);
+        // A session program's link carries both ends: it goes now, and a call still inside
+        // its function stays in flight (no stamp to wait for).
+        self.sessions.detach_all();
         // Calls can be long (a damon_migrate_pages call takes ~0.1 s under emulation): wait, up
         // to a bound, until no stamp is left, so they end as records rather than in flight.
         let deadline = std::time::Instant::now() + EXIT_GRACE;
@@ -191,7 +214,7 @@ impl Tracer {
     /// Unloads every attached function's entry (or exit) program, keeping the kernel's skip
     /// count of it as read just before.
     fn unload_side(&mut self, side: Side) {
-        for (func, mode) in &self.attached {
+        for (func, mode) in self.attached.iter().filter(|(_, m)| !m.is_session()) {
             let (entry, exit) = program_names(func, *mode);
             let name = match side {
                 Side::Entry => entry,
@@ -223,6 +246,8 @@ impl Tracer {
                 Some(in_prog + in_link)
             }
             AttachMethod::Kprobe => None,
+            // Counted by `SessionLinks`, per function.
+            AttachMethod::KprobeSession | AttachMethod::Fsession => None,
         }
     }
 
@@ -333,12 +358,26 @@ impl Tracer {
             } else {
                 sum(Counter::Emitted)?
             };
+            let ring_full = sum(Counter::RingFull)?;
+            if mode.is_session() {
+                let c = session_counters(SessionCounts {
+                    calls,
+                    timed: emitted,
+                    ring_full,
+                    orphans: sum(Counter::OrphanExits)?,
+                    misses: self.sessions.misses(id),
+                    fsession: *mode == AttachMethod::Fsession,
+                });
+                let filtered = sum(Counter::Filtered)?;
+                out.insert(id, FunctionCounters { filtered, ..c });
+                continue;
+            }
             out.insert(
                 id,
                 FunctionCounters {
                     calls,
                     emitted,
-                    ring_full: sum(Counter::RingFull)?,
+                    ring_full,
                     stamp_full: sum(Counter::StampFull)?,
                     too_deep: sum(Counter::TooDeep)?,
                     orphan_exits: sum(Counter::OrphanExits)?,
@@ -467,24 +506,6 @@ fn load_object(
         .map_max_entries(MAP_EVENTS, opts.ring_size)
         .load(EBPF_OBJECT)
         .context("creating the BPF maps (ring buffer, counters, stamps); run `damon-trace doctor`")
-}
-
-/// Writes the memory nodes' pfn ranges into their map (nothing when none were found).
-fn fill_node_pfns(
-    bpf: &mut Ebpf,
-    node_ranges: &[damon_common::NodePfnRange],
-) -> anyhow::Result<()> {
-    if !node_ranges.is_empty() {
-        let mut map: aya::maps::Array<_, damon_common::NodePfnRange> = aya::maps::Array::try_from(
-            bpf.map_mut(damon_common::MAP_NODE_PFNS)
-                .context("the node pfn map is missing from the eBPF object")?,
-        )?;
-        for (i, r) in node_ranges.iter().enumerate() {
-            map.set(i as u32, r, 0)
-                .context("filling the node pfn map")?;
-        }
-    }
-    Ok(())
 }
 
 /// Per-CPU [`HistStats`] summed: counts and sums added, min over CPUs that saw a call, max.

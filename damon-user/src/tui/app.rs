@@ -12,7 +12,7 @@ use damon_common::{CallRecord, FunctionId};
 use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
-    capture::{AttachState, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
+    capture::{FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
     session::StopReason,
     stats::{
         calibration::Calibration,
@@ -129,10 +129,7 @@ impl Panel {
     }
 
     pub fn traced(&self) -> bool {
-        matches!(
-            self.status.attach,
-            AttachState::Fentry | AttachState::Kprobe
-        )
+        crate::trace::AttachMethod::of_state(self.status.attach).is_some()
     }
 
     /// Calls the kernel made. Counters are polled about once a second while records stream in,

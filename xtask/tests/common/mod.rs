@@ -95,12 +95,19 @@ pub fn first_screen<'a>(run: &'a GuestRun, what: &str) -> &'a str {
     shown
 }
 
-/// What `--attach auto` (the default) picks on a Debian kernel: kprobe on the 7.x kernels, which
-/// run `preempt=lazy` (fentry/fexit runs are skipped while a task is preempted inside them),
-/// fentry/fexit on 6.x, which run `voluntary`.
-pub fn auto_attach(kernel: &Kernel) -> &'static str {
+/// What `--attach auto` (the default) picks for `function` in `mode` (stream, kernel, both)
+/// on a Debian kernel: a kprobe session on the 7.x kernels, which run `preempt=lazy`
+/// (trampoline runs are skipped while a task is preempted inside them), except for
+/// damon_hot_score when records carry its arguments (kprobe: no room in the cookie);
+/// fentry/fexit on 6.x, which run `voluntary` and have no fsession.
+pub fn auto_attach(kernel: &Kernel, function: &str, mode: &str) -> &'static str {
     match kernel {
-        Kernel::Debian72 | Kernel::Debian73 => "kprobe",
+        Kernel::Debian72 | Kernel::Debian73
+            if function == "damon_hot_score" && mode != "kernel" =>
+        {
+            "kprobe"
+        }
+        Kernel::Debian72 | Kernel::Debian73 => "kprobe-session",
         _ => "fentry",
     }
 }

@@ -321,6 +321,7 @@ pub fn function_btf_id(btf: Option<&aya::Btf>, symbol: &str) -> Result<u32, Sess
         .map_err(|_| SessionError::NotInBtf(symbol.to_owned()))
 }
 
+pub mod links;
 pub mod selftest;
 
 #[cfg(test)]
