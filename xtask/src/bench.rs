@@ -75,11 +75,11 @@ fn traced_calls(dir: &Path, stem: &str, config: Config, func: &str) -> Option<u6
         Config::Untraced | Config::FloorFentry | Config::FloorKprobe => None,
         Config::Bpftrace => read("bt").and_then(|t| table::bpftrace_hist_total(&t)),
         _ => {
-            let field = if config == Config::KernelFentry {
-                "emitted"
-            } else {
-                "count"
-            };
+            let kernel_mode = matches!(
+                config,
+                Config::KernelFentry | Config::KernelKsession | Config::KernelFsession
+            );
+            let field = if kernel_mode { "emitted" } else { "count" };
             read("report.json")
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 .and_then(|v| {
@@ -526,10 +526,10 @@ mod tests {
         // A warm-up round into its own folder, then every configuration once per round, in an
         // order rotated by one per round.
         assert!(s.contains(
-            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession\n"
+            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession\n"
         ), "{s}");
         assert!(s.contains(
-            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession untraced\n"
+            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession untraced\n"
         ), "{s}");
         assert!(s.contains("run_round 3 /out/runs"));
         assert!(!s.contains("run_round 4"));
@@ -543,5 +543,7 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("--func $F --mode $mode --attach $attach"));
+        // `ksession` in a configuration's name is --attach kprobe-session.
+        assert!(s.contains("[ \"$attach\" = ksession ] && attach=kprobe-session"));
     }
 }

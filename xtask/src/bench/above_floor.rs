@@ -31,8 +31,9 @@ impl AboveFloor {
     /// path and cookie over its kprobe path) and with the kprobe stamp floor (the two ways to
     /// time a call exactly on a preemptible kernel), the session record floor with the kprobe
     /// record floor, and the fsession floor with the fentry floor (what the cookie costs on
-    /// the trampoline) and the fentry stamp floor (the exact fentry timing it replaces).
-    pub const PAIRS: [(Config, Config); 16] = [
+    /// the trampoline) and the fentry stamp floor (the exact fentry timing it replaces); our
+    /// session tracers with their session floors (stream: with the record).
+    pub const PAIRS: [(Config, Config); 20] = [
         (Config::StreamFentry, Config::FloorFentry),
         (Config::KernelFentry, Config::FloorFentry),
         (Config::StreamKprobe, Config::FloorKprobe),
@@ -49,6 +50,10 @@ impl AboveFloor {
         (Config::FloorSessionRing, Config::FloorKprobeStampRing),
         (Config::FloorFsession, Config::FloorFentry),
         (Config::FloorFsession, Config::FloorFentryStamp),
+        (Config::StreamKsession, Config::FloorSessionRing),
+        (Config::KernelKsession, Config::FloorSession),
+        (Config::StreamFsession, Config::FloorFsession),
+        (Config::KernelFsession, Config::FloorFsession),
     ];
 
     pub fn to_json(&self) -> Value {

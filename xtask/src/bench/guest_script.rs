@@ -80,6 +80,7 @@ run_one() {{
       damon-trace bench-floor --func $F --attach ${{c#floor-}} ;;
   *)
     mode=${{c%%-*}}; attach=${{c#*-}}; attach=${{attach%%-*}}
+    [ "$attach" = ksession ] && attach=kprobe-session
     rm -f /tmp/bench.dtcap
     damon-trace record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} 2> $p.err & t=$!
     # The capture's header is written once the probes are attached.

@@ -46,10 +46,19 @@ pub enum Config {
     /// The session floor on the BPF trampoline: one fsession program (`bench-floor --attach
     /// fsession`, Linux 7.x).
     FloorFsession,
+    /// Stream mode on kprobe sessions (reader paused, as `StreamFentry`): what `--attach auto`
+    /// uses on a preemptible kernel that has them.
+    StreamKsession,
+    /// Kernel mode on kprobe sessions.
+    KernelKsession,
+    /// Stream mode on fsessions (reader paused).
+    StreamFsession,
+    /// Kernel mode on fsessions.
+    KernelFsession,
 }
 
 impl Config {
-    pub const ALL: [Config; 14] = [
+    pub const ALL: [Config; 18] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -64,6 +73,10 @@ impl Config {
         Config::FloorSession,
         Config::FloorSessionRing,
         Config::FloorFsession,
+        Config::StreamKsession,
+        Config::KernelKsession,
+        Config::StreamFsession,
+        Config::KernelFsession,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -83,6 +96,10 @@ impl Config {
             Config::FloorSession => "floor-session",
             Config::FloorSessionRing => "floor-session-ring",
             Config::FloorFsession => "floor-fsession",
+            Config::StreamKsession => "stream-ksession",
+            Config::KernelKsession => "kernel-ksession",
+            Config::StreamFsession => "stream-fsession",
+            Config::KernelFsession => "kernel-fsession",
         }
     }
 
@@ -116,15 +133,21 @@ impl Config {
             Config::FloorFsession => {
                 "floor: fsession (trampoline) reading the clock at entry (kept in the cookie) and return"
             }
+            Config::StreamKsession => {
+                "damon-trace --mode stream --attach kprobe-session (reader paused)"
+            }
+            Config::KernelKsession => "damon-trace --mode kernel --attach kprobe-session",
+            Config::StreamFsession => "damon-trace --mode stream --attach fsession (reader paused)",
+            Config::KernelFsession => "damon-trace --mode kernel --attach fsession",
         }
     }
 
     /// The target for our added cost as a fraction of bpftrace's.
     pub fn target_vs_bpftrace(self) -> Option<f64> {
         match self {
-            Config::StreamFentry => Some(0.7),
+            Config::StreamFentry | Config::StreamKsession | Config::StreamFsession => Some(0.7),
             Config::StreamKprobe => Some(1.0),
-            Config::KernelFentry => Some(0.4),
+            Config::KernelFentry | Config::KernelKsession | Config::KernelFsession => Some(0.4),
             Config::Untraced
             | Config::Bpftrace
             | Config::StreamFentryReader
