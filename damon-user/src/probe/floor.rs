@@ -138,6 +138,7 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
             let kind = if kind == FloorKind::Fsession {
                 session::Kind::Fsession {
                     btf_id: session::function_btf_id(Some(&btf), symbol)?,
+                    btf_obj_fd: None,
                 }
             } else {
                 session::Kind::Kprobe

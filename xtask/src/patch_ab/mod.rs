@@ -12,10 +12,12 @@
 //! as `before-N.dtcap` / `after-N.dtcap` and judged by the multi-run compare on the host, as
 //! `cargo xtask ab` does, with the run (one load) as the unit of replication.
 //!
-//! The replacement lives in a module, and damon-trace's fentry resolves its target in the
-//! vmlinux BTF only; the modules carry BTF (Kbuild runs pahole against the headers' `vmlinux`)
-//! but the runs attach kprobes. One 1 s fentry attempt is made per boot and its outcome kept
-//! (`fentry-attempt.txt`), so the output says why.
+//! The replacement lives in a module. The modules carry BTF (Kbuild runs pahole against the
+//! headers' `vmlinux`), and damon-trace's fsession finds a module function's BTF object and
+//! passes it at load (`attach_btf_obj_fd`), which aya's fentry/fexit cannot: the runs use an
+//! fsession where the kernel has one (7.x), a kprobe session on 6.12, kprobes on 6.1
+//! ([`run_attach`]). One 1 s fentry/fexit attempt is made per boot and its outcome kept
+//! (`fentry-attempt.txt`), so the output says why the pair is not used.
 pub mod build;
 
 use std::{
@@ -131,10 +133,22 @@ pub fn guest_seconds(runs: u32, seconds: u64) -> u64 {
     u64::from(runs) * 2 * (seconds + RUN_SLACK_SECONDS) + 120
 }
 
+/// How the runs attach to [`FUNCTION`] on `kernel`: the cheapest method that reaches a module's
+/// function there (an fsession through the module's BTF on 7.x, a kprobe session on 6.12,
+/// kprobes before 6.10).
+pub fn run_attach(kernel: &Kernel) -> &'static str {
+    match kernel {
+        Kernel::Debian72 | Kernel::Debian73 => "fsession",
+        Kernel::Debian61 => "kprobe",
+        _ => "kprobe-session",
+    }
+}
+
 /// The guest's command: the scenario, then per run the variant's module loaded and a recording
-/// of [`FUNCTION`] (kprobe) into `/out/<side>-<i>.dtcap`, its output in `/out/<side>-<i>.txt`;
-/// after the first load one 1 s fentry attempt, its output in `/out/fentry-attempt.txt`.
-pub fn guest_cmd(patch: &str, runs: u32, seconds: u64) -> String {
+/// of [`FUNCTION`] (with `attach`) into `/out/<side>-<i>.dtcap`, its output in
+/// `/out/<side>-<i>.txt`; after the first load one 1 s fentry attempt, its output in
+/// `/out/fentry-attempt.txt`.
+pub fn guest_cmd(patch: &str, runs: u32, seconds: u64, attach: &str) -> String {
     let scenario_seconds = guest_seconds(runs, seconds);
     let mut body = String::from("sleep 1\n");
     let mut previous = String::new();
@@ -151,7 +165,7 @@ pub fn guest_cmd(patch: &str, runs: u32, seconds: u64) -> String {
         let log = capture.replace(".dtcap", ".txt");
         body.push_str(&format!(
             "damon-trace record -o /out/{capture} --duration {seconds}s --func {FUNCTION} \
-             --attach kprobe --calibrate-calls {CALIBRATE_CALLS} > /out/{log} 2>&1 || {{ cat /out/{log} >&2; exit 1; }}\n"
+             --attach {attach} --calibrate-calls {CALIBRATE_CALLS} > /out/{log} 2>&1 || {{ cat /out/{log} >&2; exit 1; }}\n"
         ));
         previous = module;
     }
@@ -224,13 +238,23 @@ fn boot_and_record(opts: &PatchAbOptions, binary: &Path) -> Result<()> {
     status(
         "patch-ab",
         format!(
-            "one boot of {}: {} × ({} before, {} after) runs of {} s, kprobe on {FUNCTION}",
-            image.release, opts.runs, opts.patch, opts.patch, opts.seconds
+            "one boot of {}: {} × ({} before, {} after) runs of {} s, {} on {FUNCTION}",
+            image.release,
+            opts.runs,
+            opts.patch,
+            opts.patch,
+            opts.seconds,
+            run_attach(&opts.kernel)
         ),
     );
     let run = Guest::new(
         opts.kernel.clone(),
-        guest_cmd(&opts.patch, opts.runs, opts.seconds),
+        guest_cmd(
+            &opts.patch,
+            opts.runs,
+            opts.seconds,
+            run_attach(&opts.kernel),
+        ),
     )
     .out_dir(out.join("guest"))
     .timeout(Duration::from_secs(

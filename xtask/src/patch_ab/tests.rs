@@ -102,7 +102,7 @@ fn the_shipped_patches_and_their_sources() {
 
 #[test]
 fn the_guest_alternates_variants_and_removes_the_replaced_module() {
-    let cmd = guest_cmd("seed-000", 2, 15);
+    let cmd = guest_cmd("seed-000", 2, 15, run_attach(&Kernel::Debian72));
     let loads: Vec<&str> = cmd.lines().filter(|l| l.starts_with("lp_load ")).collect();
     assert_eq!(
         loads,
@@ -123,7 +123,7 @@ fn the_guest_alternates_variants_and_removes_the_replaced_module() {
         assert!(
             r.starts_with(&format!(
                 "damon-trace record -o /out/{}-{i}.dtcap --duration 15s --func {FUNCTION} \
-                 --attach kprobe",
+                 --attach fsession",
                 side.name()
             )),
             "{r}"
@@ -139,6 +139,14 @@ fn the_guest_alternates_variants_and_removes_the_replaced_module() {
     assert!(cmd.ends_with(script::STOP_SCENARIO));
     let f = load_function();
     assert!(f.contains("/sys/kernel/livepatch/$1/transition") && f.contains("rmmod $2"));
+}
+
+#[test]
+fn runs_attach_the_cheapest_method_that_reaches_a_module_function() {
+    assert_eq!(run_attach(&Kernel::Debian72), "fsession");
+    assert_eq!(run_attach(&Kernel::Debian73), "fsession");
+    assert_eq!(run_attach(&Kernel::Debian612), "kprobe-session");
+    assert_eq!(run_attach(&Kernel::Debian61), "kprobe");
 }
 
 #[test]

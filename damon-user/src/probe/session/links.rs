@@ -4,14 +4,14 @@
 //! while they live and kept when they go.
 use std::{
     collections::BTreeMap,
-    os::fd::{AsFd as _, OwnedFd},
+    os::fd::{AsFd as _, AsRawFd as _, OwnedFd},
 };
 
 use aya::{Btf, Ebpf};
 
 use super::{
     Kfuncs, Kind, SessionError, attach, function_btf_id, has_fsession, instructions, load,
-    rewrite_kfunc_calls,
+    module_btf, rewrite_kfunc_calls,
 };
 use crate::{
     probe::{
@@ -63,10 +63,27 @@ impl SessionLinks {
         method: AttachMethod,
         btf: Option<&Btf>,
     ) -> Result<(), SessionError> {
+        // A module's function: its BTF object, held until the program is loaded.
+        let mut module_btf = None;
         let kind = match method {
             AttachMethod::Fsession if !has_fsession() => return Err(SessionError::NoFsession),
-            AttachMethod::Fsession => Kind::Fsession {
-                btf_id: function_btf_id(btf, &func.symbol)?,
+            AttachMethod::Fsession => match function_btf_id(btf, &func.symbol) {
+                Ok(btf_id) => Kind::Fsession {
+                    btf_id,
+                    btf_obj_fd: None,
+                },
+                Err(SessionError::NotInBtf(s)) => {
+                    let m = module_btf::find(&s)
+                        .map_err(SessionError::ModuleBtf)?
+                        .ok_or(SessionError::NotInBtf(s))?;
+                    let kind = Kind::Fsession {
+                        btf_id: m.btf_id,
+                        btf_obj_fd: Some(m.btf.as_raw_fd()),
+                    };
+                    module_btf = Some(m);
+                    kind
+                }
+                Err(e) => return Err(e),
             },
             _ => Kind::Kprobe,
         };
@@ -78,6 +95,7 @@ impl SessionLinks {
         let mut insns = instructions(bpf, EBPF_OBJECT, &name)?;
         rewrite_kfunc_calls(&mut insns, &kfuncs)?;
         let prog = load(kind, &name, &insns)?;
+        drop(module_btf);
         let link = attach(kind, prog.as_fd(), &func.symbol)?;
         self.links.insert(
             func.id,

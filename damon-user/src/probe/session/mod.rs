@@ -43,8 +43,13 @@ const BPF_PROG_TYPE_TRACING: u32 = 26;
 pub enum Kind {
     /// `BPF_TRACE_KPROBE_SESSION`: fprobe, attached to symbols by a kprobe-multi link.
     Kprobe,
-    /// `BPF_TRACE_FSESSION`: the BPF trampoline, bound at load to the function's BTF id.
-    Fsession { btf_id: u32 },
+    /// `BPF_TRACE_FSESSION`: the BPF trampoline, bound at load to the function's BTF id (in
+    /// vmlinux's BTF, or in the BTF object `btf_obj_fd` of the module that has the function:
+    /// see [`module_btf`]).
+    Fsession {
+        btf_id: u32,
+        btf_obj_fd: Option<i32>,
+    },
 }
 
 impl Kind {
@@ -79,8 +84,13 @@ pub enum SessionError {
     NoKfunc(&'static str),
     #[error("this kernel has no fsession (BPF_TRACE_FSESSION is not in its BTF; Linux 7.x)")]
     NoFsession,
-    #[error("`{0}` is not a function in this kernel's BTF (an fsession attaches by BTF id)")]
+    #[error(
+        "`{0}` is not a function in this kernel's BTF nor in a loaded module's (an fsession \
+         attaches by BTF id)"
+    )]
     NotInBtf(String),
+    #[error("reading the modules' BTF: {0}")]
+    ModuleBtf(String),
     #[error("program `{0}` is not in the eBPF object")]
     NoProgram(String),
     #[error("relocating the eBPF object for `{prog}`: {why}")]
@@ -216,9 +226,12 @@ fn prog_load_attr(
     a.expected_attach_type = kind.attach_type();
     match kind {
         Kind::Kprobe => a.prog_type = BPF_PROG_TYPE_KPROBE,
-        Kind::Fsession { btf_id } => {
+        Kind::Fsession { btf_id, btf_obj_fd } => {
             a.prog_type = BPF_PROG_TYPE_TRACING;
             a.attach_btf_id = btf_id;
+            if let Some(fd) = btf_obj_fd {
+                a.__bindgen_anon_1.attach_btf_obj_fd = fd as u32;
+            }
         }
     }
     a.insn_cnt = insns.len() as u32;
@@ -322,6 +335,7 @@ pub fn function_btf_id(btf: Option<&aya::Btf>, symbol: &str) -> Result<u32, Sess
 }
 
 pub mod links;
+pub mod module_btf;
 pub mod selftest;
 
 #[cfg(test)]

@@ -134,7 +134,10 @@ pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, Ses
     let mut linked = None;
     for symbol in GETPPID {
         let attached = (if fsession {
-            function_btf_id(btf, symbol).map(|btf_id| Kind::Fsession { btf_id })
+            function_btf_id(btf, symbol).map(|btf_id| Kind::Fsession {
+                btf_id,
+                btf_obj_fd: None,
+            })
         } else {
             Ok(Kind::Kprobe)
         })

@@ -159,7 +159,10 @@ fn link_attr_is_a_kprobe_multi_session_link_at_uapi_offsets() {
 fn fsession_attrs_are_a_tracing_program_and_link() {
     let insns = vec![call(5, 0)];
     let license = CString::new("GPL").unwrap();
-    let kind = Kind::Fsession { btf_id: 4242 };
+    let kind = Kind::Fsession {
+        btf_id: 4242,
+        btf_obj_fd: None,
+    };
     let attr = prog_load_attr(kind, "fsess_probe", &insns, &license, &mut []);
     let b = bytes(&attr);
     assert_eq!(u32_at(b, 0), 26, "prog_type BPF_PROG_TYPE_TRACING");
