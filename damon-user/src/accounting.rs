@@ -62,7 +62,7 @@ pub fn identity_warning(
 /// What a function lost, why, and what helps: `12345 of 20000 calls of damon_hot_score were
 /// not recorded: the ring buffer (4096 B) was full; use --ring-size 4194304 (or larger) to keep
 /// more`. `None` when nothing was lost.
-/// `attach`: the function's attach method (`fentry`, `kprobe`), which decides what a skipped
+/// `attach`: the function's attach method (`fentry`, `kprobe`, ...), which decides what a skipped
 /// probe run means and what helps.
 pub fn drop_warning(
     name: &str,

@@ -50,7 +50,7 @@ pub struct FunctionMedian {
 /// The floor for one way of tracing: an attach method and a trace mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Floor {
-    /// "fentry" or "kprobe".
+    /// The attach method, as `AttachMethod::as_str` names it.
     pub attach: String,
     /// "stream" or "kernel".
     pub mode: String,

@@ -8,7 +8,7 @@ use super::{Kind, Text, escape};
 /// function, which every latency of that kind includes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeFloor {
-    /// "fentry" or "kprobe".
+    /// The attach method, as `AttachMethod::as_str` names it.
     pub attach: String,
     /// "stream" or "kernel".
     pub mode: String,
