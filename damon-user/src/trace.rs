@@ -214,6 +214,19 @@ mod tests {
             assert_eq!(m.state().as_str(), m.as_str());
         }
         assert_eq!(AttachMethod::of_state(AttachState::Missing), None);
+        // Every method's state is a traced one, by name too, and nothing else is.
+        let states: Vec<AttachState> = AttachMethod::ALL.iter().map(|m| m.state()).collect();
+        assert_eq!(states, AttachState::TRACED);
+        for m in AttachMethod::ALL {
+            assert!(AttachState::is_traced_name(m.as_str()));
+        }
+        for s in [
+            AttachState::Missing,
+            AttachState::Inlined,
+            AttachState::Failed,
+        ] {
+            assert!(!AttachState::is_traced_name(s.as_str()));
+        }
     }
 
     #[test]

@@ -58,6 +58,25 @@ pub enum AttachState {
 }
 
 impl AttachState {
+    /// The states of a traced function, one per attach method.
+    pub const TRACED: [AttachState; 4] = [
+        AttachState::Fentry,
+        AttachState::Kprobe,
+        AttachState::KprobeSession,
+        AttachState::Fsession,
+    ];
+
+    /// Whether `name` (as a capture or report says it) is an attach method: the function was
+    /// traced.
+    pub fn is_traced_name(name: &str) -> bool {
+        AttachState::TRACED.iter().any(|s| s.as_str() == name)
+    }
+
+    /// Whether the function was traced (attached one way or another).
+    pub fn is_traced(self) -> bool {
+        AttachState::TRACED.contains(&self)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             AttachState::Fentry => "fentry",

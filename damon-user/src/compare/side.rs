@@ -50,7 +50,7 @@ pub fn traced(c: &Capture) -> Vec<(&str, u32, &'static str)> {
     c.meta
         .functions
         .iter()
-        .filter(|f| matches!(f.attach.as_str(), "fentry" | "kprobe"))
+        .filter(|f| f.attach.is_traced())
         .map(|f| (f.name.as_str(), f.id, f.attach.as_str()))
         .collect()
 }

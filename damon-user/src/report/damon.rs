@@ -50,7 +50,7 @@ pub struct DamonContext {
 /// traced.
 pub fn wants_intervals(attach: &str, id: u32) -> bool {
     FunctionId::try_from(id).is_ok_and(FunctionId::is_damon)
-        && matches!(attach, "fentry" | "kprobe")
+        && crate::capture::AttachState::is_traced_name(attach)
 }
 
 /// Every record of one function (per-interval cost ignores `--cpu`/`--pid`).

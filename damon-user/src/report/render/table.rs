@@ -133,7 +133,7 @@ fn function_notes(out: &mut String, f: &FunctionReport) {
             f.name, name, v.min, v.mean, v.max, v.sum
         );
     }
-    if matches!(f.attach, "fentry" | "kprobe") && f.skipped_entries.is_none() {
+    if crate::capture::AttachState::is_traced_name(f.attach) && f.skipped_entries.is_none() {
         let _ = writeln!(
             out,
             "{}: the kernel's count of skipped probe runs is not available (kprobe before \
