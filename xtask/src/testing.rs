@@ -221,7 +221,8 @@ fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
         "VM tests",
         || {
             let mut c = cargo(&tc)?;
-            c.args(["test", "-p", "xtask"]);
+            // Every test file runs, so one failure does not hide the others.
+            c.args(["test", "-p", "xtask", "--no-fail-fast"]);
             for target in vm_test_targets()? {
                 c.args(["--test", &target]);
             }
