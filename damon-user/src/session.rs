@@ -158,7 +158,7 @@ impl Session {
         }
         for s in tracer.statuses() {
             match &s.detail {
-                Some(d) => eprintln!("{:<27} {:<7} {d}", s.name, s.attach.as_str()),
+                Some(d) => eprintln!("{:<27} {:<14} {d}", s.name, s.attach.as_str()),
                 None => eprintln!("{:<27} {}", s.name, s.attach.as_str()),
             }
         }

@@ -56,7 +56,15 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
 
 /// The summary table: a line per function, the corrected latencies under a calibrated one.
 fn summary(out: &mut String, r: &Report) {
-    let mut head = format!("{:<27} {:<7}", "function", "attach");
+    // Wide enough for the longest method named (`kprobe-session`), 7 at least.
+    let aw = r
+        .functions
+        .iter()
+        .map(|f| f.attach.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    let mut head = format!("{:<27} {:<aw$}", "function", "attach");
     for (name, w) in COLUMNS.iter().zip(WIDTHS) {
         let _ = write!(head, " {name:>w$}");
     }
@@ -65,23 +73,23 @@ fn summary(out: &mut String, r: &Report) {
         if !traced(f) {
             let _ = writeln!(
                 out,
-                "{:<27} {:<7} {}",
+                "{:<27} {:<aw$} {}",
                 f.name,
                 f.attach,
                 f.attach_detail.as_deref().unwrap_or("")
             );
             continue;
         }
-        let _ = writeln!(out, "{}", row(&f.name, f.attach, &numbers(f)));
+        let _ = writeln!(out, "{}", row(&f.name, f.attach, aw, &numbers(f)));
         if let Some(c) = corrected_numbers(f) {
-            let _ = writeln!(out, "{}", row("  corrected", "", &c).trim_end());
+            let _ = writeln!(out, "{}", row("  corrected", "", aw, &c).trim_end());
         }
     }
 }
 
 /// One line of the summary table.
-fn row(name: &str, attach: &str, cells: &[String; 12]) -> String {
-    let mut line = format!("{name:<27} {attach:<7}");
+fn row(name: &str, attach: &str, aw: usize, cells: &[String; 12]) -> String {
+    let mut line = format!("{name:<27} {attach:<aw$}");
     for (v, w) in cells.iter().zip(WIDTHS) {
         let _ = write!(line, " {v:>w$}");
     }
