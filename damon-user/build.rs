@@ -51,10 +51,15 @@ fn path_with_bpf_linker() -> anyhow::Result<std::ffi::OsString> {
     env::join_paths(dirs).context("PATH")
 }
 
+/// Set (by `cargo xtask bench`): the eBPF object without its `probe-log` feature, the probes'
+/// log calls not compiled in.
+const NO_PROBE_LOG: &str = "DAMON_TRACE_EBPF_NO_PROBE_LOG";
+
 fn build_ebpf() -> anyhow::Result<()> {
     let ebpf = aya_build::Package {
         name: "damon-ebpf",
         root_dir: concat!(env!("CARGO_MANIFEST_DIR"), "/../damon-ebpf"),
+        no_default_features: env::var_os(NO_PROBE_LOG).is_some(),
         ..Default::default()
     };
     aya_build::build_ebpf([ebpf], aya_build::Toolchain::default())
@@ -71,6 +76,7 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     println!("cargo:rerun-if-env-changed=DAMON_TRACE_CACHE");
+    println!("cargo:rerun-if-env-changed={NO_PROBE_LOG}");
     println!("cargo:rerun-if-env-changed=PATH");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR not set")?);
     let me = env::current_exe().context("locating the build script")?;

@@ -511,6 +511,8 @@ pub const fn stamp_key_func(key: u64) -> u32 {
     (key & 0xff) as u32
 }
 
+pub mod cookie;
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: CallRecord is repr(C), made only of integers, with no padding (56 bytes = 5*8+4*4).

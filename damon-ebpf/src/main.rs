@@ -27,6 +27,8 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 mod args;
 mod floor;
 #[macro_use]
+mod plog;
+#[macro_use]
 mod session;
 mod slots;
 use args::{Frame, dests_add_args, global, global64, hot_score_args, migrate_pages_args, no_args};
@@ -72,6 +74,20 @@ fn filtered_out(pid_tgid: u64) -> bool {
     let cgroup = global64(&FILTER_CGROUP);
     // SAFETY: helper without preconditions.
     cgroup != 0 && unsafe { bpf_get_current_cgroup_id() } != cgroup
+}
+
+/// The entry side of the task filter: the current task's `pid_tgid` when the filter keeps its
+/// call of `func` (invocation `frame`); `None` when it leaves it out, counted as
+/// [`Counter::Filtered`] (and logged at trace level).
+#[inline(always)]
+fn admitted(func: u32, frame: u64) -> Option<u64> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !filtered_out(pid_tgid) {
+        return Some(pid_tgid);
+    }
+    bump(func, Counter::Filtered);
+    probe_event!(trace, "filtered task", func, pid_tgid as u32, frame, 0u64);
+    None
 }
 
 /// Ring bytes one record takes (8-byte header + the record).
@@ -216,11 +232,9 @@ fn idle_cpu(tid: u32) -> u32 {
 /// Opens a call of invocation `frame` (see [`StampStack`]): stamps it on the task's stack.
 #[inline(always)]
 fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if filtered_out(pid_tgid) {
-        bump(func, Counter::Filtered);
+    let Some(pid_tgid) = admitted(func, frame) else {
         return;
-    }
+    };
     bump(func, Counter::Calls);
     let tid = pid_tgid as u32;
     let key = stamp_key(tid, idle_cpu(tid), func);
@@ -230,6 +244,14 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
         let (slot, stale) = stack.open(frame, args);
         if stale > 0 {
             add_stale(func, u64::from(stale));
+            probe_event!(
+                debug,
+                "stale stamps at entry",
+                func,
+                tid,
+                frame,
+                u64::from(stale)
+            );
         }
         if let Some(s) = stack.stamps.get_mut(slot) {
             // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
@@ -243,6 +265,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
     stack.stamps[0] = unsafe { bpf_ktime_get_ns() };
     if STAMPS.insert(key, stack, BPF_NOEXIST as u64).is_err() {
         bump(func, Counter::StampFull);
+        probe_event!(debug, "stamp map full", func, tid, frame, 0u64);
     }
 }
 
@@ -262,6 +285,7 @@ fn on_exit(func: u32, frame: u64, value: i64) {
     let key = stamp_key(tid, cpu, func);
     let Some(stack) = STAMPS.get_ptr_mut(key) else {
         bump(func, Counter::OrphanExits);
+        probe_event!(debug, "orphan exit (no stamps)", func, tid, frame, 0u64);
         return;
     };
     // SAFETY: see on_entry.
@@ -273,10 +297,26 @@ fn on_exit(func: u32, frame: u64, value: i64) {
     // slot just freed.
     let Some(call) = stack.close(frame) else {
         bump(func, Counter::OrphanExits);
+        probe_event!(
+            debug,
+            "orphan exit (no stamp of this frame)",
+            func,
+            tid,
+            frame,
+            0u64
+        );
         return;
     };
     if call.stale > 0 {
         add_stale(func, u64::from(call.stale));
+        probe_event!(
+            debug,
+            "stale stamps at exit",
+            func,
+            tid,
+            frame,
+            u64::from(call.stale)
+        );
     }
     finish(func, pid_tgid, cpu, call.stamp, now, call.args, value);
 }
@@ -329,14 +369,17 @@ pub(crate) fn finish(
             slot.submit(wake_flags());
             bump(func, Counter::Emitted);
         }
-        None => bump(func, Counter::RingFull),
+        None => {
+            bump(func, Counter::RingFull);
+            probe_event!(debug, "ring full", func, tid, 0u64, duration_ns);
+        }
     }
 }
 
 /// Defines the six programs of one traced function. `$args` reads the record's `arg0`/`arg1`
 /// at entry (the same function for both pairs, so fentry and kprobe record the same; an
 /// fsession reads them at return), `$kargs` those a kprobe session keeps in its cookie (see
-/// `session::pack_small`); `$value` turns the raw return value into the record's `value`.
+/// `damon_common::cookie`); `$value` turns the raw return value into the record's `value`.
 macro_rules! traced {
     ($id:expr, $sym:literal, $fentry:ident, $fexit:ident, $kprobe:ident, $kretprobe:ident,
      $ksession:ident, $fsession:ident, $args:expr, $kargs:expr,

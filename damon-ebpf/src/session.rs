@@ -12,9 +12,16 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
-use damon_common::{KFUNC_SESSION_COOKIE, KFUNC_SESSION_IS_RETURN, SESSION_PROBE_SLOTS};
+use damon_common::{
+    KFUNC_SESSION_COOKIE, KFUNC_SESSION_IS_RETURN, SESSION_PROBE_SLOTS,
+    cookie::{TIME_MASK, pack_small, unpack_small},
+};
 
-use crate::{args::global, bump, filtered_out, finish, idle_cpu};
+use crate::{
+    admitted,
+    args::{Frame, global},
+    bump, filtered_out, finish, idle_cpu,
+};
 use damon_common::Counter;
 
 /// `__u64 *bpf_session_cookie(...)`: this invocation's 8 bytes. The context goes in the first
@@ -109,36 +116,6 @@ fn session_probe<const CAN_DECLINE: bool>(ctx: &impl EbpfContext) -> u32 {
     0
 }
 
-/// A kprobe session's cookie: the entry time in the low [`TIME_BITS`] bits (a duration is
-/// their difference modulo 2^48 ns, 3.2 days), two small arguments in the top 16 (a kprobe
-/// session cannot read arguments at return: the registers that held them are gone). Never 0:
-/// a zero cookie means the entry did not run.
-pub(crate) const TIME_BITS: u32 = 48;
-const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
-
-/// Two arguments in the cookie's top 16 bits, a byte each: node ids (or 0) in `0..=254` kept,
-/// anything else (−1 = no node, a node id above 254) as 0xFF, read back as −1.
-#[inline(always)]
-pub(crate) fn pack_small([a, b]: [i64; 2]) -> u64 {
-    let byte = |v: i64| {
-        if (0..=254).contains(&v) {
-            v as u64
-        } else {
-            0xFF
-        }
-    };
-    (byte(a) | (byte(b) << 8)) << TIME_BITS
-}
-
-#[inline(always)]
-pub(crate) fn unpack_small(cookie: u64) -> [i64; 2] {
-    let byte = |x: u64| if x == 0xFF { -1 } else { x as i64 };
-    [
-        byte((cookie >> TIME_BITS) & 0xFF),
-        byte(cookie >> (TIME_BITS + 8)),
-    ]
-}
-
 /// A kprobe session's entry run: counts the call and keeps its entry time (and `args`, read
 /// only for a task the filter keeps) in the cookie. Returns 1 for a filtered task, so the
 /// kernel runs nothing at its return.
@@ -148,9 +125,7 @@ pub(crate) fn ksession_entry(
     func: u32,
     args: impl FnOnce(&ProbeContext) -> [i64; 2],
 ) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if filtered_out(pid_tgid) {
-        bump(func, Counter::Filtered);
+    if admitted(func, ctx.frame()).is_none() {
         return 1;
     }
     bump(func, Counter::Calls);
@@ -168,13 +143,15 @@ pub(crate) fn ksession_entry(
 pub(crate) fn ksession_return(ctx: &ProbeContext, func: u32, now: u64, value: i64) {
     // SAFETY: as in `ksession_entry`.
     let cookie = unsafe { *session_cookie(ctx) };
+    let pid_tgid = bpf_get_current_pid_tgid();
     if cookie == 0 {
         // Not expected (the entry always writes one); counted, so it would show.
         bump(func, Counter::OrphanExits);
+        let tid = pid_tgid as u32;
+        probe_event!(debug, "zero cookie at return", func, tid, ctx.frame(), 0u64);
         return;
     }
     let duration = now.wrapping_sub(cookie) & TIME_MASK;
-    let pid_tgid = bpf_get_current_pid_tgid();
     let idle = idle_cpu(pid_tgid as u32);
     finish(
         func,
@@ -192,8 +169,7 @@ pub(crate) fn ksession_return(ctx: &ProbeContext, func: u32, now: u64, value: i6
 /// runs too and checks the filter again.
 #[inline(always)]
 pub(crate) fn fsession_entry(ctx: &FEntryContext, func: u32) {
-    if filtered_out(bpf_get_current_pid_tgid()) {
-        bump(func, Counter::Filtered);
+    if admitted(func, ctx.frame()).is_none() {
         return;
     }
     bump(func, Counter::Calls);
@@ -221,6 +197,8 @@ pub(crate) fn fsession_return(
     let cookie = unsafe { *session_cookie(ctx) };
     if cookie == 0 {
         bump(func, Counter::OrphanExits);
+        let tid = pid_tgid as u32;
+        probe_event!(debug, "zero cookie at return", func, tid, ctx.frame(), 0u64);
         return;
     }
     let idle = idle_cpu(pid_tgid as u32);

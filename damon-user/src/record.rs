@@ -92,6 +92,9 @@ async fn record_until_stopped(
             r = session.wait_and_drain(&mut batch) => r?,
             _ = tick.tick() => {
                 session.drain(&mut batch);
+                for line in session.probe_lines() {
+                    eprintln!("{line}");
+                }
                 flush = true;
             }
             _ = &mut deadline => break StopReason::Duration,

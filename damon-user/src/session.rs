@@ -18,6 +18,7 @@ use crate::{
     probe::{
         calibrate,
         kernel::KernelIdentity,
+        probe_log::{ProbeLog, ProbeLogLevel},
         ring::RingReader,
         tracer::{LoadOptions, Tracer},
     },
@@ -120,6 +121,8 @@ fn damon_config() -> Option<serde_json::Value> {
 pub struct Session {
     tracer: Tracer,
     reader: RingReader,
+    /// `--debug-probes`: the probes' own log.
+    probe_log: Option<ProbeLog>,
     meta: Meta,
     started: Instant,
     mode: ModeConfig,
@@ -148,6 +151,7 @@ impl Session {
             ring_size: config.ring_size,
             mode,
             filter: config.filter.clone(),
+            debug_probes: config.debug_probes,
         })?;
         if !config.filter.is_off() {
             eprintln!(
@@ -194,9 +198,14 @@ impl Session {
         };
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;
+        let probe_log = match config.debug_probes {
+            ProbeLogLevel::Off => None,
+            _ => Some(tracer.start_probe_log()?),
+        };
         Ok(Session {
             tracer,
             reader,
+            probe_log,
             meta,
             started: Instant::now(),
             mode,
@@ -227,6 +236,23 @@ impl Session {
     pub fn drain(&mut self, out: &mut Vec<CallRecord>) {
         self.reader.drain(&mut |r| out.push(r));
         let _ = self.tracer.collect_stamps();
+    }
+
+    /// What the probes logged since the last call (`--debug-probes`; nothing without it), as
+    /// lines to show: each prefixed `probe: `, and a line for any not kept.
+    pub fn probe_lines(&mut self) -> Vec<String> {
+        let Some(log) = self.probe_log.as_mut() else {
+            return Vec::new();
+        };
+        let read = log.read();
+        let mut out: Vec<String> = read.lines.iter().map(|l| format!("probe: {l}")).collect();
+        if read.dropped > 0 {
+            out.push(format!(
+                "probe: {} more lines since the last read, not shown",
+                read.dropped
+            ));
+        }
+        out
     }
 
     /// The kernel's counters now (calls still running count as in flight).

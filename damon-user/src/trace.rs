@@ -190,6 +190,8 @@ pub struct SessionConfig {
     pub calibration: Option<CalibrationPlan>,
     /// Whose calls are timed (applied in the kernel).
     pub filter: crate::capture::TaskFilter,
+    /// Which of the probes' diagnostics they log (`--debug-probes`).
+    pub debug_probes: crate::probe::probe_log::ProbeLogLevel,
 }
 
 #[cfg(test)]

@@ -62,7 +62,11 @@ pub struct BenchOptions {
     pub live_rss_minutes: u64,
     /// Skip the guest overhead runs (userspace and live memory only).
     pub skip_overhead: bool,
+    /// The configurations of the overhead runs (`--configs`; all by default).
+    pub configs: Vec<Config>,
     pub binary: PathBuf,
+    /// The same build without the probes' log calls, for [`Config::StreamKsessionNoLog`].
+    pub binary_no_log: Option<PathBuf>,
     pub out_dir: PathBuf,
 }
 
@@ -94,13 +98,18 @@ fn traced_calls(dir: &Path, stem: &str, config: Config, func: &str) -> Option<u6
 }
 
 /// Reads every run the guest left in `dir/runs`.
-pub fn collect_runs(dir: &Path, rounds: u32, func: &str) -> Result<(Vec<Run>, u64)> {
+pub fn collect_runs(
+    dir: &Path,
+    rounds: u32,
+    func: &str,
+    configs: &[Config],
+) -> Result<(Vec<Run>, u64)> {
     let runs_dir = dir.join("runs");
     let mut runs = Vec::new();
     let mut calls = None;
     let mut missing = Vec::new();
     for round in 1..=rounds {
-        for config in Config::ALL {
+        for &config in configs {
             let stem = format!("{round}-{}", config.name());
             let Ok(text) = fs::read_to_string(runs_dir.join(format!("{stem}.loop"))) else {
                 missing.push(stem);
@@ -346,9 +355,15 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
     let guest_out = opts.out_dir.join("vm");
     let outcome = Guest::new(
         opts.kernel.clone(),
-        guest_script(&opts.func, opts.calls, opts.rounds),
+        guest_script(&opts.func, opts.calls, opts.rounds, &opts.configs),
     )
     .binary(Some(opts.binary.clone()))
+    .files(
+        opts.binary_no_log
+            .iter()
+            .map(|b| (b.clone(), "/usr/bin/damon-trace-nolog".to_owned()))
+            .collect(),
+    )
     .trees(vec![root])
     .out_dir(&guest_out)
     .timeout(Duration::from_secs(600 + u64::from(opts.rounds) * 600))
@@ -359,7 +374,7 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
             outcome.status
         );
     }
-    let (runs, calls) = collect_runs(&guest_out, opts.rounds, &opts.func)?;
+    let (runs, calls) = collect_runs(&guest_out, opts.rounds, &opts.func, &opts.configs)?;
     let rows = table::rows(&runs, calls)?;
     let version = fs::read_to_string(guest_out.join("bpftrace-version.txt"))
         .unwrap_or_default()
@@ -495,7 +510,7 @@ mod tests {
             r#"{"functions":[{"name":"f","count":0,"emitted":112}]}"#,
         )
         .unwrap();
-        let (got, calls) = collect_runs(t.path(), 1, "f").unwrap();
+        let (got, calls) = collect_runs(t.path(), 1, "f", &Config::ALL).unwrap();
         assert_eq!(calls, 100);
         let traced: Vec<_> = got.iter().map(|r| (r.config, r.traced)).collect();
         assert_eq!(
@@ -522,14 +537,14 @@ mod tests {
 
     #[test]
     fn the_guest_script_runs_every_configuration() {
-        let s = guest_script("__do_sys_getppid", 200_000, 3);
+        let s = guest_script("__do_sys_getppid", 200_000, 3, &Config::ALL);
         // A warm-up round into its own folder, then every configuration once per round, in an
         // order rotated by one per round.
         assert!(s.contains(
-            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession\n"
+            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog\n"
         ), "{s}");
         assert!(s.contains(
-            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession untraced\n"
+            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog untraced\n"
         ), "{s}");
         assert!(s.contains("run_round 3 /out/runs"));
         assert!(!s.contains("run_round 4"));
@@ -545,5 +560,12 @@ mod tests {
         assert!(s.contains("--func $F --mode $mode --attach $attach"));
         // `ksession` in a configuration's name is --attach kprobe-session.
         assert!(s.contains("[ \"$attach\" = ksession ] && attach=kprobe-session"));
+        assert!(s.contains("*-nolog) bin=damon-trace-nolog;;") && s.contains("$bin record"));
+        // A subset runs only its configurations.
+        let some = guest_script("f", 1000, 1, &[Config::Untraced, Config::Bpftrace]);
+        assert!(
+            some.contains("run_round 1 /out/runs bpftrace untraced\n"),
+            "{some}"
+        );
     }
 }

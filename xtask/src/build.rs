@@ -13,16 +13,34 @@ use crate::{
 
 /// Builds `damon-trace` for musl in release mode and returns its path, checked to be static.
 pub fn build_static(tc: &Toolchain) -> Result<PathBuf> {
-    build_musl(tc, "build-static", "release")
+    build_musl(tc, "build-static", "release", None)
+}
+
+/// The environment variable that builds the eBPF object without its `probe-log` feature
+/// (damon-user's build.rs reads it).
+pub const NO_PROBE_LOG_ENV: &str = "DAMON_TRACE_EBPF_NO_PROBE_LOG";
+
+/// [`build_static`] without the probes' log calls compiled in (the benchmark's
+/// `stream-ksession-nolog`), in a target directory of its own so neither build undoes the
+/// other.
+pub fn build_static_without_probe_log(tc: &Toolchain) -> Result<PathBuf> {
+    let dir = util::target_dir().join("no-probe-log");
+    build_musl(tc, "build-static-no-probe-log", "release", Some(&dir))
 }
 
 /// Builds `damon-trace` for musl in the workspace's `dist` profile (stripped, fat LTO) and
 /// returns its path, checked to be static.
 pub fn build_dist(tc: &Toolchain) -> Result<PathBuf> {
-    build_musl(tc, "dist", "dist")
+    build_musl(tc, "dist", "dist", None)
 }
 
-fn build_musl(tc: &Toolchain, step: &str, profile: &str) -> Result<PathBuf> {
+/// With `no_log_dir`, the build without the probes' log calls, into that target directory.
+fn build_musl(
+    tc: &Toolchain,
+    step: &str,
+    profile: &str,
+    no_log_dir: Option<&std::path::Path>,
+) -> Result<PathBuf> {
     let args = [
         "build",
         "--profile",
@@ -33,13 +51,23 @@ fn build_musl(tc: &Toolchain, step: &str, profile: &str) -> Result<PathBuf> {
         "damon-user",
     ];
     status(step, format!("cargo {}", args.join(" ")));
-    run(Command::new("cargo")
+    let mut cargo = Command::new("cargo");
+    cargo
         .current_dir(util::workspace_root())
         .args(args)
         // damon-user's build.rs runs aya-build, whose nightly cargo must find bpf-linker.
-        .env("PATH", util::path_with(&tc.bpf_linker_dir)?))
-    .context("building the static damon-trace (see the compiler output above)")?;
-    let bin = util::target_dir()
+        .env("PATH", util::path_with(&tc.bpf_linker_dir)?);
+    let target_dir = match no_log_dir {
+        Some(dir) => {
+            cargo
+                .env(NO_PROBE_LOG_ENV, "1")
+                .env("CARGO_TARGET_DIR", dir);
+            dir.to_path_buf()
+        }
+        None => util::target_dir(),
+    };
+    run(&mut cargo).context("building the static damon-trace (see the compiler output above)")?;
+    let bin = target_dir
         .join(MUSL_TARGET)
         .join(profile)
         .join("damon-trace");

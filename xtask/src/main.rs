@@ -253,6 +253,12 @@ enum Cmd {
         /// Skip the per-call overhead runs.
         #[arg(long)]
         skip_overhead: bool,
+        /// Only these configurations (comma-separated names as in the table's files, e.g.
+        /// stream-ksession,kernel-ksession,floor-session); untraced and bpftrace always run,
+        /// the ratios need them. stream-ksession-nolog builds damon-trace a second time,
+        /// without the probes' log calls.
+        #[arg(long, value_delimiter = ',', value_name = "NAMES", value_parser = parse_bench_config)]
+        configs: Vec<bench::table::Config>,
         /// Use this static damon-trace instead of building one.
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
@@ -320,6 +326,14 @@ fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
 }
 
 /// The `--bin` given, else a fresh `build-static`.
+fn parse_bench_config(name: &str) -> Result<bench::table::Config, String> {
+    use bench::table::Config;
+    Config::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Config::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown configuration; one of: {}", names.join(", "))
+    })
+}
+
 fn binary_or_build(binary: Option<PathBuf>) -> Result<PathBuf> {
     match binary {
         Some(b) => Ok(b),
@@ -514,13 +528,35 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             decode_records,
             live_rss_minutes,
             skip_overhead,
+            configs,
             binary,
         } => {
+            use bench::table::Config;
             // Combining earlier runs needs no binary.
             let binary = if combine.is_empty() {
                 binary_or_build(binary)?
             } else {
                 binary.unwrap_or_default()
+            };
+            let configs: Vec<Config> = if configs.is_empty() {
+                Config::ALL.to_vec()
+            } else {
+                Config::ALL
+                    .into_iter()
+                    .filter(|c| {
+                        matches!(c, Config::Untraced | Config::Bpftrace) || configs.contains(c)
+                    })
+                    .collect()
+            };
+            let binary_no_log = if combine.is_empty()
+                && !skip_overhead
+                && configs.contains(&Config::StreamKsessionNoLog)
+            {
+                Some(xtask::build::build_static_without_probe_log(
+                    &bootstrap::ensure()?,
+                )?)
+            } else {
+                None
             };
             let opts = BenchOptions {
                 kernel,
@@ -532,7 +568,9 @@ fn measurement(cmd: Cmd) -> Result<bool> {
                 decode_records,
                 live_rss_minutes,
                 skip_overhead,
+                configs,
                 binary,
+                binary_no_log,
                 out_dir: xtask::util::target_dir().join("bench"),
             };
             bench::run(&opts)

@@ -72,6 +72,7 @@ impl Selection {
             ring_size,
             calibration: calibration.map(CalibrationPlan::from),
             filter: tasks.to_filter()?,
+            debug_probes: Default::default(),
         })
     }
 }
@@ -79,8 +80,14 @@ impl Selection {
 impl TraceArgs {
     /// What the session of `record` or `live` traces, with a ring of `ring_size` bytes.
     pub fn session_config(&self, ring_size: u32) -> anyhow::Result<SessionConfig> {
-        self.selection
-            .session_config(self.mode, ring_size, Some(&self.calibration), &self.tasks)
+        let mut config = self.selection.session_config(
+            self.mode,
+            ring_size,
+            Some(&self.calibration),
+            &self.tasks,
+        )?;
+        config.debug_probes = self.debug_probes;
+        Ok(config)
     }
 }
 

@@ -3,6 +3,8 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::probe::probe_log::ProbeLogLevel;
+
 mod convert;
 #[cfg(test)]
 mod docs_tests;
@@ -117,6 +119,12 @@ pub struct TraceArgs {
     pub calibration: CalibrationArgs,
     #[command(flatten)]
     pub tasks: TaskFilterArgs,
+    /// Show the probes' own diagnostics of their rare paths, with task, CPU and frame: debug
+    /// (the default level): orphan exits, stale stamps, a full stamp map or ring, a zero
+    /// cookie at a session's return; trace: also each call of a task the filter leaves out.
+    /// Off, the log calls are removed when the programs load.
+    #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, default_value_t = ProbeLogLevel::Off, default_missing_value = "debug", hide_default_value = true)]
+    pub debug_probes: ProbeLogLevel,
 }
 
 /// Whose calls are timed. The filters apply in the kernel, at each entry before any stamp is

@@ -11,6 +11,7 @@ pub mod globals;
 pub mod intervals;
 pub mod inventory;
 pub mod kernel;
+pub mod probe_log;
 pub mod programs;
 pub mod ring;
 pub mod session;

@@ -72,7 +72,7 @@ fn floor_program_names() -> impl Iterator<Item = String> {
 }
 
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 8] = [
+pub(super) const MAP_NAMES: [&str; 9] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -81,6 +81,7 @@ pub(super) const MAP_NAMES: [&str; 8] = [
     MAP_HIST,
     MAP_HIST_STATS,
     damon_common::MAP_SESSION_PROBE,
+    super::probe_log::MAP_AYA_LOGS,
 ];
 
 #[cfg(test)]

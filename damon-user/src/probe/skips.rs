@@ -22,6 +22,8 @@ use aya_obj::generated::{
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
 const BPF_LINK_GET_NEXT_ID: libc::c_long = 31;
+const BPF_BTF_GET_FD_BY_ID: libc::c_long = 19;
+const BPF_BTF_GET_NEXT_ID: libc::c_long = 23;
 /// `BPF_LINK_TYPE_PERF_EVENT`.
 const LINK_TYPE_PERF_EVENT: u32 = 7;
 /// `BPF_LINK_TYPE_KPROBE_MULTI`.
@@ -38,12 +40,56 @@ struct InfoAttr {
     info: u64,
 }
 
-/// `bpf_attr` for `BPF_LINK_GET_NEXT_ID` (`start_id`) and `BPF_LINK_GET_FD_BY_ID` (`link_id`).
+/// `bpf_attr` for the `BPF_*_GET_NEXT_ID` (`start_id`) and `BPF_*_GET_FD_BY_ID` commands.
 #[repr(C)]
 struct IdAttr {
     id: u32,
     next_id: u32,
     open_flags: u32,
+}
+
+/// A kind of kernel BPF object, by the commands that walk its ids and open one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ObjectKind {
+    next_id: libc::c_long,
+    fd_by_id: libc::c_long,
+}
+
+/// Links: `BPF_LINK_GET_NEXT_ID`, `BPF_LINK_GET_FD_BY_ID`.
+pub(crate) const LINKS: ObjectKind = ObjectKind {
+    next_id: BPF_LINK_GET_NEXT_ID,
+    fd_by_id: BPF_LINK_GET_FD_BY_ID,
+};
+/// BTF objects (vmlinux's and each module's): `BPF_BTF_GET_NEXT_ID`, `BPF_BTF_GET_FD_BY_ID`.
+pub(crate) const BTF_OBJECTS: ObjectKind = ObjectKind {
+    next_id: BPF_BTF_GET_NEXT_ID,
+    fd_by_id: BPF_BTF_GET_FD_BY_ID,
+};
+
+/// Every object of `kind` the kernel holds, opened, in id order; one that goes away between
+/// its id and its opening is skipped.
+pub(crate) fn kernel_objects(kind: ObjectKind) -> impl Iterator<Item = OwnedFd> {
+    let mut id = 0u32;
+    std::iter::from_fn(move || {
+        loop {
+            let mut next = IdAttr {
+                id,
+                next_id: 0,
+                open_flags: 0,
+            };
+            bpf(kind.next_id, &mut next).ok()?;
+            id = next.next_id;
+            let mut get = IdAttr {
+                id,
+                next_id: 0,
+                open_flags: 0,
+            };
+            if let Ok(fd) = bpf(kind.fd_by_id, &mut get) {
+                // SAFETY: the kernel just returned this fd to us; OwnedFd closes it.
+                return Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+            }
+        }
+    })
 }
 
 pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c_long> {
@@ -65,7 +111,7 @@ pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<libc::c
 
 /// Fills `info` (a zeroed kernel info struct) for the object behind `fd`; returns how many bytes
 /// the kernel wrote (fields past it do not exist on this kernel).
-fn object_info<T>(fd: RawFd, info: &mut T) -> std::io::Result<usize> {
+pub(crate) fn object_info<T>(fd: RawFd, info: &mut T) -> std::io::Result<usize> {
     let mut attr = InfoAttr {
         bpf_fd: fd as u32,
         info_len: std::mem::size_of::<T>() as u32,
@@ -97,25 +143,7 @@ pub fn prog_id(prog: BorrowedFd<'_>) -> Option<u32> {
 /// when there is no such link or the call fails. Kernels before 6.7 have no such field and
 /// leave it 0, so callers ask only kernels that have it ([`kernel_counts_kprobe_skips`]).
 pub fn kprobe_link_missed(prog_id: u32) -> Option<u64> {
-    let mut id = 0u32;
-    loop {
-        let mut next = IdAttr {
-            id,
-            next_id: 0,
-            open_flags: 0,
-        };
-        bpf(BPF_LINK_GET_NEXT_ID, &mut next).ok()?;
-        id = next.next_id;
-        let mut get = IdAttr {
-            id,
-            next_id: 0,
-            open_flags: 0,
-        };
-        let Ok(fd) = bpf(BPF_LINK_GET_FD_BY_ID, &mut get) else {
-            continue; // the link went away in between
-        };
-        // SAFETY: the kernel just returned this fd to us; OwnedFd closes it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    for fd in kernel_objects(LINKS) {
         // SAFETY: as in `recursion_misses`.
         let mut info: bpf_link_info = unsafe { std::mem::zeroed() };
         let Ok(len) = object_info(fd.as_raw_fd(), &mut info) else {
@@ -138,6 +166,7 @@ pub fn kprobe_link_missed(prog_id: u32) -> Option<u64> {
             + 8;
         return (len >= end).then_some(kprobe.missed);
     }
+    None
 }
 
 /// The `missed` count of kprobe-multi link `link`; `None` when the kernel's link info has no

@@ -235,6 +235,9 @@ async fn serve_until_stopped(
         // The ring drained before the counters are read: every record then has its entry in
         // `calls`, so a scrape never shows more records than calls.
         session.drain(&mut batch);
+        for line in session.probe_lines() {
+            eprintln!("{line}");
+        }
         if let Some(w) = capture.as_deref_mut() {
             for r in &batch {
                 w.push(r).context("writing the capture")?;

@@ -39,6 +39,8 @@ pub enum Event {
     Second {
         elapsed: Duration,
     },
+    /// Lines the probes logged (`--debug-probes`), oldest first.
+    ProbeLog(Vec<String>),
     /// A replay reached the end of its capture.
     SourceEnded,
     Key(KeyEvent),
@@ -192,8 +194,10 @@ pub struct App {
     /// Aggregation-interval boundaries seen, and each kdamond's open interval.
     pub interval_tracker: IntervalTracker,
     pub ended: bool,
-    /// The last thing to tell the user (a saved path, an error).
+    /// The last thing to tell the user (a saved path, an error, the probes' last log line).
     pub message: Option<String>,
+    /// Lines the probes logged so far (`--debug-probes`).
+    pub probe_lines: u64,
     /// Kernel mode: the linear bucket width (percentiles are bucket tops); `None`: stream.
     pub kernel_width_ns: Option<u64>,
     /// Kernel mode: the last cumulative histograms, to take the next period's difference.
@@ -254,6 +258,7 @@ impl App {
             interval_tracker: IntervalTracker::default(),
             ended: false,
             message: None,
+            probe_lines: 0,
             kernel_width_ns: config.kernel_width_ns,
             last_hists: BTreeMap::new(),
         }
@@ -348,6 +353,13 @@ impl App {
             Event::Second { elapsed } => {
                 self.second(elapsed);
                 Effect::None
+            }
+            Event::ProbeLog(lines) => {
+                self.probe_lines += lines.len() as u64;
+                if let Some(last) = lines.last() {
+                    self.message = Some(format!("[{} probe lines] {last}", self.probe_lines));
+                }
+                Effect::Draw
             }
             Event::SourceEnded => {
                 self.ended = true;

@@ -120,6 +120,10 @@ impl Collector {
                             .context("reading the kernel's counters")?,
                     ));
                 }
+                let probe = l.session.probe_lines();
+                if !probe.is_empty() {
+                    out.push(Event::ProbeLog(probe));
+                }
                 out.push(Event::Second {
                     elapsed: l.started.elapsed(),
                 });

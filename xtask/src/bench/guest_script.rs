@@ -4,20 +4,18 @@ use super::table::Config;
 /// Each round's order of the configurations: rotated by one per round, so that none always
 /// runs right after the same other one (bpftrace's teardown, say) or at the same point of a
 /// round.
-pub fn round_order(round: u32) -> Vec<Config> {
-    let k = Config::ALL.len();
-    (0..k)
-        .map(|i| Config::ALL[(i + round as usize) % k])
-        .collect()
+pub fn round_order(round: u32, configs: &[Config]) -> Vec<Config> {
+    let k = configs.len();
+    (0..k).map(|i| configs[(i + round as usize) % k]).collect()
 }
 
 /// The guest script of the overhead runs; writes `/out/runs/<round>-<config>.*`. Round 0 is a
 /// warm-up (every configuration once, into `/out/warmup`, not collected): the first attach
 /// and the first loop of a boot pay for cold caches.
-pub fn guest_script(func: &str, calls: u64, rounds: u32) -> String {
+pub fn guest_script(func: &str, calls: u64, rounds: u32, configs: &[Config]) -> String {
     let rounds_lines: String = (0..=rounds)
         .map(|r| {
-            let order: Vec<&str> = round_order(r).iter().map(|c| c.name()).collect();
+            let order: Vec<&str> = round_order(r, configs).iter().map(|c| c.name()).collect();
             let dir = if r == 0 { "/out/warmup" } else { "/out/runs" };
             format!("run_round {r} {dir} {}\n", order.join(" "))
         })
@@ -81,8 +79,10 @@ run_one() {{
   *)
     mode=${{c%%-*}}; attach=${{c#*-}}; attach=${{attach%%-*}}
     [ "$attach" = ksession ] && attach=kprobe-session
+    # -nolog: the build without the probes' log calls (`cargo xtask bench` copies it in).
+    bin=damon-trace; case $c in *-nolog) bin=damon-trace-nolog;; esac
     rm -f /tmp/bench.dtcap
-    damon-trace record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} 2> $p.err & t=$!
+    $bin record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} 2> $p.err & t=$!
     # The capture's header is written once the probes are attached.
     i=0
     while [ ! -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.1; done

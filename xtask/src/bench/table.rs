@@ -55,10 +55,13 @@ pub enum Config {
     StreamFsession,
     /// Kernel mode on fsessions.
     KernelFsession,
+    /// `StreamKsession` from a build without the probes' log calls (damon-ebpf without its
+    /// `probe-log` feature): what compiling `--debug-probes`' calls in costs while it is off.
+    StreamKsessionNoLog,
 }
 
 impl Config {
-    pub const ALL: [Config; 18] = [
+    pub const ALL: [Config; 19] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -77,6 +80,7 @@ impl Config {
         Config::KernelKsession,
         Config::StreamFsession,
         Config::KernelFsession,
+        Config::StreamKsessionNoLog,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -100,6 +104,7 @@ impl Config {
             Config::KernelKsession => "kernel-ksession",
             Config::StreamFsession => "stream-fsession",
             Config::KernelFsession => "kernel-fsession",
+            Config::StreamKsessionNoLog => "stream-ksession-nolog",
         }
     }
 
@@ -139,6 +144,9 @@ impl Config {
             Config::KernelKsession => "damon-trace --mode kernel --attach kprobe-session",
             Config::StreamFsession => "damon-trace --mode stream --attach fsession (reader paused)",
             Config::KernelFsession => "damon-trace --mode kernel --attach fsession",
+            Config::StreamKsessionNoLog => {
+                "damon-trace --mode stream --attach kprobe-session, built without the probe log calls (reader paused)"
+            }
         }
     }
 
@@ -158,7 +166,8 @@ impl Config {
             | Config::FloorKprobeStampRing
             | Config::FloorSession
             | Config::FloorSessionRing
-            | Config::FloorFsession => None,
+            | Config::FloorFsession
+            | Config::StreamKsessionNoLog => None,
         }
     }
 

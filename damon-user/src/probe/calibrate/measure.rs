@@ -59,6 +59,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
         ring_size: RING_BYTES,
         mode: r.mode,
         filter: Default::default(),
+        debug_probes: Default::default(),
     })
     .context("loading the calibration probes")?;
     let want = r.attach.state();

@@ -9,20 +9,17 @@
 //! name, stepping over the kind's trailing data (`include/uapi/linux/btf.h`).
 use std::{
     ffi::CStr,
-    os::fd::{FromRawFd as _, OwnedFd},
+    os::fd::{AsRawFd as _, OwnedFd},
     path::Path,
 };
 
 use aya_obj::generated::bpf_btf_info;
 
-use crate::probe::skips::bpf;
+use crate::probe::skips::{BTF_OBJECTS, kernel_objects, object_info};
 
 const BTF_MAGIC: u16 = 0xeb9f;
 /// `BTF_KIND_FUNC`.
 const KIND_FUNC: u32 = 12;
-const BPF_BTF_GET_FD_BY_ID: libc::c_long = 19;
-const BPF_BTF_GET_NEXT_ID: libc::c_long = 23;
-const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 
 /// The parts of one BTF blob the search needs.
 #[derive(Debug)]
@@ -144,63 +141,20 @@ pub fn find(symbol: &str) -> Result<Option<ModuleFunction>, String> {
     Ok(None)
 }
 
-/// `bpf_attr` for `BPF_BTF_GET_NEXT_ID` (`start_id`) and `BPF_BTF_GET_FD_BY_ID` (`btf_id`).
-#[repr(C)]
-struct IdAttr {
-    id: u32,
-    next_id: u32,
-    open_flags: u32,
-}
-
-/// `bpf_attr` for `BPF_OBJ_GET_INFO_BY_FD`.
-#[repr(C)]
-struct InfoAttr {
-    bpf_fd: u32,
-    info_len: u32,
-    info: u64,
-}
-
 /// An fd of the kernel's BTF object named `module` (one per loaded module with BTF).
 fn btf_object(module: &str) -> Result<OwnedFd, String> {
-    let mut id = 0u32;
-    loop {
-        let mut next = IdAttr {
-            id,
-            next_id: 0,
-            open_flags: 0,
-        };
-        if bpf(BPF_BTF_GET_NEXT_ID, &mut next).is_err() {
-            return Err(format!("no BTF object of module {module} is loaded"));
-        }
-        id = next.next_id;
-        let mut get = IdAttr {
-            id,
-            next_id: 0,
-            open_flags: 0,
-        };
-        let Ok(fd) = bpf(BPF_BTF_GET_FD_BY_ID, &mut get) else {
-            continue; // gone in between
-        };
-        // SAFETY: the kernel just returned this fd to us.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        let mut name = [0u8; 64];
-        // SAFETY: a C struct of integers, for which all zeroes is valid.
-        let mut info: bpf_btf_info = unsafe { std::mem::zeroed() };
-        info.name = name.as_mut_ptr() as u64;
-        info.name_len = name.len() as u32;
-        let mut attr = InfoAttr {
-            bpf_fd: std::os::fd::AsRawFd::as_raw_fd(&fd) as u32,
-            info_len: std::mem::size_of::<bpf_btf_info>() as u32,
-            info: &mut info as *mut bpf_btf_info as u64,
-        };
-        if bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr).is_err() || info.kernel_btf == 0 {
-            continue;
-        }
-        let got = CStr::from_bytes_until_nul(&name).map(CStr::to_bytes);
-        if got == Ok(module.as_bytes()) {
-            return Ok(fd);
-        }
-    }
+    kernel_objects(BTF_OBJECTS)
+        .find(|fd| {
+            let mut name = [0u8; 64];
+            // SAFETY: a C struct of integers, for which all zeroes is valid.
+            let mut info: bpf_btf_info = unsafe { std::mem::zeroed() };
+            info.name = name.as_mut_ptr() as u64;
+            info.name_len = name.len() as u32;
+            object_info(fd.as_raw_fd(), &mut info).is_ok()
+                && info.kernel_btf != 0
+                && CStr::from_bytes_until_nul(&name).map(CStr::to_bytes) == Ok(module.as_bytes())
+        })
+        .ok_or_else(|| format!("no BTF object of module {module} is loaded"))
 }
 
 #[cfg(test)]
