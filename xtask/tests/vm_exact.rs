@@ -260,6 +260,7 @@ exact_tests! {
     vm_7_2_exact_under_contention_default_preemption: Kernel::Debian72, &[];
     vm_7_2_exact_under_contention_preempt_full: Kernel::Debian72, &["preempt=full"];
     vm_7_3_exact_under_contention_default_preemption: Kernel::Debian73, &[];
+    vm_7_3_exact_under_contention_preempt_full: Kernel::Debian73, &["preempt=full"];
     vm_6_12_exact_under_contention_default_preemption: Kernel::Debian612, &[];
     vm_6_12_exact_under_contention_preempt_full: Kernel::Debian612, &["preempt=full"];
     vm_6_1_exact_under_contention_default_preemption: Kernel::Debian61, &[];
