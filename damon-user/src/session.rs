@@ -317,6 +317,12 @@ impl Session {
     ) -> anyhow::Result<Summary> {
         self.tracer.detach();
         self.drain(out);
+        // The probes' last lines (since the last second's read, and any the detach logged):
+        // on stderr, where `record` and `serve` printed the others (`live` has left the
+        // screen by now).
+        for line in self.probe_lines() {
+            eprintln!("{line}");
+        }
         let kernel_hist = self.kernel_histograms()?;
         Ok(Summary {
             duration_ns: self.started.elapsed().as_nanos() as u64,

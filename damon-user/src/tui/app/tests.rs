@@ -217,6 +217,30 @@ fn s_asks_for_a_save_and_shows_the_outcome() {
 }
 
 #[test]
+fn probe_lines_show_the_last_one_and_the_count() {
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
+    assert_eq!(app.probe_lines, 0);
+    let lines = |n: u32| -> Vec<String> {
+        (0..n)
+            .map(|i| format!("probe: orphan exit (no stamps) lock_timer_base tid {i} cpu 1"))
+            .collect()
+    };
+    assert_eq!(app.update(Event::ProbeLog(lines(3))), Effect::Draw);
+    assert_eq!(
+        app.message.as_deref(),
+        Some("[3 probe lines] probe: orphan exit (no stamps) lock_timer_base tid 2 cpu 1")
+    );
+    app.update(Event::ProbeLog(lines(2)));
+    assert_eq!(app.probe_lines, 5);
+    assert!(
+        app.message
+            .as_deref()
+            .unwrap()
+            .starts_with("[5 probe lines] ")
+    );
+}
+
+#[test]
 fn help_overlay_opens_closes_and_swallows_other_keys() {
     let mut app = app_for(&fixture(), MIGRATE_HOT);
     key(&mut app, KeyCode::Char('?'));
