@@ -178,6 +178,18 @@ pub enum CalibrationPlan {
     Measure { calls: u64 },
 }
 
+/// Which of the probes' diagnostics are logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProbeLogLevel {
+    /// None (the log calls are removed at load).
+    #[default]
+    Off,
+    /// The rare paths: orphan exits, stale stamps, a full stamp map or ring, zero cookies.
+    Debug,
+    /// Those and every call of a task the filter leaves out (one line per call).
+    Trace,
+}
+
 /// Everything a tracing session needs to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -191,7 +203,7 @@ pub struct SessionConfig {
     /// Whose calls are timed (applied in the kernel).
     pub filter: crate::capture::TaskFilter,
     /// Which of the probes' diagnostics they log (`--debug-probes`).
-    pub debug_probes: crate::probe::probe_log::ProbeLogLevel,
+    pub debug_probes: ProbeLogLevel,
 }
 
 #[cfg(test)]

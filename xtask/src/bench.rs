@@ -70,6 +70,24 @@ pub struct BenchOptions {
     pub out_dir: PathBuf,
 }
 
+/// The configurations `--configs` names, in table order, with untraced and bpftrace (the
+/// ratios need them); every one when it names none.
+pub fn selected_configs(named: &[Config]) -> Vec<Config> {
+    let wanted = |c: &Config| {
+        named.is_empty() || matches!(c, Config::Untraced | Config::Bpftrace) || named.contains(c)
+    };
+    Config::ALL.into_iter().filter(wanted).collect()
+}
+
+/// The build without the probes' log calls, when overhead runs will run its configuration.
+pub fn binary_without_probe_log(runs: bool, configs: &[Config]) -> Result<Option<PathBuf>> {
+    if !runs || !configs.contains(&Config::StreamKsessionNoLog) {
+        return Ok(None);
+    }
+    let tc = crate::bootstrap::ensure()?;
+    crate::build::build_static_without_probe_log(&tc).map(Some)
+}
+
 /// Calls a traced run timed: bpftrace's histogram total; ours: the function's `count` (records
 /// kept) in the capture's JSON report in stream mode, its `emitted` (calls added to the
 /// kernel's histogram) in kernel mode.
@@ -561,11 +579,17 @@ mod tests {
         // `ksession` in a configuration's name is --attach kprobe-session.
         assert!(s.contains("[ \"$attach\" = ksession ] && attach=kprobe-session"));
         assert!(s.contains("*-nolog) bin=damon-trace-nolog;;") && s.contains("$bin record"));
-        // A subset runs only its configurations.
-        let some = guest_script("f", 1000, 1, &[Config::Untraced, Config::Bpftrace]);
-        assert!(
-            some.contains("run_round 1 /out/runs bpftrace untraced\n"),
-            "{some}"
+        // A subset runs only its configurations, with the two the ratios need.
+        let some = selected_configs(&[Config::FloorSession]);
+        assert_eq!(
+            some,
+            [Config::Untraced, Config::Bpftrace, Config::FloorSession]
         );
+        let s = guest_script("f", 1000, 1, &some);
+        assert!(
+            s.contains("run_round 1 /out/runs bpftrace floor-session untraced\n"),
+            "{s}"
+        );
+        assert_eq!(selected_configs(&[]), Config::ALL);
     }
 }

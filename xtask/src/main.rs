@@ -518,63 +518,52 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             opts.binary = Some(binary_or_build(binary)?);
             xtask::patch_ab::main(&opts)
         }
-        Cmd::Bench {
-            calls,
-            rounds,
-            boots,
-            combine,
-            kernel,
-            func,
-            decode_records,
-            live_rss_minutes,
-            skip_overhead,
-            configs,
-            binary,
-        } => {
-            use bench::table::Config;
-            // Combining earlier runs needs no binary.
-            let binary = if combine.is_empty() {
-                binary_or_build(binary)?
-            } else {
-                binary.unwrap_or_default()
-            };
-            let configs: Vec<Config> = if configs.is_empty() {
-                Config::ALL.to_vec()
-            } else {
-                Config::ALL
-                    .into_iter()
-                    .filter(|c| {
-                        matches!(c, Config::Untraced | Config::Bpftrace) || configs.contains(c)
-                    })
-                    .collect()
-            };
-            let binary_no_log = if combine.is_empty()
-                && !skip_overhead
-                && configs.contains(&Config::StreamKsessionNoLog)
-            {
-                Some(xtask::build::build_static_without_probe_log(
-                    &bootstrap::ensure()?,
-                )?)
-            } else {
-                None
-            };
-            let opts = BenchOptions {
-                kernel,
-                calls,
-                rounds,
-                boots,
-                combine,
-                func,
-                decode_records,
-                live_rss_minutes,
-                skip_overhead,
-                configs,
-                binary,
-                binary_no_log,
-                out_dir: xtask::util::target_dir().join("bench"),
-            };
-            bench::run(&opts)
-        }
+        cmd @ Cmd::Bench { .. } => bench_command(cmd),
         _ => unreachable!("real_main sends only soak, seed, ab, patch-ab and bench here"),
     }
+}
+
+/// `cargo xtask bench`.
+fn bench_command(cmd: Cmd) -> Result<bool> {
+    let Cmd::Bench {
+        calls,
+        rounds,
+        boots,
+        combine,
+        kernel,
+        func,
+        decode_records,
+        live_rss_minutes,
+        skip_overhead,
+        configs,
+        binary,
+    } = cmd
+    else {
+        unreachable!("bench_command takes bench only")
+    };
+    // Combining earlier runs needs no binary.
+    let binary = if combine.is_empty() {
+        binary_or_build(binary)?
+    } else {
+        binary.unwrap_or_default()
+    };
+    let configs = bench::selected_configs(&configs);
+    let runs = combine.is_empty() && !skip_overhead;
+    let binary_no_log = bench::binary_without_probe_log(runs, &configs)?;
+    let opts = BenchOptions {
+        kernel,
+        calls,
+        rounds,
+        boots,
+        combine,
+        func,
+        decode_records,
+        live_rss_minutes,
+        skip_overhead,
+        configs,
+        binary,
+        binary_no_log,
+        out_dir: xtask::util::target_dir().join("bench"),
+    };
+    bench::run(&opts)
 }

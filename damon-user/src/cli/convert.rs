@@ -1,10 +1,13 @@
 //! The one place where command-line arguments become the domain's vocabulary
 //! (`crate::trace`): each conversion once, so that nothing past a command's entry point needs
 //! a clap type.
-use super::{AttachArg, CalibrationArgs, ModeArg, ModeArgs, Selection, TaskFilterArgs, TraceArgs};
+use super::{
+    AttachArg, CalibrationArgs, DebugProbesArg, ModeArg, ModeArgs, Selection, TaskFilterArgs,
+    TraceArgs,
+};
 use crate::trace::{
-    AttachChoice, AttachMethod, CalibrationPlan, FunctionNames, ModeConfig, SessionConfig,
-    TraceMode,
+    AttachChoice, AttachMethod, CalibrationPlan, FunctionNames, ModeConfig, ProbeLogLevel,
+    SessionConfig, TraceMode,
 };
 
 impl From<ModeArg> for TraceMode {
@@ -25,6 +28,16 @@ impl From<AttachArg> for AttachChoice {
             AttachArg::Kprobe => AttachChoice::Only(AttachMethod::Kprobe),
             AttachArg::KprobeSession => AttachChoice::Only(AttachMethod::KprobeSession),
             AttachArg::Fsession => AttachChoice::Only(AttachMethod::Fsession),
+        }
+    }
+}
+
+impl From<DebugProbesArg> for ProbeLogLevel {
+    fn from(a: DebugProbesArg) -> ProbeLogLevel {
+        match a {
+            DebugProbesArg::Off => ProbeLogLevel::Off,
+            DebugProbesArg::Debug => ProbeLogLevel::Debug,
+            DebugProbesArg::Trace => ProbeLogLevel::Trace,
         }
     }
 }
@@ -86,7 +99,7 @@ impl TraceArgs {
             Some(&self.calibration),
             &self.tasks,
         )?;
-        config.debug_probes = self.debug_probes;
+        config.debug_probes = self.debug_probes.into();
         Ok(config)
     }
 }

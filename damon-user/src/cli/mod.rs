@@ -3,8 +3,6 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::probe::probe_log::ProbeLogLevel;
-
 mod convert;
 #[cfg(test)]
 mod docs_tests;
@@ -123,8 +121,8 @@ pub struct TraceArgs {
     /// (the default level): orphan exits, stale stamps, a full stamp map or ring, a zero
     /// cookie at a session's return; trace: also each call of a task the filter leaves out.
     /// Off, the log calls are removed when the programs load.
-    #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, default_value_t = ProbeLogLevel::Off, default_missing_value = "debug", hide_default_value = true)]
-    pub debug_probes: ProbeLogLevel,
+    #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, default_value_t = DebugProbesArg::Off, default_missing_value = "debug", hide_default_value = true)]
+    pub debug_probes: DebugProbesArg,
 }
 
 /// Whose calls are timed. The filters apply in the kernel, at each entry before any stamp is
@@ -188,6 +186,15 @@ pub enum ModeArg {
     /// Both for every call (tests: the kernel's buckets against the records).
     #[value(hide = true)]
     Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DebugProbesArg {
+    Off,
+    /// Orphan exits, stale stamps, a full stamp map or ring, zero cookies.
+    Debug,
+    /// Those and each call of a task the filter leaves out.
+    Trace,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -10,9 +10,10 @@ use std::{
     sync::{Arc, Mutex, PoisonError},
 };
 
-use aya::Ebpf;
+use aya::{Ebpf, EbpfLoader};
 use aya_log::EbpfLogger;
-use clap::ValueEnum;
+
+pub use crate::trace::ProbeLogLevel;
 
 /// aya-log-ebpf's names in the object: the log ring and the level global.
 pub const MAP_AYA_LOGS: &str = "AYA_LOGS";
@@ -22,27 +23,22 @@ pub const OFF_RING_BYTES: u32 = 4096;
 /// Lines kept between two reads; more are counted, not kept.
 const MAX_LINES: usize = 1000;
 
-/// Which of the probes' diagnostics are logged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum ProbeLogLevel {
-    /// None (the log calls are removed at load).
-    #[default]
-    Off,
-    /// The rare paths: orphan exits, stale stamps, a full stamp map or ring, zero cookies.
-    Debug,
-    /// Those and every call of a task the filter leaves out (one line per call).
-    Trace,
+/// The value of `AYA_LOG_LEVEL` for `level`: aya-log's levels are `log`'s (error 1 … trace 5);
+/// a log call runs when its level is at most this.
+pub fn level_global(level: ProbeLogLevel) -> &'static u8 {
+    match level {
+        ProbeLogLevel::Off => &0,
+        ProbeLogLevel::Debug => &(log::Level::Debug as u8),
+        ProbeLogLevel::Trace => &(log::Level::Trace as u8),
+    }
 }
 
-impl ProbeLogLevel {
-    /// The value of `AYA_LOG_LEVEL`: aya-log's levels are `log`'s (error 1 … trace 5); a log
-    /// call runs when its level is at most this.
-    pub fn global(self) -> u8 {
-        match self {
-            ProbeLogLevel::Off => 0,
-            ProbeLogLevel::Debug => log::Level::Debug as u8,
-            ProbeLogLevel::Trace => log::Level::Trace as u8,
-        }
+/// Writes `level` into the object about to be loaded, and shrinks the log ring while it is off.
+pub fn configure(loader: &mut EbpfLoader<'_>, level: ProbeLogLevel) {
+    // Not `must_exist`: an object built without the `probe-log` feature has no log calls.
+    loader.override_global(GLOBAL_AYA_LOG_LEVEL, level_global(level), false);
+    if level == ProbeLogLevel::Off {
+        loader.map_max_entries(MAP_AYA_LOGS, OFF_RING_BYTES);
     }
 }
 
@@ -166,8 +162,8 @@ mod tests {
     #[test]
     fn levels_are_aya_logs() {
         // aya-log-common's `Level` (the eBPF side compares against these numbers).
-        assert_eq!(ProbeLogLevel::Off.global(), 0);
-        assert_eq!(ProbeLogLevel::Debug.global(), 4);
-        assert_eq!(ProbeLogLevel::Trace.global(), 5);
+        assert_eq!(*level_global(ProbeLogLevel::Off), 0);
+        assert_eq!(*level_global(ProbeLogLevel::Debug), 4);
+        assert_eq!(*level_global(ProbeLogLevel::Trace), 5);
     }
 }

@@ -25,7 +25,7 @@ use crate::{
         auto::{AutoFacts, resolve_auto},
         globals::{field_offsets, stamp_map_entries},
         kernel::Kallsyms,
-        probe_log::{GLOBAL_AYA_LOG_LEVEL, MAP_AYA_LOGS, OFF_RING_BYTES, ProbeLog, ProbeLogLevel},
+        probe_log::{ProbeLog, ProbeLogLevel},
         programs::{CALIB_TRIGGER, CALIB_TRIGGER_TARGET, EBPF_OBJECT, program_names},
         session::links::{SessionCounts, SessionLinks, session_counters},
     },
@@ -187,12 +187,8 @@ impl Tracer {
 
     /// Starts reading the probes' log (`--debug-probes`); after every program is loaded.
     pub fn start_probe_log(&mut self) -> anyhow::Result<ProbeLog> {
-        let names = self
-            .attached
-            .iter()
-            .map(|(f, _)| (f.id, f.symbol.clone()))
-            .collect();
-        ProbeLog::start(&mut self.bpf, names)
+        let names = self.attached.iter().map(|(f, _)| (f.id, f.symbol.clone()));
+        ProbeLog::start(&mut self.bpf, names.collect())
     }
 
     /// Takes the ring buffer out of the object for the reader.
@@ -501,12 +497,7 @@ fn load_object(
     loader.override_global(damon_common::GLOBAL_FILTER_TGID, &tgid, true);
     loader.override_global(damon_common::GLOBAL_FILTER_TID, &tid, true);
     loader.override_global(damon_common::GLOBAL_FILTER_CGROUP, &cgroup, true);
-    // Not `must_exist`: an object built without the `probe-log` feature has no log calls.
-    let log_level = opts.debug_probes.global();
-    loader.override_global(GLOBAL_AYA_LOG_LEVEL, &log_level, false);
-    if opts.debug_probes == ProbeLogLevel::Off {
-        loader.map_max_entries(MAP_AYA_LOGS, OFF_RING_BYTES);
-    }
+    crate::probe::probe_log::configure(&mut loader, opts.debug_probes);
     for (global, off) in offsets {
         loader.override_global(global, off, true);
     }

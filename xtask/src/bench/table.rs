@@ -55,8 +55,7 @@ pub enum Config {
     StreamFsession,
     /// Kernel mode on fsessions.
     KernelFsession,
-    /// `StreamKsession` from a build without the probes' log calls (damon-ebpf without its
-    /// `probe-log` feature): what compiling `--debug-probes`' calls in costs while it is off.
+    /// `StreamKsession` built without the probes' log calls (damon-ebpf's `probe-log` off).
     StreamKsessionNoLog,
 }
 
