@@ -512,6 +512,7 @@ pub const fn stamp_key_func(key: u64) -> u32 {
 }
 
 pub mod cookie;
+pub mod order;
 
 #[cfg(feature = "user")]
 mod pod {

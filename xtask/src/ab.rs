@@ -4,7 +4,9 @@
 //! One capture per boot says little about a kernel under TCG: the run-to-run spread (what the
 //! emulator, the scheduler and DAMON's own adaptive regions did that time) is as large as many
 //! of the differences a patch claims. So `ab` boots the two kernels interleaved, before, after,
-//! before, after, … (`--runs` boots each, so slow drift of the host hits both sides alike),
+//! after, before, … (`--runs` boots each; in this order a drift of the host linear in time
+//! adds nothing to the difference, where strict alternation would turn it into a bias: see
+//! `damon_common::order`),
 //! records the same functions with the same probe on both under the migrate-hot scenario,
 //! keeps every capture as `before-N.dtcap` / `after-N.dtcap` with `runs.json` describing the
 //! runs, and then runs the multi-run `damon-trace compare --before F… --after F…` on the host
@@ -204,10 +206,11 @@ pub struct AbOutcome {
     pub compare: Result<Compared>,
 }
 
-/// The boot sequence: (side, run index), before and after alternating.
+/// The boot sequence: (side, run index), in the drift-cancelling order before, after, after,
+/// before, … (`damon_common::order`).
 pub fn schedule(runs: u32) -> Vec<(Side, u32)> {
-    (1..=runs)
-        .flat_map(|i| [(Side::Before, i), (Side::After, i)])
+    damon_common::order::schedule(runs)
+        .map(|(before, i)| (if before { Side::Before } else { Side::After }, i))
         .collect()
 }
 
@@ -520,7 +523,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn boots_alternate_before_and_after() {
+    fn boots_interleave_before_after_after_before() {
         let s: Vec<String> = schedule(3)
             .into_iter()
             .map(|(side, i)| format!("{}-{i}", side.name()))
@@ -528,7 +531,7 @@ mod tests {
         assert_eq!(
             s,
             [
-                "before-1", "after-1", "before-2", "after-2", "before-3", "after-3"
+                "before-1", "after-1", "after-2", "before-2", "before-3", "after-3"
             ]
         );
     }

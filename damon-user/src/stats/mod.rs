@@ -2,6 +2,8 @@
 pub mod buckets;
 pub mod calibration;
 pub mod dist;
+#[cfg(test)]
+mod drift;
 pub mod floor;
 pub mod histogram;
 pub mod interval_tracker;

@@ -88,7 +88,8 @@ impl PatchAbOptions {
     }
 }
 
-/// The order of the loads: (variant, run index), before and after alternating.
+/// The order of the loads: (variant, run index), before, after, after, before, … as `ab`'s
+/// boots (a drift within the boot cancels out).
 pub fn schedule(runs: u32) -> Vec<(Side, u32)> {
     ab::schedule(runs)
 }
@@ -144,7 +145,8 @@ pub fn run_attach(kernel: &Kernel) -> &'static str {
     }
 }
 
-/// The guest's command: the scenario, then per run the variant's module loaded and a recording
+/// The guest's command: the scenario, then per run the variant's module loaded (unless the run
+/// before was of the same variant) and a recording
 /// of [`FUNCTION`] (with `attach`) into `/out/<side>-<i>.dtcap`, its output in
 /// `/out/<side>-<i>.txt`; after the first load one 1 s fentry attempt, its output in
 /// `/out/fentry-attempt.txt`.
@@ -154,7 +156,10 @@ pub fn guest_cmd(patch: &str, runs: u32, seconds: u64, attach: &str) -> String {
     let mut previous = String::new();
     for (n, (side, index)) in schedule(runs).into_iter().enumerate() {
         let module = build::module_name(patch, side);
-        body.push_str(&format!("lp_load {module} {previous}\n"));
+        // The order runs a variant twice in a row (… B B …): it stays loaded.
+        if module != previous {
+            body.push_str(&format!("lp_load {module} {previous}\n"));
+        }
         if n == 0 {
             body.push_str(&format!(
                 "damon-trace record -o /out/fentry-attempt.dtcap --duration 1s --func {FUNCTION} \

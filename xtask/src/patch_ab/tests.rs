@@ -101,16 +101,28 @@ fn the_shipped_patches_and_their_sources() {
 }
 
 #[test]
-fn the_guest_alternates_variants_and_removes_the_replaced_module() {
+fn the_guest_loads_variants_abba_and_removes_the_replaced_module() {
     let cmd = guest_cmd("seed-000", 2, 15, run_attach(&Kernel::Debian72));
-    let loads: Vec<&str> = cmd.lines().filter(|l| l.starts_with("lp_load ")).collect();
+    // before-1 after-1 after-2 before-2: the second after run keeps its module loaded.
+    let steps: Vec<&str> = cmd
+        .lines()
+        .filter(|l| l.starts_with("lp_load ") || l.starts_with("damon-trace record -o /out/"))
+        .map(|l| {
+            l.strip_prefix("damon-trace record -o /out/")
+                .map_or(l, |r| r.split(' ').next().unwrap_or(r))
+        })
+        .collect();
     assert_eq!(
-        loads,
+        steps,
         [
             "lp_load lp_seed_000_before ",
+            "fentry-attempt.dtcap",
+            "before-1.dtcap",
             "lp_load lp_seed_000_after lp_seed_000_before",
+            "after-1.dtcap",
+            "after-2.dtcap",
             "lp_load lp_seed_000_before lp_seed_000_after",
-            "lp_load lp_seed_000_after lp_seed_000_before",
+            "before-2.dtcap",
         ]
     );
     let records: Vec<&str> = cmd
