@@ -3,14 +3,12 @@
 //!
 //! One capture per boot says little about a kernel under TCG: the run-to-run spread (what the
 //! emulator, the scheduler and DAMON's own adaptive regions did that time) is as large as many
-//! of the differences a patch claims. So `ab` boots the two kernels interleaved, before, after,
-//! after, before, … (`--runs` boots each; in this order a drift of the host linear in time
-//! adds nothing to the difference, where strict alternation would turn it into a bias: see
-//! `damon_common::order`),
-//! records the same functions with the same probe on both under the migrate-hot scenario,
-//! keeps every capture as `before-N.dtcap` / `after-N.dtcap` with `runs.json` describing the
-//! runs, and then runs the multi-run `damon-trace compare --before F… --after F…` on the host
-//! (compare is pure; the host kernel need not be traceable) into `compare.{txt,json,md}`.
+//! of the differences a patch claims. So `ab` boots the two kernels interleaved, A B B A …
+//! (`--runs` boots each; a drift linear in time cancels, see `damon_common::order`), records
+//! the same functions with the same probe on both under the migrate-hot scenario, keeps every
+//! capture as `before-N.dtcap` / `after-N.dtcap` with `runs.json` describing the runs, and
+//! runs the multi-run `damon-trace compare --before F… --after F…` on the host (compare is
+//! pure; the host kernel need not be traceable) into `compare.{txt,json,md}`.
 //!
 //! The probe defaults to fentry on both sides: `--attach auto` would pick kprobe on the
 //! preemptible 7.x kernels and fentry on 6.x, and the two probes cost differently.
@@ -49,6 +47,8 @@ pub enum Attach {
     Fentry,
     /// kprobe/kretprobe.
     Kprobe,
+    /// One kprobe session program per function (Linux ≥ 6.10): exact on preemptible kernels.
+    KprobeSession,
 }
 
 impl Attach {
@@ -56,6 +56,7 @@ impl Attach {
         match self {
             Attach::Fentry => "fentry",
             Attach::Kprobe => "kprobe",
+            Attach::KprobeSession => "kprobe-session",
         }
     }
 }
@@ -529,10 +530,8 @@ mod tests {
             .map(|(side, i)| format!("{}-{i}", side.name()))
             .collect();
         assert_eq!(
-            s,
-            [
-                "before-1", "after-1", "after-2", "before-2", "before-3", "after-3"
-            ]
+            s.join(" "),
+            "before-1 after-1 after-2 before-2 before-3 after-3"
         );
     }
 
@@ -567,16 +566,9 @@ mod tests {
     #[test]
     fn captures_are_found_by_side_and_numeric_index() {
         let dir = tempfile::tempdir().expect("temp dir");
-        for n in [
-            "before-10.dtcap",
-            "before-2.dtcap",
-            "after-1.dtcap",
-            "before-1.dtcap",
-            "other.dtcap",
-            "before-0.dtcap",
-            "after-x.dtcap",
-            "runs.json",
-        ] {
+        let names = "before-10.dtcap before-2.dtcap after-1.dtcap before-1.dtcap other.dtcap \
+                     before-0.dtcap after-x.dtcap runs.json";
+        for n in names.split_whitespace() {
             fs::write(dir.path().join(n), "").expect("write");
         }
         fs::create_dir(dir.path().join("guest-after-1")).expect("mkdir");

@@ -18,6 +18,7 @@ pub mod guest;
 pub mod host;
 pub mod initramfs;
 pub mod kernel;
+pub mod kernel_ab;
 pub mod parse;
 pub mod patch_ab;
 pub mod script;

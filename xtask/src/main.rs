@@ -13,6 +13,7 @@ use xtask::{
     seed::{self, Seed, SeedOptions},
     shape, soak,
     testing::{self, TestOptions},
+    util::parse_seconds,
     vm::Interactive,
 };
 
@@ -212,6 +213,12 @@ enum Cmd {
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
     },
+    /// A kernel patch as two kernels, outside CI: builds Debian's linux-source of the guest
+    /// kernel's release (7.2) with a small configuration in patch-ab's chroot, then the
+    /// variant with PATCH applied (the seeds reversed: the source has them), boots the pair
+    /// A B B A … (--runs each, kprobe sessions) and prints the multi-run compare and the
+    /// patch's own view. Builds are cached under ~/.cache/damon-trace/kernel-ab. Run as root.
+    KernelAb(xtask::kernel_ab::args::KernelAbArgs),
     /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
     /// guest boot or --boots N (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
     /// alternating for --rounds), userspace decode/aggregate/write throughput on this host,
@@ -303,18 +310,6 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
 }
 
 /// `20` or `20s`, at least 1.
-fn parse_seconds(s: &str) -> Result<u64, String> {
-    let n: u64 = s
-        .strip_suffix('s')
-        .unwrap_or(s)
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds (20 or 20s)"))?;
-    if n == 0 {
-        return Err("the duration must be at least 1 s".into());
-    }
-    Ok(n)
-}
-
 fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
     let (h, g) = s
         .rsplit_once(':')
@@ -375,6 +370,7 @@ fn real_main() -> Result<ExitCode> {
         | Cmd::Seed { .. }
         | Cmd::Ab { .. }
         | Cmd::PatchAb { .. }
+        | Cmd::KernelAb(_)
         | Cmd::Bench { .. }) => {
             if !measurement(cmd)? {
                 return Ok(ExitCode::FAILURE);
@@ -518,8 +514,14 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             opts.binary = Some(binary_or_build(binary)?);
             xtask::patch_ab::main(&opts)
         }
+        Cmd::KernelAb(args) => {
+            let binary = binary_or_build(args.binary.clone())?;
+            xtask::kernel_ab::main(&args.options(binary))
+        }
         cmd @ Cmd::Bench { .. } => bench_command(cmd),
-        _ => unreachable!("real_main sends only soak, seed, ab, patch-ab and bench here"),
+        _ => {
+            unreachable!("real_main sends only soak, seed, ab, patch-ab, kernel-ab and bench here")
+        }
     }
 }
 

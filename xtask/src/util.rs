@@ -144,3 +144,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     fs::rename(&tmp, path)
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
+
+/// A `--duration` value: seconds, `20` or `20s`, at least 1.
+pub fn parse_seconds(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .strip_suffix('s')
+        .unwrap_or(s)
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds (20 or 20s)"))?;
+    if n == 0 {
+        return Err("the duration must be at least 1 s".into());
+    }
+    Ok(n)
+}

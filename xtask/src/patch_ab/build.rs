@@ -194,10 +194,10 @@ pub fn sources(dir: &Path, patch: &str) -> Result<Vec<(String, Vec<u8>)>> {
 }
 
 /// `/proc` mounted in the chroot (objtool and apt's scripts read it) until dropped.
-struct ProcMount(PathBuf);
+pub(crate) struct ProcMount(PathBuf);
 
 impl ProcMount {
-    fn new(root: &Path) -> Result<Self> {
+    pub(crate) fn new(root: &Path) -> Result<Self> {
         let proc = root.join("proc");
         fs::create_dir_all(&proc)?;
         util::run(
@@ -216,7 +216,7 @@ impl Drop for ProcMount {
 }
 
 /// `program args` in the chroot, its stdout sent to our stderr (stdout is the compare's).
-fn chroot(root: &Path, program: &str, args: &[String]) -> Result<()> {
+pub(crate) fn chroot(root: &Path, program: &str, args: &[String]) -> Result<()> {
     util::run(
         Command::new("chroot")
             .arg(root)
@@ -228,7 +228,7 @@ fn chroot(root: &Path, program: &str, args: &[String]) -> Result<()> {
 }
 
 /// Step 1: the chroot, made once.
-fn ensure_chroot(plan: &Plan) -> Result<()> {
+pub(crate) fn ensure_chroot(plan: &Plan) -> Result<()> {
     let root = plan.chroot();
     if root.join(CHROOT_READY).is_file() {
         return Ok(());
@@ -270,7 +270,7 @@ fn ensure_chroot(plan: &Plan) -> Result<()> {
 
 /// Step 2: the headers and the kernel's compiler in the chroot; returns (compiler version
 /// text, compiler command).
-fn ensure_headers(plan: &Plan) -> Result<(String, String)> {
+pub(crate) fn ensure_headers(plan: &Plan) -> Result<(String, String)> {
     let root = plan.chroot();
     let config = root
         .join(plan.headers_dir().trim_start_matches('/'))
