@@ -264,18 +264,21 @@ fn run_patch(
     .map(|_| ())
 }
 
-/// Takes out a variant's patch that an interrupted run left in the source.
-fn restore_source(plan: &Plan, tc: &Toolchain, root: &Path) -> Result<()> {
+/// Takes a variant's patch back out of the source: after its build, or (`interrupted`) at
+/// the start, when an interrupted run left one in.
+fn restore_source(plan: &Plan, tc: &Toolchain, root: &Path, interrupted: bool) -> Result<()> {
     let marker = plan.host_path(&format!("{}/{APPLIED}", plan.source_dir(tc)));
     let Ok(text) = fs::read_to_string(&marker) else {
         return Ok(());
     };
     let reverse = text.starts_with("reverse");
     let file = format!("{}/{APPLIED}.diff", plan.source_dir(tc));
-    status(
-        "kernel-ab",
-        "taking out the patch an interrupted build left in the source",
-    );
+    if interrupted {
+        status(
+            "kernel-ab",
+            "taking out the patch an interrupted build left in the source",
+        );
+    }
     run_patch(plan, tc, root, &file, !reverse, false)?;
     fs::remove_file(marker)?;
     Ok(())
@@ -310,7 +313,7 @@ fn build_variant(
         plan::touched_files(&patch.text).join(", ")
     );
     let built = build_image(plan, tc, root, &what, image);
-    restore_source(plan, tc, root)?;
+    restore_source(plan, tc, root, false)?;
     built
 }
 
@@ -336,7 +339,7 @@ pub fn ensure_images(
         cc,
     };
     ensure_source(plan, &tc, &root)?;
-    restore_source(plan, &tc, &root)?;
+    restore_source(plan, &tc, &root, true)?;
     let base_key = plan::base_key(&tc, fragment);
     let base = plan.image(&base_key);
     let variant = plan.image(&plan::variant_key(
