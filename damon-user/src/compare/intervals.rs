@@ -6,7 +6,7 @@ use crate::{
     stats::{
         intervals::{Boundaries, PerInterval, per_interval},
         percentile,
-        runs::Interval,
+        runs::{self, RunTest},
     },
 };
 
@@ -63,11 +63,13 @@ pub struct IntervalComparison {
     /// `None`: no capture of that side has interval boundaries (older capture, or no hook).
     pub before: Option<Side>,
     pub after: Option<Side>,
-    /// After − before of the mean time per interval, with a 95 % Welch interval over the
-    /// per-run means (at least two runs with intervals a side; the intervals of one run are
-    /// not independent samples).
+    /// After − before of the mean time per interval: Welch's t over the per-run means, with
+    /// its 95 % interval (at least two runs with intervals a side; the intervals of one run
+    /// are not independent samples).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mean_total_delta: Option<Interval>,
+    pub mean_total_delta: Option<RunTest>,
+    /// What may be said about the time per interval, in one line.
+    pub verdict: String,
 }
 
 /// One run's per-interval numbers of function `id`, when it has complete intervals.
@@ -85,14 +87,49 @@ pub fn compare(before: &[&PerInterval], after: &[&PerInterval]) -> Option<Interv
         return None;
     }
     let mean_total_delta = match (&b, &a) {
-        (Some(b), Some(a)) => super::runs::interval(&b.run_mean_total_ns, &a.run_mean_total_ns),
+        (Some(b), Some(a)) => runs::welch(&b.run_mean_total_ns, &a.run_mean_total_ns),
         _ => None,
     };
+    let verdict = verdict(before.len(), after.len(), mean_total_delta.as_ref());
     Some(IntervalComparison {
         before: b,
         after: a,
         mean_total_delta,
+        verdict,
     })
+}
+
+/// The per-interval verdict: Welch's t on the runs' mean time per interval, at the
+/// comparison's level. Not adjusted with the medians' family: it is a second question (the
+/// time a DAMON interval spends in the function), asked of the same runs.
+fn verdict(nb: usize, na: usize, t: Option<&RunTest>) -> String {
+    use super::{p_text, signed};
+    let Some(t) = t else {
+        return format!(
+            "per-interval verdict: none with {nb} and {na} runs with intervals (it takes two a \
+             side: the intervals of one run are not independent)"
+        );
+    };
+    let runs = format!("{nb} and {na} runs");
+    if t.p_value >= super::ALPHA {
+        return format!(
+            "per-interval verdict: no significant difference over {runs}: mean {} ns an interval \
+             [95% CI {}, {}], Welch {}",
+            signed(t.estimate),
+            signed(t.lo),
+            signed(t.hi),
+            p_text(t.p_value)
+        );
+    }
+    let word = if t.estimate < 0.0 { "less" } else { "more" };
+    format!(
+        "per-interval verdict: after spends {:.0} ns {word} an interval [95% CI {:.0}, {:.0}] \
+         over {runs}, Welch {}",
+        t.estimate.abs(),
+        t.lo.abs().min(t.hi.abs()),
+        t.lo.abs().max(t.hi.abs()),
+        p_text(t.p_value)
+    )
 }
 
 /// The table lines: one row per statistic, before / after / difference.
@@ -140,5 +177,6 @@ pub fn lines(c: &IntervalComparison) -> Vec<String> {
         }
         out.push(line);
     }
+    out.push(c.verdict.clone());
     out
 }

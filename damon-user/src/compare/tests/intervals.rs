@@ -52,6 +52,10 @@ fn before_after_per_interval() {
     assert!(c.mean_total_delta.is_none());
     let text = lines(&c).join("\n");
     assert!(text.contains("ns mean"), "{text}");
+    assert!(
+        text.contains("per-interval verdict: none with 1 and 1 runs"),
+        "{text}"
+    );
     // Two runs a side: pooled, and Welch over the runs' means (115, 215 vs 11.5, 21.5).
     let b2 = with(&[200, 220, 210, 230]);
     let a2 = with(&[20, 22, 21, 23]);
@@ -62,7 +66,28 @@ fn before_after_per_interval() {
     let d = c.mean_total_delta.expect("delta");
     assert!((d.estimate + 148.5).abs() < 1e-9, "{d:?}");
     assert!(d.lo < -148.5 && d.hi > -148.5, "{d:?}");
-    assert!(lines(&c).join("\n").contains("(Welch, per-run means)"));
+    let text = lines(&c).join("\n");
+    assert!(text.contains("(Welch, per-run means)"), "{text}");
+    // Run means 115, 215 against 11.5, 21.5: SD 70.7 before, the difference not resolved.
+    assert!(d.p_value > 0.05, "{d:?}");
+    assert!(
+        text.contains("per-interval verdict: no significant difference over 2 and 2 runs"),
+        "{text}"
+    );
+    // Three runs a side, close together: resolved, and the direction named.
+    let (b3, a3) = (with(&[120, 120]), with(&[12, 12]));
+    let (b4, a4) = (with(&[110, 110]), with(&[11, 11]));
+    let (b5, a5) = (with(&[115, 115]), with(&[13, 13]));
+    let c = cmp(&[&b3, &b4, &b5], &[&a3, &a4, &a5]).expect("intervals");
+    let d = c.mean_total_delta.expect("delta");
+    assert!(d.p_value < 0.001 && d.hi < 0.0, "{d:?}");
+    assert!(
+        c.verdict
+            .starts_with("per-interval verdict: after spends 103 ns less an interval"),
+        "{}",
+        c.verdict
+    );
+    assert!(c.verdict.contains("over 3 and 3 runs"), "{}", c.verdict);
     // An older capture without boundaries on one side: shown as "-".
     let old = bare_capture();
     let c = cmp(&[&old], &[&a]).expect("after has intervals");
