@@ -21,6 +21,16 @@ fn rate(x: f64) -> String {
     }
 }
 
+/// Bytes per second in the unit that keeps the digits: a scheme applied under a small
+/// workload moves KiB, not MiB, a second.
+fn byte_rate(x: f64) -> String {
+    match x.abs() {
+        v if v >= 1048576.0 => format!("{:.1} MiB/s", x / 1048576.0),
+        v if v >= 1024.0 => format!("{:.1} KiB/s", x / 1024.0),
+        _ => format!("{x:.0} B/s"),
+    }
+}
+
 /// Different work on the two sides, beyond what run-to-run variation explains: calls per
 /// second, calls per DAMON aggregation interval.
 pub fn workload_warnings(
@@ -218,17 +228,18 @@ fn damon_warnings(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<String>
     };
     let (rb, ra) = (rate(b), rate(a));
     if let Some(ratio) = runs::rates_differ(&rb, &ra) {
-        let mib = |v: &[f64]| {
+        let list = |v: &[f64]| {
             v.iter()
-                .map(|x| format!("{:.1}", x / 1048576.0))
+                .map(|&x| byte_rate(x))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
         w.push(format!(
-            "DAMON's schemes did different work: MiB applied per second before {}, after {} \
-             ({ratio:.2}×): part of any difference may be the workload's",
-            mib(&rb),
-            mib(&ra)
+            "DAMON's schemes did different work: applied per second before {}, after {} \
+             ({ratio:.2}×): part of any difference may be the workload's (or the patch's own, \
+             when it changes what a scheme applies)",
+            list(&rb),
+            list(&ra)
         ));
     }
     w
@@ -293,4 +304,18 @@ fn calibration_warning(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<St
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::byte_rate;
+
+    #[test]
+    fn byte_rates_keep_their_digits() {
+        // Seed 003's before side: 188 pages in 60 s, which "0.0" MiB/s used to hide.
+        assert_eq!(byte_rate(188.0 * 4096.0 / 60.6), "12.4 KiB/s");
+        assert_eq!(byte_rate(0.0), "0 B/s");
+        assert_eq!(byte_rate(2.3 * 1048576.0), "2.3 MiB/s");
+        assert_eq!(byte_rate(512.4), "512 B/s");
+    }
 }
