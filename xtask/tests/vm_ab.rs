@@ -1,5 +1,5 @@
 //! `cargo xtask ab` through the code the command runs ([`xtask::ab::run`]): a small A/A run on
-//! 7.2 whose boots must alternate before/after, each leaving a capture that holds calls of
+//! 7.2 whose boots must run in the drift-cancelling order A B B A, each leaving a capture that holds calls of
 //! every recorded function (read back with `damon-trace report --format json` on the host).
 //! The compare step's output format is still changing: only its JSON's `functions` array is
 //! checked, and only when the binary knows the multi-run compare.
@@ -42,11 +42,12 @@ fn vm_7_2_ab_a_a_boots_interleaved_and_keeps_a_capture_with_calls_per_run() {
             )
         })
         .collect();
+    // A B B A: a linear drift over the boots adds the same to both sides.
     let want = [
         ("before", 1, 1),
         ("after", 1, 2),
-        ("before", 2, 3),
-        ("after", 2, 4),
+        ("after", 2, 3),
+        ("before", 2, 4),
     ]
     .map(|(s, i, b)| (s.to_owned(), i, b));
     assert_eq!(order, want, "{runs_json:#}");
