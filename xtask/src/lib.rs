@@ -29,3 +29,4 @@ pub mod sysimage;
 pub mod testing;
 pub mod util;
 pub mod vm;
+pub mod vm_lanes;

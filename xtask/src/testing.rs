@@ -11,6 +11,7 @@ use crate::{
     bootstrap::{self, Toolchain},
     build,
     util::{self, run},
+    vm_lanes,
 };
 
 /// Options of `cargo xtask test`.
@@ -29,7 +30,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, o: Counts) {
+    pub fn add(&mut self, o: Counts) {
         self.passed += o.passed;
         self.failed += o.failed;
         self.ignored += o.ignored;
@@ -220,16 +221,30 @@ fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
         done,
         "VM tests",
         || {
-            let mut c = cargo(&tc)?;
-            // Every test file runs, so one failure does not hide the others.
-            c.args(["test", "-p", "xtask", "--no-fail-fast"]);
-            for target in vm_test_targets()? {
-                c.args(["--test", &target]);
+            let targets = vm_test_targets()?;
+            // Build every test binary once, before the lanes start.
+            let mut build = cargo(&tc)?;
+            build.args(["test", "-p", "xtask", "--no-run"]);
+            for target in &targets {
+                build.args(["--test", target]);
             }
-            // One guest at a time: TCG guests on 2 cores slow each other into timeouts.
-            c.args(["--", "--ignored", "--test-threads=1"])
-                .env("DAMON_TRACE_BIN", &bin);
-            let counts = cargo_test(c)?;
+            run(&mut build)?;
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            let env = std::env::var("DAMON_TRACE_VM_LANES").ok();
+            let lanes = vm_lanes::lane_count(cores, env.as_deref())?;
+            let plan = vm_lanes::plan(&targets, lanes, vm_lanes::seconds_of);
+            let counts = vm_lanes::run(&plan, |files| {
+                let mut c = cargo(&tc)?;
+                // Every test file runs, so one failure does not hide the others.
+                c.args(["test", "-p", "xtask", "--no-fail-fast"]);
+                for target in files {
+                    c.args(["--test", target]);
+                }
+                // One guest at a time per lane: a TCG guest keeps one host core busy.
+                c.args(["--", "--ignored", "--test-threads=1"])
+                    .env("DAMON_TRACE_BIN", &bin);
+                Ok(c)
+            })?;
             if counts.passed == 0 {
                 bail!("no VM test ran (xtask/tests/vm*.rs should hold #[ignore]d `vm_` tests)");
             }
