@@ -217,42 +217,40 @@ fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
         return Ok(());
     }
     let bin = stage(done, "build-static", || build::build_static(&tc), no_counts)?;
-    stage(
-        done,
-        "VM tests",
-        || {
-            let targets = vm_test_targets()?;
-            // Build every test binary once, before the lanes start.
-            let mut build = cargo(&tc)?;
-            build.args(["test", "-p", "xtask", "--no-run"]);
-            for target in &targets {
-                build.args(["--test", target]);
-            }
-            run(&mut build)?;
-            let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            let env = std::env::var("DAMON_TRACE_VM_LANES").ok();
-            let lanes = vm_lanes::lane_count(cores, env.as_deref())?;
-            let plan = vm_lanes::plan(&targets, lanes, vm_lanes::seconds_of);
-            let counts = vm_lanes::run(&plan, |files| {
-                let mut c = cargo(&tc)?;
-                // Every test file runs, so one failure does not hide the others.
-                c.args(["test", "-p", "xtask", "--no-fail-fast"]);
-                for target in files {
-                    c.args(["--test", target]);
-                }
-                // One guest at a time per lane: a TCG guest keeps one host core busy.
-                c.args(["--", "--ignored", "--test-threads=1"])
-                    .env("DAMON_TRACE_BIN", &bin);
-                Ok(c)
-            })?;
-            if counts.passed == 0 {
-                bail!("no VM test ran (xtask/tests/vm*.rs should hold #[ignore]d `vm_` tests)");
-            }
-            Ok(counts)
-        },
-        |c| Some(*c),
-    )?;
+    stage(done, "VM tests", || vm_stage(&tc, &bin), |c| Some(*c))?;
     Ok(())
+}
+
+/// The VM stage: every guest test file, in lanes (see [`vm_lanes`]).
+fn vm_stage(tc: &Toolchain, bin: &std::path::Path) -> Result<Counts> {
+    let targets = vm_test_targets()?;
+    // Build every test binary once, before the lanes start.
+    let mut build = cargo(tc)?;
+    build.args(["test", "-p", "xtask", "--no-run"]);
+    for target in &targets {
+        build.args(["--test", target]);
+    }
+    run(&mut build)?;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let env = std::env::var("DAMON_TRACE_VM_LANES").ok();
+    let lanes = vm_lanes::lane_count(cores, env.as_deref())?;
+    let plan = vm_lanes::plan(&targets, lanes, vm_lanes::seconds_of);
+    let counts = vm_lanes::run(&plan, |files| {
+        let mut c = cargo(tc)?;
+        // Every test file runs, so one failure does not hide the others.
+        c.args(["test", "-p", "xtask", "--no-fail-fast"]);
+        for target in files {
+            c.args(["--test", target]);
+        }
+        // One guest at a time per lane: a TCG guest keeps one host core busy.
+        c.args(["--", "--ignored", "--test-threads=1"])
+            .env("DAMON_TRACE_BIN", bin);
+        Ok(c)
+    })?;
+    if counts.passed == 0 {
+        bail!("no VM test ran (xtask/tests/vm*.rs should hold #[ignore]d `vm_` tests)");
+    }
+    Ok(counts)
 }
 
 /// The VM test files: every `xtask/tests/vm*.rs`, as cargo test target names.
