@@ -35,8 +35,8 @@ fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
     let methods: Vec<AttachMethod> = match AttachChoice::from(args.attach) {
         // Every method this kernel has (the sessions only where it has them).
         AttachChoice::Auto => {
-            let btf = aya::Btf::from_sys_fs().ok();
-            let kprobe_session = crate::probe::session::Kfuncs::resolve(btf.as_ref()).is_ok();
+            let btf = crate::probe::sysfiles::aya_btf();
+            let kprobe_session = crate::probe::session::Kfuncs::resolve(btf.as_deref()).is_ok();
             let fsession = crate::probe::session::has_fsession();
             AttachMethod::ALL
                 .into_iter()

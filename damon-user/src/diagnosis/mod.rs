@@ -129,7 +129,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     };
     // Without trials (no privileges), BTF is still world-readable: read it for them.
     let parsed_btf = if trials.is_empty() && btf {
-        aya::Btf::from_sys_fs().ok()
+        crate::probe::sysfiles::aya_btf()
     } else {
         None
     };
@@ -138,7 +138,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         &trials,
         &kallsyms,
         ftrace.ok().as_ref(),
-        parsed_btf.as_ref(),
+        parsed_btf.as_deref(),
     );
     let (sessions, session_test, fsession_test) = session::session_checks(privileged.is_ok(), btf);
     let holds = |t: &Option<crate::probe::session::selftest::SelfTest>| {

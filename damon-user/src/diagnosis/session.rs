@@ -12,13 +12,13 @@ pub(super) fn session_checks(
     btf: bool,
 ) -> ([Check; 2], Option<SelfTest>, Option<SelfTest>) {
     let parsed = (privileged && btf)
-        .then(|| aya::Btf::from_sys_fs().ok())
+        .then(crate::probe::sysfiles::aya_btf)
         .flatten();
     let (kprobe, kprobe_test) = one("session", "kprobe sessions", privileged, || {
-        selftest::self_test(parsed.as_ref(), false)
+        selftest::self_test(parsed.as_deref(), false)
     });
     let (fsession, fsession_test) = one("fsession", "fsessions", privileged, || {
-        selftest::self_test(parsed.as_ref(), true)
+        selftest::self_test(parsed.as_deref(), true)
     });
     ([kprobe, fsession], kprobe_test, fsession_test)
 }

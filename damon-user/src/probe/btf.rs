@@ -51,9 +51,7 @@ fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
 
 impl Btf {
     pub fn from_sys_fs() -> Result<Btf, String> {
-        let path = "/sys/kernel/btf/vmlinux";
-        let bytes = std::fs::read(path).map_err(|e| format!("reading {path}: {e}"))?;
-        Btf::parse(&bytes)
+        Btf::parse(&super::sysfiles::vmlinux_btf()?)
     }
 
     /// Parses a little-endian BTF blob.

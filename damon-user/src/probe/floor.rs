@@ -6,7 +6,7 @@
 //! needs and the record a stream tracer writes, next to ours.
 use anyhow::Context as _;
 use aya::{
-    Btf, Ebpf, EbpfLoader,
+    Ebpf, EbpfLoader,
     programs::{FEntry, FExit, KProbe},
 };
 use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS};
@@ -103,7 +103,7 @@ pub struct Floor {
 /// them, the stamp map at [`FLOOR_STAMP_ENTRIES`]) and attaches the floor pair `kind` to
 /// `symbol`; the pair stays attached while the returned value lives.
 pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
-    let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
+    let btf = super::sysfiles::aya_btf().context("reading the kernel's BTF")?;
     let ring_bytes = match kind {
         FloorKind::KprobeStampRing | FloorKind::SessionRing => RECORD_FLOOR_RING_BYTES,
         _ => 4096,

@@ -13,8 +13,7 @@ use damon_common::{MAX_NODE_RANGES, NodePfnRange};
 
 /// Address of a data symbol in /proc/kallsyms (0 = hidden by kptr_restrict: unknown).
 pub fn data_symbol_address(name: &str) -> Result<u64, String> {
-    let text =
-        fs::read_to_string("/proc/kallsyms").map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+    let text = super::sysfiles::kallsyms().map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
     for line in text.lines() {
         let mut p = line.split_whitespace();
         if let (Some(addr), Some(kind), Some(sym), None) = (p.next(), p.next(), p.next(), p.next())

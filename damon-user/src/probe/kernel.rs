@@ -113,8 +113,16 @@ impl Kallsyms {
         k
     }
 
-    pub fn read() -> std::io::Result<Kallsyms> {
-        Ok(Kallsyms::parse(&fs::read_to_string("/proc/kallsyms")?))
+    /// `/proc/kallsyms`, read and parsed once per process (see [`super::sysfiles`]).
+    pub fn read() -> std::io::Result<std::sync::Arc<Kallsyms>> {
+        static PARSED: std::sync::OnceLock<std::sync::Arc<Kallsyms>> = std::sync::OnceLock::new();
+        if let Some(k) = PARSED.get() {
+            return Ok(k.clone());
+        }
+        let text = super::sysfiles::kallsyms()?;
+        Ok(PARSED
+            .get_or_init(|| std::sync::Arc::new(Kallsyms::parse(&text)))
+            .clone())
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -209,10 +217,12 @@ pub fn kprobes_supported(kallsyms: &Kallsyms) -> bool {
 /// The error says why the list could not be read.
 pub fn ftrace_functions() -> Result<std::collections::HashSet<String>, String> {
     const FILE: &str = "/sys/kernel/tracing/available_filter_functions";
-    if !Path::new(FILE).exists() {
-        mount_if_missing("tracefs", "/sys/kernel/tracing");
-    }
-    let text = fs::read_to_string(FILE).map_err(|e| format!("cannot read {FILE}: {e}"))?;
+    let text = super::sysfiles::filter_functions(|| {
+        if !Path::new(FILE).exists() {
+            mount_if_missing("tracefs", "/sys/kernel/tracing");
+        }
+        fs::read_to_string(FILE).map_err(|e| format!("cannot read {FILE}: {e}"))
+    })?;
     Ok(text
         .lines()
         .filter_map(|l| l.split_whitespace().next())

@@ -16,5 +16,6 @@ pub mod programs;
 pub mod ring;
 pub mod session;
 pub mod skips;
+pub mod sysfiles;
 pub mod tracer;
 pub mod trial;

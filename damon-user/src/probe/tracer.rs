@@ -91,21 +91,21 @@ impl Tracer {
     /// in the statuses, not as errors; an error means nothing could be set up at all.
     pub fn load(opts: &LoadOptions) -> anyhow::Result<Tracer> {
         let kallsyms = Kallsyms::read().context("reading /proc/kallsyms")?;
-        let btf = Btf::from_sys_fs().ok();
+        let btf = super::sysfiles::aya_btf();
         let builtins: Vec<FunctionId> = opts
             .functions
             .iter()
             .filter_map(TracedFunction::as_builtin)
             .collect();
         let (offsets, globals64, node_ranges, args) = field_offsets(&builtins);
-        let mut bpf = load_object(opts, &offsets, &globals64, btf.as_ref())?;
+        let mut bpf = load_object(opts, &offsets, &globals64, btf.as_deref())?;
         crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
         let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
         let mut attached = Vec::new();
         let mut statuses = Vec::new();
         let mut sessions = SessionLinks::default();
-        let facts = AutoFacts::read(btf.as_ref(), opts.mode.mode.streams());
+        let facts = AutoFacts::read(btf.as_deref(), opts.mode.mode.streams());
         for func in &opts.functions {
             let (order, auto_note) = resolve_auto(opts.attach, &facts, func);
             let (state, detail) = attach_present(
@@ -115,7 +115,7 @@ impl Tracer {
                 func,
                 &order,
                 &auto_note,
-                btf.as_ref(),
+                btf.as_deref(),
             );
             if let Some(method) = AttachMethod::of_state(state) {
                 attached.push((func.clone(), method));
@@ -456,7 +456,7 @@ impl Tracer {
         let prog: &mut FEntry = program(&mut self.bpf, CALIB_TRIGGER)
             .map_err(|e| anyhow::anyhow!("{CALIB_TRIGGER}: {}", describe_error(&e)))?;
         if prog.fd().is_err() {
-            let btf = Btf::from_sys_fs().context("reading the kernel's BTF")?;
+            let btf = super::sysfiles::aya_btf().context("reading the kernel's BTF")?;
             prog.load(CALIB_TRIGGER_TARGET, &btf).map_err(|e| {
                 anyhow::anyhow!(
                     "loading {CALIB_TRIGGER} against {CALIB_TRIGGER_TARGET}: {}",

@@ -23,9 +23,9 @@ pub struct ProbeTrial {
 /// Attaches and immediately detaches each function's fentry and kprobe pairs, so the diagnosis
 /// reports what the kernel really allows rather than a guess.
 pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
-    let btf = Btf::from_sys_fs().ok();
+    let btf = super::sysfiles::aya_btf();
     let mut loaded = EbpfLoader::new()
-        .btf(btf.as_ref())
+        .btf(btf.as_deref())
         .map_max_entries(MAP_EVENTS, 4096)
         .load(EBPF_OBJECT)
         .map_err(|e| format!("creating BPF maps failed: {e}"));
@@ -43,7 +43,7 @@ pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
                 (why.clone(), why)
             }
             (Ok(bpf), true) => (
-                try_fentry(bpf, func, btf.as_ref(), in_btf),
+                try_fentry(bpf, func, btf.as_deref(), in_btf),
                 try_kprobe(bpf, func, &kallsyms),
             ),
         };

@@ -321,7 +321,7 @@ pub fn attach(kind: Kind, prog: BorrowedFd<'_>, symbol: &str) -> Result<OwnedFd,
 /// Whether this kernel has fsession: its BTF names `BPF_TRACE_FSESSION` (an enumerator of
 /// `enum bpf_attach_type`, which aya's BTF API does not list, so the string table is searched).
 pub fn has_fsession() -> bool {
-    std::fs::read("/sys/kernel/btf/vmlinux").is_ok_and(|b| {
+    crate::probe::sysfiles::vmlinux_btf().is_ok_and(|b| {
         b.windows(b"BPF_TRACE_FSESSION\0".len())
             .any(|w| w == b"BPF_TRACE_FSESSION\0")
     })

@@ -123,7 +123,7 @@ pub struct ModuleFunction {
 /// when no module has it.
 pub fn find(symbol: &str) -> Result<Option<ModuleFunction>, String> {
     let dir = Path::new("/sys/kernel/btf");
-    let vmlinux = std::fs::read(dir.join("vmlinux")).map_err(|e| format!("vmlinux BTF: {e}"))?;
+    let vmlinux = crate::probe::sysfiles::vmlinux_btf().map_err(|e| format!("vmlinux BTF: {e}"))?;
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let module = entry.file_name().to_string_lossy().into_owned();
