@@ -133,6 +133,38 @@ pub struct CallRecord {
     pub cpu: u32,
     /// [`FunctionId`] as an integer.
     pub func: u32,
+    /// Times the task slept during the call (voluntary context switches); see [`disturb`]:
+    /// these four are 0 for a clean call, [`disturb::UNKNOWN`] where not known, and all 0 in
+    /// a capture whose metadata says they were not measured.
+    pub slept: u16,
+    /// Times the task was preempted during the call (involuntary context switches).
+    pub preempted: u16,
+    /// Hard interrupts (NMIs and x86 system vectors included) the CPU handled during the call;
+    /// [`disturb::UNKNOWN`] for a call that was switched out.
+    pub hardirqs: u16,
+    /// Softirqs the CPU ran during the call; as `hardirqs`.
+    pub softirqs: u16,
+}
+
+impl CallRecord {
+    /// The record's disturbance fields, `[slept, preempted, hardirqs, softirqs]`.
+    pub fn disturbance(&self) -> [u16; 4] {
+        [self.slept, self.preempted, self.hardirqs, self.softirqs]
+    }
+
+    /// Sets the disturbance fields from `[slept, preempted, hardirqs, softirqs]`.
+    pub fn set_disturbance(&mut self, [slept, preempted, hardirqs, softirqs]: [u16; 4]) {
+        self.slept = slept;
+        self.preempted = preempted;
+        self.hardirqs = hardirqs;
+        self.softirqs = softirqs;
+    }
+
+    /// Whether nothing took the CPU from the call: no switch, no interrupt (meaningful only in
+    /// a capture that measured disturbance).
+    pub fn is_clean(&self) -> bool {
+        self.disturbance() == [0; 4]
+    }
 }
 
 /// Function id of an aggregation-interval boundary marker (a [`CallRecord`] that is not a call).
@@ -313,7 +345,7 @@ pub const fn hist_bucket_bounds(bucket: u32, width_ns: u64) -> (u64, u64) {
 
 /// Size of a [`CallRecord`] on the wire.
 pub const CALL_RECORD_SIZE: usize = core::mem::size_of::<CallRecord>();
-const _: () = assert!(CALL_RECORD_SIZE == 56);
+const _: () = assert!(CALL_RECORD_SIZE == 64);
 
 /// Per-CPU, per-function counters, at index `func * NR_COUNTERS + counter`.
 #[repr(u32)]
@@ -398,6 +430,8 @@ pub struct StampStack {
     pub stamps: [u64; STAMP_DEPTH],
     /// The `arg0`/`arg1` read at each stamped entry.
     pub args: [[i64; 2]; STAMP_DEPTH],
+    /// The disturbance counters read at each stamped entry (see [`disturb`]).
+    pub snaps: [disturb::Snapshot; STAMP_DEPTH],
 }
 
 /// What [`StampStack::close`] gives for an exit that has its entry.
@@ -405,6 +439,8 @@ pub struct StampStack {
 pub struct OpenCall {
     pub stamp: u64,
     pub args: [i64; 2],
+    /// The disturbance counters read at its entry.
+    pub snap: disturb::Snapshot,
     /// Stale stamps discarded above it (their exits were skipped).
     pub stale: u32,
 }
@@ -437,6 +473,7 @@ impl StampStack {
                 self.frames[j - 1] = self.frames[j];
                 self.stamps[j - 1] = self.stamps[j];
                 self.args[j - 1] = self.args[j];
+                self.snaps[j - 1] = self.snaps[j];
                 j += 1;
             }
             depth = STAMP_DEPTH - 1;
@@ -468,6 +505,7 @@ impl StampStack {
                 return Some(OpenCall {
                     stamp: self.stamps[i],
                     args: self.args[i],
+                    snap: self.snaps[i],
                     stale: (depth - 1 - i) as u32,
                 });
             }
@@ -512,11 +550,12 @@ pub const fn stamp_key_func(key: u64) -> u32 {
 }
 
 pub mod cookie;
+pub mod disturb;
 pub mod order;
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: CallRecord is repr(C), made only of integers, with no padding (56 bytes = 5*8+4*4).
+    // SAFETY: CallRecord is repr(C), made only of integers, with no padding (64 bytes = 5*8+4*4+4*2).
     unsafe impl aya::Pod for super::CallRecord {}
     // SAFETY: StampStack is repr(C), integers only, padding made explicit by `_pad`.
     unsafe impl aya::Pod for super::StampStack {}

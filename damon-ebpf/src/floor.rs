@@ -167,6 +167,7 @@ fn floor_record(entry_ns: u64, duration_ns: u64) {
             tid: 0,
             cpu: 0,
             func: 0,
+            ..CallRecord::default()
         });
         slot.submit(BPF_RB_NO_WAKEUP as u64);
     }

@@ -25,6 +25,7 @@ use aya_ebpf::{
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 mod args;
+mod disturb;
 mod floor;
 #[macro_use]
 mod plog;
@@ -253,6 +254,11 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
                 u64::from(stale)
             );
         }
+        if disturb::on()
+            && let Some(snap) = stack.snaps.get_mut(slot)
+        {
+            *snap = disturb::snapshot();
+        }
         if let Some(s) = stack.stamps.get_mut(slot) {
             // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
             *s = unsafe { bpf_ktime_get_ns() };
@@ -261,6 +267,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
     }
     let mut stack = StampStack::default();
     stack.open(frame, args);
+    stack.snaps[0] = disturb::snapshot_if_on();
     // SAFETY: helper without preconditions.
     stack.stamps[0] = unsafe { bpf_ktime_get_ns() };
     if STAMPS.insert(key, stack, BPF_NOEXIST as u64).is_err() {
@@ -280,6 +287,7 @@ fn on_exit(func: u32, frame: u64, value: i64) {
         // to another cgroup inside a call): no stamp to look for, nothing to count.
         return;
     }
+    let exit_snap = disturb::snapshot_if_on();
     let tid = pid_tgid as u32;
     let cpu = idle_cpu(tid);
     let key = stamp_key(tid, cpu, func);
@@ -318,22 +326,44 @@ fn on_exit(func: u32, frame: u64, value: i64) {
             u64::from(call.stale)
         );
     }
-    finish(func, pid_tgid, cpu, call.stamp, now, call.args, value);
+    let dist = if disturb::on() {
+        damon_common::disturb::between(&call.snap, &exit_snap)
+    } else {
+        [0; 4]
+    };
+    let ended = Ended {
+        entry_ns: call.stamp,
+        now,
+        args: call.args,
+        value,
+        dist,
+    };
+    finish(func, pid_tgid, cpu, ended);
+}
+
+/// What the exit side knows of a timed call.
+pub(crate) struct Ended {
+    pub entry_ns: u64,
+    /// Read at the call's return, before any of our work.
+    pub now: u64,
+    pub args: [i64; 2],
+    pub value: i64,
+    /// The record's `[slept, preempted, hardirqs, softirqs]` (`damon_common::disturb`).
+    pub dist: [u16; 4],
 }
 
 /// A timed call's end, for every attach method: the histogram (kernel mode) and/or the record
 /// (stream mode). `idle` is [`idle_cpu`]'s answer for the task (the CPU of an idle task, 0
-/// otherwise); `now` was read at the call's return, before any of our work.
+/// otherwise).
 #[inline(always)]
-pub(crate) fn finish(
-    func: u32,
-    pid_tgid: u64,
-    idle: u32,
-    entry_ns: u64,
-    now: u64,
-    [arg0, arg1]: [i64; 2],
-    value: i64,
-) {
+pub(crate) fn finish(func: u32, pid_tgid: u64, idle: u32, call: Ended) {
+    let Ended {
+        entry_ns,
+        now,
+        args: [arg0, arg1],
+        value,
+        dist: [slept, preempted, hardirqs, softirqs],
+    } = call;
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
     if mode & MODE_KERNEL != 0 {
@@ -365,6 +395,10 @@ pub(crate) fn finish(
                 tid,
                 cpu,
                 func,
+                slept,
+                preempted,
+                hardirqs,
+                softirqs,
             });
             slot.submit(wake_flags());
             bump(func, Counter::Emitted);
@@ -528,6 +562,7 @@ pub fn damon_aggregated(ctx: TracePointContext) -> u32 {
                 tid,
                 cpu,
                 func: AGGREGATION_MARK,
+                ..CallRecord::default()
             });
             slot.submit(0);
             bump(AGGREGATION_MARK, Counter::Emitted);

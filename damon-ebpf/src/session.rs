@@ -8,19 +8,20 @@ use aya_ebpf::{
     EbpfContext,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::Array,
+    maps::{Array, PerCpuArray},
     programs::{FEntryContext, ProbeContext},
 };
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use damon_common::{
-    KFUNC_SESSION_COOKIE, KFUNC_SESSION_IS_RETURN, SESSION_PROBE_SLOTS,
-    cookie::{TIME_MASK, pack_small, unpack_small},
+    KFUNC_SESSION_COOKIE, KFUNC_SESSION_IS_RETURN, MAX_FUNCS, SESSION_PROBE_SLOTS,
+    cookie::{TIME_MASK, entry_time, pack_slot, pack_small, unpack_slot, unpack_small},
+    disturb::{LOST, SESSION_SLOTS, SessionSnaps, Snapshot, between},
 };
 
 use crate::{
-    admitted,
+    Ended, admitted,
     args::{Frame, global},
-    bump, filtered_out, finish, idle_cpu,
+    bump, disturb, filtered_out, finish, idle_cpu,
 };
 use damon_common::Counter;
 
@@ -46,6 +47,64 @@ pub(crate) fn session_is_return(ctx: &impl EbpfContext) -> bool {
         let f: unsafe extern "C" fn(*mut core::ffi::c_void) -> u64 =
             core::mem::transmute(KFUNC_SESSION_IS_RETURN as usize);
         f(ctx.as_ptr()) & 1 != 0
+    }
+}
+
+/// Per CPU and function, the entry snapshots of session calls (see
+/// `damon_common::disturb::SESSION_SLOTS`).
+#[map(name = "SESSION_SNAPS")]
+static SESSION_SNAPS: PerCpuArray<SessionSnaps> = PerCpuArray::with_max_entries(MAX_FUNCS, 0);
+
+/// The entry side of a session call's snapshot: takes it, keeps it in this CPU's next slot of
+/// the function and returns the slot's number, for the cookie. The slot's entry time is set by
+/// [`stamp_slot`] once the time is read; nothing when snapshots are off.
+#[inline(always)]
+fn snapshot_slot(func: u32) -> Option<(*mut SessionSnaps, u32)> {
+    if !disturb::on() {
+        return None;
+    }
+    let snap = disturb::snapshot();
+    let snaps = SESSION_SNAPS.get_ptr_mut(func)?;
+    // SAFETY: this CPU's value; only the function's session program writes it, and the kernel
+    // runs that program at most once at a time per CPU (see `add_own` in main.rs).
+    let s = unsafe { &mut *snaps };
+    let slot = s.next % SESSION_SLOTS as u32;
+    s.next = s.next.wrapping_add(1);
+    if let Some(k) = s.slots.get_mut(slot as usize) {
+        k.snap = snap;
+        k.entry_ns = 0;
+    }
+    Some((snaps, slot))
+}
+
+/// Writes the entry time into the slot [`snapshot_slot`] chose.
+#[inline(always)]
+fn stamp_slot(chosen: Option<(*mut SessionSnaps, u32)>, entry_ns: u64) -> u64 {
+    let Some((snaps, slot)) = chosen else {
+        return 0;
+    };
+    // SAFETY: as in `snapshot_slot`, within the same program run.
+    if let Some(k) = unsafe { &mut *snaps }.slots.get_mut(slot as usize) {
+        k.entry_ns = entry_ns;
+    }
+    pack_slot(slot)
+}
+
+/// The return side: the record's disturbance fields for the call that began at `entry_ns`
+/// with its snapshot in `slot` of this CPU; [`LOST`] when the slot holds another call's (this
+/// one was switched out, maybe to another CPU, or interrupted by calls that reused it).
+#[inline(always)]
+fn disturbance(func: u32, slot: u32, entry_ns: u64, exit: &Snapshot) -> [u16; 4] {
+    if !disturb::on() {
+        return [0; 4];
+    }
+    let Some(snaps) = SESSION_SNAPS.get_ptr_mut(func) else {
+        return LOST;
+    };
+    // SAFETY: as in `snapshot_slot`.
+    match unsafe { &*snaps }.slots.get(slot as usize) {
+        Some(k) if k.entry_ns == entry_ns => between(&k.snap, exit),
+        _ => LOST,
     }
 }
 
@@ -131,9 +190,13 @@ pub(crate) fn ksession_entry(
     bump(func, Counter::Calls);
     let packed = pack_small(args(ctx));
     let cookie = session_cookie(ctx);
-    // SAFETY: the kfunc's pointer is valid for this run; helper without preconditions, read
-    // last so the time excludes our own work.
-    unsafe { *cookie = (packed | (bpf_ktime_get_ns() & TIME_MASK)).max(1) };
+    let chosen = snapshot_slot(func);
+    // SAFETY: helper without preconditions, read last (but for two stores) so the time
+    // excludes our own work.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let slot = stamp_slot(chosen, now);
+    // SAFETY: the kfunc's pointer is valid for this run.
+    unsafe { *cookie = (packed | slot | (now & TIME_MASK)).max(1) };
     0
 }
 
@@ -151,17 +214,16 @@ pub(crate) fn ksession_return(ctx: &ProbeContext, func: u32, now: u64, value: i6
         probe_event!(debug, "zero cookie at return", func, tid, ctx.frame(), 0u64);
         return;
     }
-    let duration = now.wrapping_sub(cookie) & TIME_MASK;
-    let idle = idle_cpu(pid_tgid as u32);
-    finish(
-        func,
-        pid_tgid,
-        idle,
-        now.wrapping_sub(duration),
+    let exit = disturb::snapshot_if_on();
+    let entry_ns = entry_time(cookie, now);
+    let ended = Ended {
+        entry_ns,
         now,
-        unpack_small(cookie),
+        args: unpack_small(cookie),
         value,
-    );
+        dist: disturbance(func, unpack_slot(cookie), entry_ns, &exit),
+    };
+    finish(func, pid_tgid, idle_cpu(pid_tgid as u32), ended);
 }
 
 /// An fsession's entry run: counts the call and keeps its entry time in the cookie. It cannot
@@ -174,8 +236,12 @@ pub(crate) fn fsession_entry(ctx: &FEntryContext, func: u32) {
     }
     bump(func, Counter::Calls);
     let cookie = session_cookie(ctx);
+    let chosen = snapshot_slot(func);
     // SAFETY: as in `ksession_entry`.
-    unsafe { *cookie = bpf_ktime_get_ns().max(1) };
+    let now = unsafe { bpf_ktime_get_ns() };
+    let slot = stamp_slot(chosen, now);
+    // SAFETY: as in `ksession_entry`.
+    unsafe { *cookie = (slot | (now & TIME_MASK)).max(1) };
 }
 
 /// An fsession's return run: the arguments are read here (the trampoline keeps them for both
@@ -201,8 +267,16 @@ pub(crate) fn fsession_return(
         probe_event!(debug, "zero cookie at return", func, tid, ctx.frame(), 0u64);
         return;
     }
-    let idle = idle_cpu(pid_tgid as u32);
-    finish(func, pid_tgid, idle, cookie, now, args(ctx), value);
+    let exit = disturb::snapshot_if_on();
+    let entry_ns = entry_time(cookie, now);
+    let ended = Ended {
+        entry_ns,
+        now,
+        args: args(ctx),
+        value,
+        dist: disturbance(func, unpack_slot(cookie), entry_ns, &exit),
+    };
+    finish(func, pid_tgid, idle_cpu(pid_tgid as u32), ended);
 }
 
 /// The two session programs of one traced slot: `$ks`, a kprobe session (`ksession_*`), and

@@ -195,6 +195,7 @@ impl Session {
             intervals: Some(tracer.interval_hook().clone()),
             args: tracer.arg_statuses().to_vec(),
             filter: config.filter.clone(),
+            disturbance: Some(tracer.disturbance().clone()),
         };
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;

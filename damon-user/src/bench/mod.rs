@@ -357,6 +357,7 @@ fn measure_capture_write(
         intervals: None,
         args: Vec::new(),
         filter: Default::default(),
+        disturbance: None,
     };
     let result = (|| {
         let mut writer = CaptureWriter::create(&path, false, &meta)

@@ -192,6 +192,7 @@ pub fn synthetic_records(n: usize, seed: u64) -> Vec<CallRecord> {
             tid: pid,
             cpu,
             func: func as u32,
+            ..CallRecord::default()
         });
         t += duration;
     }

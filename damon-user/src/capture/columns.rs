@@ -215,6 +215,7 @@ mod tests {
                 func: 3,
                 arg0: -1,
                 arg1: i64::MAX,
+                ..CallRecord::default()
             },
             CallRecord {
                 entry_ns: 5,
@@ -281,6 +282,7 @@ mod proptests {
                     func,
                     arg0,
                     arg1,
+                    ..CallRecord::default()
                 },
             )
     }

@@ -140,6 +140,32 @@ pub struct Meta {
     /// every task's, as in captures written before the filter existed.
     #[serde(default, skip_serializing_if = "TaskFilter::is_off")]
     pub filter: TaskFilter,
+    /// Whether the records say which calls were disturbed (switched out, interrupted; see
+    /// `damon_common::disturb`); absent in captures written before it existed, whose records
+    /// carry no such fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disturbance: Option<DisturbanceStatus>,
+}
+
+/// What a session's records say about disturbance.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DisturbanceStatus {
+    /// The records carry the counts (stream mode on a kernel where every counter was found).
+    pub measured: bool,
+    /// Why not, when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
+    /// The kernel counters the hard-interrupt count sums (e.g. `kstat.irqs_sum`,
+    /// `irq_stat` (21 counts)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hardirq_sources: Vec<String>,
+}
+
+impl DisturbanceStatus {
+    /// Whether `meta`'s records carry disturbance counts.
+    pub fn measured(meta: &Meta) -> bool {
+        meta.disturbance.as_ref().is_some_and(|d| d.measured)
+    }
 }
 
 /// Which tasks' calls a session times, decided in the kernel at each entry; all `None`: every

@@ -36,6 +36,7 @@ fn meta() -> Meta {
         intervals: None,
         args: Vec::new(),
         filter: Default::default(),
+        disturbance: None,
     }
 }
 

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 const BTF_MAGIC: u16 = 0xeb9f;
 const KIND_INT: u32 = 1;
 const KIND_PTR: u32 = 2;
+const KIND_ARRAY: u32 = 3;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_TYPEDEF: u32 = 8;
@@ -34,6 +35,8 @@ struct Type {
     kind_flag: bool,
     /// STRUCT/UNION members: (name offset, type id, offset field).
     members: Vec<(u32, u32, u32)>,
+    /// ARRAY: (element type id, number of elements).
+    array: Option<(u32, u32)>,
 }
 
 /// The parsed type table of one BTF blob.
@@ -80,6 +83,7 @@ impl Btf {
             size_or_type: 0,
             kind_flag: false,
             members: Vec::new(),
+            array: None,
         }];
         let mut pos = types_at;
         while pos < end {
@@ -90,9 +94,13 @@ impl Btf {
             let vlen = (info & 0xffff) as usize;
             let kind = (info >> 24) & 0x1f;
             let mut members = Vec::new();
+            let mut array = None;
             let extra = match kind {
                 KIND_INT => 4,
-                3 => 12, // ARRAY
+                KIND_ARRAY => {
+                    array = Some((u32_at(b, pos)?, u32_at(b, pos + 8)?));
+                    12
+                }
                 KIND_STRUCT | KIND_UNION => {
                     for i in 0..vlen {
                         let m = pos + i * 12;
@@ -113,6 +121,7 @@ impl Btf {
                 size_or_type,
                 kind_flag: info >> 31 == 1,
                 members,
+                array,
             });
         }
         let mut btf = Btf {
@@ -127,6 +136,91 @@ impl Btf {
             }
         }
         Ok(btf)
+    }
+
+    /// The type `tid` with typedefs and qualifiers peeled off.
+    fn resolved(&self, mut tid: u32) -> Option<&Type> {
+        for _ in 0..16 {
+            let t = self.types.get(tid as usize)?;
+            match t.kind {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    tid = t.size_or_type
+                }
+                _ => return Some(t),
+            }
+        }
+        None
+    }
+
+    /// How many `size`-byte integers the type `tid` is: 1 for such an integer, n for an array
+    /// of n of them; `None` for anything else.
+    fn int_count(&self, tid: u32, size: u32) -> Option<u32> {
+        let t = self.resolved(tid)?;
+        match (t.kind, t.array) {
+            (KIND_INT, _) if t.size_or_type == size => Some(1),
+            (KIND_ARRAY, Some((elem, n))) if n > 0 && self.int_count(elem, size) == Some(1) => {
+                Some(n)
+            }
+            _ => None,
+        }
+    }
+
+    /// The byte offset of `member` of `struct strukt` and how many `size`-byte integers it is
+    /// (an integer, or an array of them).
+    pub fn int_array_member(
+        &self,
+        strukt: &str,
+        member: &str,
+        size: u32,
+    ) -> Result<(u32, u32), String> {
+        let &id = self
+            .structs
+            .get(strukt)
+            .ok_or_else(|| format!("struct {strukt} is not in the kernel's BTF"))?;
+        let t = &self.types[id as usize];
+        let &(_, mtype, off) = t
+            .members
+            .iter()
+            .find(|(n, _, _)| self.name(*n) == member)
+            .ok_or_else(|| format!("struct {strukt} has no member {member}"))?;
+        let bits = if t.kind_flag { off & 0x00ff_ffff } else { off };
+        let n = self
+            .int_count(mtype, size)
+            .filter(|_| bits % 8 == 0 && (!t.kind_flag || off >> 24 == 0))
+            .ok_or_else(|| format!("{strukt}.{member} is not {size}-byte integers"))?;
+        Ok((bits / 8, n))
+    }
+
+    /// The `size`-byte integers of the struct a typedef names (`irq_cpustat_t`): the byte offset
+    /// of the first and how many follow without a gap. Members before the first that are
+    /// smaller (a flag byte) are allowed; anything else among them is refused.
+    pub fn typedef_int_run(&self, typedef: &str, size: u32) -> Result<(u32, u32), String> {
+        let t = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_TYPEDEF && self.name(t.name_off) == typedef)
+            .and_then(|t| self.resolved(t.size_or_type))
+            .filter(|t| t.kind == KIND_STRUCT)
+            .ok_or_else(|| format!("no typedef {typedef} of a struct in the kernel's BTF"))?;
+        let mut run: Option<(u32, u32)> = None;
+        for &(name, mtype, off) in &t.members {
+            let bits = if t.kind_flag { off & 0x00ff_ffff } else { off };
+            let at = bits / 8;
+            match (self.int_count(mtype, size), run) {
+                (Some(n), None) if bits % 8 == 0 => run = Some((at, n)),
+                (Some(n), Some((start, len))) if at == start + len * size => {
+                    run = Some((start, len + n))
+                }
+                (None, None) => {}
+                _ => {
+                    return Err(format!(
+                        "{typedef}.{} breaks the run of {size}-byte counts",
+                        self.name(name)
+                    ));
+                }
+            }
+        }
+        run.ok_or_else(|| format!("{typedef} has no {size}-byte counts"))
     }
 
     fn name(&self, off: u32) -> &str {

@@ -13,12 +13,23 @@ use damon_common::{MAX_NODE_RANGES, NodePfnRange};
 
 /// Address of a data symbol in /proc/kallsyms (0 = hidden by kptr_restrict: unknown).
 pub fn data_symbol_address(name: &str) -> Result<u64, String> {
+    symbol_address(name, &["d", "D", "b", "B"]).map_err(|e| {
+        if e.starts_with("no ") {
+            format!("{e}: not an x86-64 SPARSEMEM_VMEMMAP kernel")
+        } else {
+            e
+        }
+    })
+}
+
+/// Address of a symbol of one of the kallsyms types `kinds` (0 = hidden: an error).
+pub fn symbol_address(name: &str, kinds: &[&str]) -> Result<u64, String> {
     let text = super::sysfiles::kallsyms().map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
     for line in text.lines() {
         let mut p = line.split_whitespace();
         if let (Some(addr), Some(kind), Some(sym), None) = (p.next(), p.next(), p.next(), p.next())
             && sym == name
-            && matches!(kind, "d" | "D" | "b" | "B")
+            && kinds.contains(&kind)
         {
             let a = u64::from_str_radix(addr, 16).map_err(|e| format!("{name}: {e}"))?;
             if a == 0 {
@@ -29,9 +40,7 @@ pub fn data_symbol_address(name: &str) -> Result<u64, String> {
             return Ok(a);
         }
     }
-    Err(format!(
-        "no {name} in /proc/kallsyms: not an x86-64 SPARSEMEM_VMEMMAP kernel"
-    ))
+    Err(format!("no {name} in /proc/kallsyms"))
 }
 
 /// Node pfn ranges from sysfs (`/sys/devices/system/node/node*/memory*` and the memory block

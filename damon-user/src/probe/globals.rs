@@ -40,12 +40,11 @@ pub(super) type Fields = (
 );
 
 /// The kernel's BTF as parsed for the field offsets, or why it could not be.
-type ParsedBtf = Result<crate::probe::btf::Btf, String>;
+pub(super) type ParsedBtf = Result<crate::probe::btf::Btf, String>;
 
 /// The struct field offsets and kernel facts the programs need ([`OFFSET_UNKNOWN`] / 0 where
 /// they cannot be found) and what each function's records will carry.
-pub(super) fn field_offsets(functions: &[FunctionId]) -> Fields {
-    let parsed = crate::probe::btf::Btf::from_sys_fs();
+pub(super) fn field_offsets(functions: &[FunctionId], parsed: &ParsedBtf) -> Fields {
     let mut globals = Vec::new();
     let mut globals64 = Vec::new();
     let mut ranges = Vec::new();
@@ -62,10 +61,10 @@ pub(super) fn field_offsets(functions: &[FunctionId]) -> Fields {
             detail: None,
         };
         match func {
-            FunctionId::DamonHotScore => region_fields(&parsed, &mut globals, &mut status),
+            FunctionId::DamonHotScore => region_fields(parsed, &mut globals, &mut status),
             FunctionId::DamosVaMigrateDestsAdd => {
-                folio_node_fields(&parsed, &mut globals64, &mut ranges, &mut status);
-                dests_fields(&parsed, &mut globals, &mut status);
+                folio_node_fields(parsed, &mut globals64, &mut ranges, &mut status);
+                dests_fields(parsed, &mut globals, &mut status);
             }
             _ => status.recorded.extend(
                 names

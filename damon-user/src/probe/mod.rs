@@ -5,6 +5,7 @@ pub mod btf;
 pub mod calibrate;
 pub mod calibration_text;
 pub mod cgroup;
+pub mod disturb;
 pub mod floor;
 pub mod folio_node;
 pub mod globals;

@@ -72,7 +72,7 @@ fn floor_program_names() -> impl Iterator<Item = String> {
 }
 
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 9] = [
+pub(super) const MAP_NAMES: [&str; 11] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -82,6 +82,8 @@ pub(super) const MAP_NAMES: [&str; 9] = [
     MAP_HIST_STATS,
     damon_common::MAP_SESSION_PROBE,
     super::probe_log::MAP_AYA_LOGS,
+    damon_common::disturb::MAP_SESSION_SNAPS,
+    damon_common::disturb::MAP_DISTURB_SCRATCH,
 ];
 
 #[cfg(test)]
@@ -240,7 +242,7 @@ mod tests {
             GLOBAL_DESTS_NODE_ID_ARR_OFF, GLOBAL_DESTS_NR_OFF, GLOBAL_FILTER_CGROUP,
             GLOBAL_FILTER_TGID, GLOBAL_FILTER_TID, GLOBAL_HIST_WIDTH_NS, GLOBAL_PAGE_STRUCT_SIZE,
             GLOBAL_REGION_AGE_OFF, GLOBAL_REGION_NR_ACCESSES_OFF, GLOBAL_RING_WAKE_BYTES,
-            GLOBAL_TRACE_MODE, GLOBAL_VMEMMAP_BASE_SYM,
+            GLOBAL_TRACE_MODE, GLOBAL_VMEMMAP_BASE_SYM, disturb,
         };
         let obj = object();
         let btf = obj.btf.as_ref().expect("the eBPF object has BTF");
@@ -257,6 +259,15 @@ mod tests {
             GLOBAL_FILTER_TGID,
             GLOBAL_FILTER_TID,
             GLOBAL_FILTER_CGROUP,
+            disturb::GLOBAL_DISTURB_ON,
+            disturb::GLOBAL_TASK_NVCSW_OFF,
+            disturb::GLOBAL_TASK_NIVCSW_OFF,
+            disturb::GLOBAL_PER_CPU_OFFSET_SYM,
+            disturb::GLOBAL_KSTAT_IRQS_SUM,
+            disturb::GLOBAL_KSTAT_SOFTIRQS,
+            disturb::GLOBAL_KSTAT_SOFTIRQS_N,
+            disturb::GLOBAL_IRQ_STAT_WORDS,
+            disturb::GLOBAL_IRQ_STAT_N,
         ] {
             assert!(
                 btf.id_by_type_name_kind(global, BtfKind::Var).is_ok(),

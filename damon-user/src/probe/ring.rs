@@ -80,6 +80,10 @@ mod tests {
             tid: 8,
             cpu: 1,
             func: 3,
+            slept: 1,
+            preempted: 2,
+            hardirqs: u16::MAX,
+            softirqs: 4,
         };
         let mut bytes = Vec::new();
         bytes.extend_from_slice(&rec.entry_ns.to_le_bytes());
@@ -90,8 +94,11 @@ mod tests {
         for v in [rec.pid, rec.tid, rec.cpu, rec.func] {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
+        for v in rec.disturbance() {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
         assert_eq!(decode(&bytes), Some(rec));
-        assert_eq!(decode(&bytes[..55]), None);
+        assert_eq!(decode(&bytes[..63]), None);
         bytes.push(0);
         assert_eq!(decode(&bytes), None);
     }

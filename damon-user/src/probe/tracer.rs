@@ -45,6 +45,7 @@ pub struct Tracer {
     /// Boxed: kept small, the session lives in an enum next to the replay source.
     interval_hook: Box<crate::capture::IntervalHook>,
     args: Vec<crate::capture::ArgStatus>,
+    disturbance: crate::capture::DisturbanceStatus,
     trace_mode: u32,
     /// State of [`Tracer::collect_stamps`]; `None` when tids cannot be checked here. Boxed, as
     /// `interval_hook`.
@@ -97,7 +98,11 @@ impl Tracer {
             .iter()
             .filter_map(TracedFunction::as_builtin)
             .collect();
-        let (offsets, globals64, node_ranges, args) = field_offsets(&builtins);
+        let parsed = crate::probe::btf::Btf::from_sys_fs();
+        let (mut offsets, mut globals64, node_ranges, args) = field_offsets(&builtins, &parsed);
+        let disturb = crate::probe::disturb::counters(opts.mode.mode.streams(), &parsed);
+        offsets.extend(disturb.globals);
+        globals64.extend(disturb.globals64);
         let mut bpf = load_object(opts, &offsets, &globals64, btf.as_deref())?;
         crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
@@ -145,6 +150,7 @@ impl Tracer {
             statuses,
             interval_hook,
             args,
+            disturbance: disturb.status,
             trace_mode: opts.mode.mode.bits(),
             stamp_gc: in_initial_pid_namespace().then(|| {
                 Box::new(StampGc {
@@ -157,6 +163,11 @@ impl Tracer {
             ),
             final_skips: BTreeMap::new(),
         })
+    }
+
+    /// Whether the records carry disturbance counts, and why not.
+    pub fn disturbance(&self) -> &crate::capture::DisturbanceStatus {
+        &self.disturbance
     }
 
     /// Which arguments the records carry, per traced function that has some.

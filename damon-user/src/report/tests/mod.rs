@@ -52,6 +52,7 @@ pub(crate) fn capture(summary: bool) -> Capture {
             func: 0,
             arg0: (i % 5) as i64,
             arg1: i as i64,
+            ..CallRecord::default()
         })
         .collect();
     let mut counters = BTreeMap::new();
@@ -94,6 +95,7 @@ pub(crate) fn stream_capture(
             intervals: None,
             args: Vec::new(),
             filter: Default::default(),
+            disturbance: None,
         },
         records,
         summary: end.map(|(duration_ns, counters)| Summary::new(duration_ns, "duration", counters)),
