@@ -12,6 +12,27 @@
 //! a call that stayed on its task: once it was switched out, the CPU's counts include other
 //! tasks' time (and the call may end on another CPU), so they are [`UNKNOWN`].
 
+impl crate::CallRecord {
+    /// The record's disturbance fields, `[slept, preempted, hardirqs, softirqs]`.
+    pub fn disturbance(&self) -> [u16; 4] {
+        [self.slept, self.preempted, self.hardirqs, self.softirqs]
+    }
+
+    /// Sets the disturbance fields from `[slept, preempted, hardirqs, softirqs]`.
+    pub fn set_disturbance(&mut self, [slept, preempted, hardirqs, softirqs]: [u16; 4]) {
+        self.slept = slept;
+        self.preempted = preempted;
+        self.hardirqs = hardirqs;
+        self.softirqs = softirqs;
+    }
+
+    /// Whether nothing took the CPU from the call: no switch, no interrupt (meaningful only in
+    /// a capture that measured disturbance).
+    pub fn is_clean(&self) -> bool {
+        self.disturbance() == [0; 4]
+    }
+}
+
 /// A count that could not be taken (see the record's fields); also the value of every field of a
 /// disturbed call whose entry snapshot was lost (a kprobe session or fsession whose per-CPU slot
 /// another call on that CPU reused: only a call that was switched out or interrupted lets one

@@ -146,27 +146,6 @@ pub struct CallRecord {
     pub softirqs: u16,
 }
 
-impl CallRecord {
-    /// The record's disturbance fields, `[slept, preempted, hardirqs, softirqs]`.
-    pub fn disturbance(&self) -> [u16; 4] {
-        [self.slept, self.preempted, self.hardirqs, self.softirqs]
-    }
-
-    /// Sets the disturbance fields from `[slept, preempted, hardirqs, softirqs]`.
-    pub fn set_disturbance(&mut self, [slept, preempted, hardirqs, softirqs]: [u16; 4]) {
-        self.slept = slept;
-        self.preempted = preempted;
-        self.hardirqs = hardirqs;
-        self.softirqs = softirqs;
-    }
-
-    /// Whether nothing took the CPU from the call: no switch, no interrupt (meaningful only in
-    /// a capture that measured disturbance).
-    pub fn is_clean(&self) -> bool {
-        self.disturbance() == [0; 4]
-    }
-}
-
 /// Function id of an aggregation-interval boundary marker (a [`CallRecord`] that is not a call).
 ///
 /// The eBPF program on the `damon:damon_aggregated` tracepoint writes one per kdamond each time

@@ -52,6 +52,7 @@ fn main() -> ExitCode {
         Command::Man(args) => manual::man(&args),
         Command::Workload(args) => scenario::run_workload(&args),
         Command::BenchLoop(args) => bench::run_loop(&args),
+        Command::DisturbLoop(args) => bench::disturb_loop::run(&args),
         Command::BenchDecode(args) => bench::run_decode(&args),
         Command::BenchFloor(args) => bench::run_floor(&args),
     });

@@ -20,6 +20,7 @@ use clap::Args;
 use damon_common::{AGGREGATION_MARK, CALL_RECORD_SIZE, CallRecord, FunctionId};
 use serde_json::json;
 
+pub mod disturb_loop;
 mod ring_image;
 
 use ring_image::item_size;
@@ -151,7 +152,7 @@ pub fn run_loop(args: &LoopArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Pins the calling thread to `cpu` (best effort: a failure leaves it where it is).
-fn pin_to(cpu: usize) {
+pub(crate) fn pin_to(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above, for a CPU number below the set's capacity.

@@ -207,12 +207,13 @@ mod tests {
     fn ring_image_round_trips_through_the_real_decoder() {
         let records = synthetic_records(2000, 7);
         let image = RingImage::build(1 << 16, &records);
-        let fit = (1 << 16) / 64;
+        let item = item_size(CALL_RECORD_SIZE);
+        let fit = (1 << 16) / item;
         assert_eq!(image.items(), fit);
         let consumer = AtomicUsize::new(0);
         let mut got = Vec::new();
         let (end, malformed) = image.drain(0, usize::MAX, &consumer, &mut |r| got.push(r));
-        assert_eq!((end, malformed), (fit * 64, 0));
+        assert_eq!((end, malformed), (fit * item, 0));
         assert_eq!(consumer.load(Ordering::Relaxed), end);
         assert_eq!(got, records[..fit]);
         // A partial drain resumes where it stopped.
@@ -225,17 +226,18 @@ mod tests {
     #[test]
     fn discarded_items_are_skipped_busy_ones_stop_and_odd_sizes_count() {
         let records = synthetic_records(8, 1);
-        let mut image = RingImage::build(8 * 64, &records);
+        let item = item_size(CALL_RECORD_SIZE);
+        let mut image = RingImage::build(8 * item, &records);
         image.set_header(1, DISCARD_BIT | CALL_RECORD_SIZE as u32);
-        // A wrong length that keeps the 64-byte stride (8 + 50 rounds up to 64).
-        image.set_header(3, 50);
+        // A wrong length that keeps the stride (8 + 1 short of a record rounds up to it).
+        image.set_header(3, CALL_RECORD_SIZE as u32 - 1);
         image.set_header(5, BUSY_BIT | CALL_RECORD_SIZE as u32);
         let mut got = Vec::new();
         let (end, malformed) =
             image.drain(0, usize::MAX, &AtomicUsize::new(0), &mut |r| got.push(r));
         assert_eq!(malformed, 1);
         assert_eq!(got, [records[0], records[2], records[4]]);
-        assert_eq!(end, 5 * 64);
+        assert_eq!(end, 5 * item);
     }
 
     #[test]

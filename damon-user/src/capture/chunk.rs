@@ -10,7 +10,8 @@ use super::error::CaptureError;
 
 pub const CHUNK_HEADER_LEN: usize = 16;
 /// Decompressed size limit of one chunk. The writer stays far below it (16 Ki records of at
-/// most 70 column bytes ≈ 1.1 MiB); it bounds what a corrupt header can make a reader allocate.
+/// most 82 column bytes, disturbance counts included, ≈ 1.3 MiB); it bounds what a corrupt
+/// header can make a reader allocate.
 pub const MAX_RAW_LEN: u32 = 16 << 20;
 
 /// Compresses `raw` into a complete chunk (header and payload), ready for one `write_all`.

@@ -11,8 +11,12 @@
 //!                the first record's minus 0)
 //! duration[count] varint
 //! value[count]   zigzag varint
-//! arg0[count]    zigzag varint   (chunk kind 5 only)
-//! arg1[count]    zigzag varint   (chunk kind 5 only)
+//! arg0[count]    zigzag varint   (chunk kinds 5 and 8)
+//! arg1[count]    zigzag varint   (chunk kinds 5 and 8)
+//! slept[count]     varint        (chunk kind 8 only; as the three below, a u16 where
+//! preempted[count] varint         0xFFFF is `disturb::UNKNOWN`)
+//! hardirqs[count]  varint
+//! softirqs[count]  varint
 //! ```
 //! Why columns: zstd finds far more repetition in a run of CPU numbers or small durations than
 //! in 40-byte rows where every field interleaves with the others; deltas turn 64-bit clock
@@ -37,13 +41,46 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Whether any record carries arguments (then its chunk needs the two argument columns).
-pub fn has_args(records: &[CallRecord]) -> bool {
-    records.iter().any(|r| r.arg0 != 0 || r.arg1 != 0)
+/// Which optional columns follow the seven every record chunk has: each layout is one chunk
+/// kind, so a capture whose records have no arguments or disturbance counts is stored exactly
+/// as older builds stored it (and they read it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// No optional column (chunk kind 2, interval markers of kind 4).
+    Plain,
+    /// `arg0` and `arg1` (kind 5).
+    Args,
+    /// `arg0`, `arg1` and the four disturbance counts (kind 8).
+    ArgsDisturbance,
 }
 
-/// Encodes records into the column layout; `with_args` appends the `arg0` and `arg1` columns.
-pub fn encode(records: &[CallRecord], with_args: bool, out: &mut Vec<u8>) {
+impl Layout {
+    /// Every layout, smallest first.
+    pub const ALL: [Layout; 3] = [Layout::Plain, Layout::Args, Layout::ArgsDisturbance];
+
+    /// The smallest layout that holds every field of `records`: arguments when one is
+    /// nonzero, disturbance counts (with arguments, to keep one layout per extra) when one is.
+    pub fn of(records: &[CallRecord]) -> Layout {
+        if records.iter().any(|r| r.disturbance() != [0; 4]) {
+            Layout::ArgsDisturbance
+        } else if records.iter().any(|r| r.arg0 != 0 || r.arg1 != 0) {
+            Layout::Args
+        } else {
+            Layout::Plain
+        }
+    }
+
+    fn args(self) -> bool {
+        self != Layout::Plain
+    }
+
+    fn disturbance(self) -> bool {
+        self == Layout::ArgsDisturbance
+    }
+}
+
+/// Encodes records into the column layout, with the optional columns `layout` has.
+pub fn encode(records: &[CallRecord], layout: Layout, out: &mut Vec<u8>) {
     put_varint(out, records.len() as u64);
     for field in [
         |r: &CallRecord| r.func,
@@ -66,12 +103,19 @@ pub fn encode(records: &[CallRecord], with_args: bool, out: &mut Vec<u8>) {
     for r in records {
         put_varint(out, zigzag(r.value));
     }
-    if with_args {
+    if layout.args() {
         for r in records {
             put_varint(out, zigzag(r.arg0));
         }
         for r in records {
             put_varint(out, zigzag(r.arg1));
+        }
+    }
+    if layout.disturbance() {
+        for i in 0..4 {
+            for r in records {
+                put_varint(out, u64::from(r.disturbance()[i]));
+            }
         }
     }
 }
@@ -106,11 +150,19 @@ impl Cursor<'_> {
         let v = self.varint()?;
         u32::try_from(v).map_err(|_| format!("{what} {v} does not fit 32 bits"))
     }
+
+    fn u16(&mut self, what: &str) -> Result<u16, String> {
+        let v = self.varint()?;
+        u16::try_from(v).map_err(|_| format!("{what} {v} does not fit 16 bits"))
+    }
 }
 
-/// Decodes a column layout written by [`encode`] (with the same `with_args`), appending to
-/// `out`; without argument columns the records' args are 0.
-pub fn decode(bytes: &[u8], with_args: bool, out: &mut Vec<CallRecord>) -> Result<(), String> {
+/// The disturbance columns, in the order [`CallRecord::disturbance`] has them.
+const DISTURBANCE_COLUMNS: [&str; 4] = ["slept", "preempted", "hardirqs", "softirqs"];
+
+/// Decodes a column layout written by [`encode`] (with the same `layout`), appending to
+/// `out`; fields without a column are 0 (arguments, disturbance counts).
+pub fn decode(bytes: &[u8], layout: Layout, out: &mut Vec<CallRecord>) -> Result<(), String> {
     let mut c = Cursor { bytes, pos: 0 };
     let count = c.varint()?;
     // Each record takes at least 7 bytes (one per column), which bounds what a corrupt count
@@ -149,12 +201,21 @@ pub fn decode(bytes: &[u8], with_args: bool, out: &mut Vec<CallRecord>) -> Resul
     for r in rows.iter_mut() {
         r.value = unzigzag(c.varint()?);
     }
-    if with_args {
+    if layout.args() {
         for r in rows.iter_mut() {
             r.arg0 = unzigzag(c.varint()?);
         }
         for r in rows.iter_mut() {
             r.arg1 = unzigzag(c.varint()?);
+        }
+    }
+    if layout.disturbance() {
+        for (i, what) in DISTURBANCE_COLUMNS.into_iter().enumerate() {
+            for r in rows.iter_mut() {
+                let mut d = r.disturbance();
+                d[i] = c.u16(what)?;
+                r.set_disturbance(d);
+            }
         }
     }
     if c.pos != bytes.len() {
@@ -202,6 +263,23 @@ mod tests {
         );
     }
 
+    /// Encodes `records` in `layout`, checks they decode back exactly and that every prefix
+    /// is rejected without a panic; returns the bytes.
+    fn round_trip(records: &[CallRecord], layout: Layout) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode(records, layout, &mut b);
+        let mut back = Vec::new();
+        decode(&b, layout, &mut back).expect("decodes");
+        assert_eq!(back, records);
+        for cut in 0..b.len() {
+            assert!(
+                decode(&b[..cut], layout, &mut Vec::new()).is_err(),
+                "cut {cut}"
+            );
+        }
+        b
+    }
+
     #[test]
     fn round_trips_extremes_and_disorder() {
         let records = vec![
@@ -228,29 +306,57 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let mut b = Vec::new();
-        encode(&records, true, &mut b);
-        let mut back = Vec::new();
-        decode(&b, true, &mut back).expect("decodes");
-        assert_eq!(back, records);
-        // Every prefix and a trailing byte are rejected without a panic.
-        for cut in 0..b.len() {
-            assert!(
-                decode(&b[..cut], true, &mut Vec::new()).is_err(),
-                "cut {cut}"
-            );
-        }
+        let mut b = round_trip(&records, Layout::Args);
         // Read without the argument columns, they are bytes left over.
-        assert!(decode(&b, false, &mut Vec::new()).is_err());
+        assert!(decode(&b, Layout::Plain, &mut Vec::new()).is_err());
         b.push(0);
-        assert!(decode(&b, true, &mut Vec::new()).is_err());
+        assert!(decode(&b, Layout::Args, &mut Vec::new()).is_err());
         // Without argument columns the args decode as 0.
         let mut b = Vec::new();
-        encode(&records, false, &mut b);
+        encode(&records, Layout::Plain, &mut b);
         let mut back = Vec::new();
-        decode(&b, false, &mut back).expect("decodes");
+        decode(&b, Layout::Plain, &mut back).expect("decodes");
         assert_eq!(back[0].arg0, 0);
         assert_eq!(back[0].value, i64::MIN);
+    }
+
+    #[test]
+    fn disturbance_columns_round_trip_with_unknown_and_saturated_counts() {
+        use damon_common::disturb::{LOST, SATURATED, UNKNOWN};
+        let counts = [
+            [0, 0, 0, 0],
+            [1, 0, UNKNOWN, UNKNOWN],
+            [0, 3, UNKNOWN, UNKNOWN],
+            [0, 0, SATURATED, 1],
+            LOST,
+        ];
+        let records: Vec<CallRecord> = counts
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| {
+                let mut r = CallRecord {
+                    entry_ns: i as u64,
+                    duration_ns: 100 + i as u64,
+                    func: 2,
+                    ..CallRecord::default()
+                };
+                r.set_disturbance(d);
+                r
+            })
+            .collect();
+        assert_eq!(Layout::of(&records), Layout::ArgsDisturbance);
+        assert_eq!(Layout::of(&records[..1]), Layout::Plain);
+        let b = round_trip(&records, Layout::ArgsDisturbance);
+        // Read as a chunk of another kind, the extra columns are bytes left over.
+        assert!(decode(&b, Layout::Args, &mut Vec::new()).is_err());
+        // A count above 16 bits is refused, naming its column.
+        let mut big = Vec::new();
+        encode(&records[..1], Layout::Args, &mut big);
+        for v in [0, 0, 1 << 16, 0] {
+            put_varint(&mut big, v);
+        }
+        let err = decode(&big, Layout::ArgsDisturbance, &mut Vec::new()).expect_err("too big");
+        assert!(err.contains("hardirqs 65536 does not fit 16 bits"), "{err}");
     }
 }
 
@@ -259,6 +365,17 @@ mod proptests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// A disturbance count: mostly small, sometimes saturated or unknown.
+    fn count() -> impl Strategy<Value = u16> {
+        prop_oneof![
+            4 => Just(0u16),
+            3 => 0u16..8,
+            1 => any::<u16>(),
+            1 => Just(damon_common::disturb::SATURATED),
+            1 => Just(damon_common::disturb::UNKNOWN),
+        ]
+    }
 
     fn record() -> impl Strategy<Value = CallRecord> {
         (
@@ -270,30 +387,54 @@ mod proptests {
             0u32..64,
             0u32..16,
             any::<(i64, i64)>(),
+            [count(), count(), count(), count()],
         )
             .prop_map(
-                |(entry_ns, duration_ns, value, pid, tid, cpu, func, (arg0, arg1))| CallRecord {
-                    entry_ns,
-                    duration_ns,
-                    value,
-                    pid,
-                    tid,
-                    cpu,
-                    func,
-                    arg0,
-                    arg1,
-                    ..CallRecord::default()
+                |(entry_ns, duration_ns, value, pid, tid, cpu, func, (arg0, arg1), d)| {
+                    let mut r = CallRecord {
+                        entry_ns,
+                        duration_ns,
+                        value,
+                        pid,
+                        tid,
+                        cpu,
+                        func,
+                        arg0,
+                        arg1,
+                        ..CallRecord::default()
+                    };
+                    r.set_disturbance(d);
+                    r
                 },
             )
     }
 
     proptest! {
+        /// Every layout round-trips what it holds; the smallest layout that holds everything
+        /// ([`Layout::of`]) round-trips the records exactly.
         #[test]
         fn columns_round_trip(records in prop::collection::vec(record(), 0..200)) {
+            for layout in Layout::ALL {
+                let mut bytes = Vec::new();
+                encode(&records, layout, &mut bytes);
+                let mut back = Vec::new();
+                prop_assert!(decode(&bytes, layout, &mut back).is_ok());
+                let mut want = records.clone();
+                for r in &mut want {
+                    if layout != Layout::ArgsDisturbance {
+                        r.set_disturbance([0; 4]);
+                    }
+                    if layout == Layout::Plain {
+                        (r.arg0, r.arg1) = (0, 0);
+                    }
+                }
+                prop_assert_eq!(back, want);
+            }
+            let layout = Layout::of(&records);
             let mut bytes = Vec::new();
-            encode(&records, true, &mut bytes);
+            encode(&records, layout, &mut bytes);
             let mut back = Vec::new();
-            prop_assert!(decode(&bytes, true, &mut back).is_ok());
+            prop_assert!(decode(&bytes, layout, &mut back).is_ok());
             prop_assert_eq!(back, records);
         }
     }

@@ -106,7 +106,7 @@ fn marginal(records: &[CallRecord]) -> Vec<(&'static str, f64)> {
             .chunks(16 * 1024)
             .map(|c| {
                 raw.clear();
-                columns::encode(c, columns::has_args(c), &mut raw);
+                columns::encode(c, columns::Layout::of(c), &mut raw);
                 chunk::encode(2, &raw).expect("chunk").len()
             })
             .sum()

@@ -7,7 +7,8 @@
 //! ```
 //! Chunk kinds: 1 = metadata (JSON, first), 2 = call records (`columns.rs`), 3 = summary
 //! (JSON, last), 4 = interval markers, 5 = records with arguments, 6 = kernel-mode histogram
-//! snapshot (`hist.rs`), 7 = the same with skip counters. Records are written in chunks as they arrive — `record` flushes one every
+//! snapshot (`hist.rs`), 7 = the same with skip counters, 8 = records with arguments and
+//! disturbance counts. Records are written in chunks as they arrive — `record` flushes one every
 //! second — so a writer killed with SIGKILL leaves every complete chunk readable: a reader
 //! accepts a file that ends inside its last chunk when no summary precedes it (exactly what a
 //! killed writer leaves) and reports the torn tail. Readers skip chunk kinds they do not know,
@@ -48,6 +49,28 @@ pub(super) const KIND_HIST_SNAPSHOT: u32 = 6;
 /// skipped) after each function's counters; written since pairing by invocation. Older readers
 /// skip it.
 pub(super) const KIND_HIST_SNAPSHOT_SKIPS: u32 = 7;
+/// Call records with their argument columns and the four disturbance columns (`slept`,
+/// `preempted`, `hardirqs`, `softirqs`): written instead of [`KIND_RECORDS`] or
+/// [`KIND_RECORDS_ARGS`] for a chunk where some record has a nonzero disturbance count, so
+/// captures without them stay byte-compatible with older builds. Older readers skip it (they
+/// see fewer records than the summary counts).
+pub(super) const KIND_RECORDS_DISTURBANCE: u32 = 8;
+
+/// The chunk kind of records stored in `layout`.
+fn records_kind(layout: columns::Layout) -> u32 {
+    match layout {
+        columns::Layout::Plain => KIND_RECORDS,
+        columns::Layout::Args => KIND_RECORDS_ARGS,
+        columns::Layout::ArgsDisturbance => KIND_RECORDS_DISTURBANCE,
+    }
+}
+
+/// The layout of a record chunk of `kind`; `None` for other kinds.
+fn records_layout(kind: u32) -> Option<columns::Layout> {
+    columns::Layout::ALL
+        .into_iter()
+        .find(|&l| records_kind(l) == kind)
+}
 pub(super) const HEADER_LEN: usize = 16;
 /// Records buffered before a chunk is written whatever the clock says.
 const RECORDS_PER_CHUNK: usize = 16 * 1024;
@@ -152,29 +175,30 @@ impl CaptureWriter {
     pub fn flush(&mut self) -> Result<(), CaptureError> {
         if !self.pending_marks.is_empty() {
             let marks = std::mem::take(&mut self.pending_marks);
-            self.write_columns(KIND_MARKS, &marks)?;
+            self.write_columns(KIND_MARKS, columns::Layout::Plain, &marks)?;
             self.marks_written += marks.len() as u64;
         }
         if self.pending.is_empty() {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        let kind = if columns::has_args(&pending) {
-            KIND_RECORDS_ARGS
-        } else {
-            KIND_RECORDS
-        };
-        self.write_columns(kind, &pending)?;
+        let layout = columns::Layout::of(&pending);
+        self.write_columns(records_kind(layout), layout, &pending)?;
         self.records_written += pending.len() as u64;
         self.pending = pending;
         self.pending.clear();
         Ok(())
     }
 
-    fn write_columns(&mut self, kind: u32, records: &[CallRecord]) -> Result<(), CaptureError> {
+    fn write_columns(
+        &mut self,
+        kind: u32,
+        layout: columns::Layout,
+        records: &[CallRecord],
+    ) -> Result<(), CaptureError> {
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
-        columns::encode(records, kind == KIND_RECORDS_ARGS, &mut raw);
+        columns::encode(records, layout, &mut raw);
         let result = self.write_chunk(kind, &raw);
         self.scratch = raw;
         result
@@ -511,14 +535,14 @@ fn walk_v2(bytes: &[u8], asm: &mut Assembler) -> Result<Option<chunk::Torn>, Cap
         };
         match c.kind {
             KIND_META => asm.meta(index, &c.raw)?,
-            KIND_RECORDS | KIND_RECORDS_ARGS => {
+            kind if let Some(layout) = records_layout(kind) => {
                 let out = asm.records(index)?;
-                columns::decode(&c.raw, c.kind == KIND_RECORDS_ARGS, out)
-                    .map_err(|e| malformed(index, &e))?;
+                columns::decode(&c.raw, layout, out).map_err(|e| malformed(index, &e))?;
             }
             KIND_MARKS => {
                 let out = asm.marks(index)?;
-                columns::decode(&c.raw, false, out).map_err(|e| malformed(index, &e))?;
+                columns::decode(&c.raw, columns::Layout::Plain, out)
+                    .map_err(|e| malformed(index, &e))?;
             }
             KIND_HIST_SNAPSHOT => asm.hist_snapshot(index, &c.raw, false)?,
             KIND_HIST_SNAPSHOT_SKIPS => asm.hist_snapshot(index, &c.raw, true)?,

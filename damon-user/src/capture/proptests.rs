@@ -1,6 +1,8 @@
 //! Mutations of a real capture and arbitrary bytes: the reader never panics.
 use proptest::prelude::*;
 
+use damon_common::{CallRecord, disturb};
+
 use super::{format::*, tests::data};
 
 fn fixture() -> &'static [u8] {
@@ -34,5 +36,58 @@ proptest! {
         }
         let _ = load(&bytes, true);
         let _ = load(&bytes, false);
+    }
+}
+
+/// A record of function 3 with these disturbance counts (any u16, unknown and saturated
+/// ones included) and arguments.
+fn record() -> impl Strategy<Value = CallRecord> {
+    let count = prop_oneof![
+        6 => Just(0u16),
+        2 => any::<u16>(),
+        1 => Just(disturb::SATURATED),
+        1 => Just(disturb::UNKNOWN),
+    ];
+    (
+        any::<u64>(),
+        0u64..1_000_000,
+        prop_oneof![Just(0i64), any::<i64>()],
+        prop::array::uniform4(count),
+    )
+        .prop_map(|(entry_ns, duration_ns, arg0, d)| {
+            let mut r = CallRecord {
+                entry_ns,
+                duration_ns,
+                arg0,
+                func: 3,
+                ..CallRecord::default()
+            };
+            r.set_disturbance(d);
+            r
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever mix of clean, disturbed and argument-carrying records each chunk holds, the
+    /// file gives them back exactly, in order.
+    #[test]
+    fn records_with_disturbance_round_trip_through_the_writer(
+        chunks in prop::collection::vec(prop::collection::vec(record(), 0..40), 1..5)
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("p.dtcap");
+        let mut w = CaptureWriter::create(&path, false, &super::tests::meta()).expect("create");
+        for chunk in &chunks {
+            for r in chunk {
+                w.push(r).expect("push");
+            }
+            w.flush().expect("flush");
+        }
+        let n = chunks.iter().map(Vec::len).sum::<usize>() as u64;
+        w.finish(&super::tests::summary(n)).expect("finish");
+        let c = read_file(&path).expect("read");
+        prop_assert_eq!(c.records, chunks.concat());
     }
 }

@@ -9,7 +9,7 @@ use super::{
     Summary, TaskFilter, format::*, v1,
 };
 
-fn meta() -> Meta {
+pub fn meta() -> Meta {
     Meta {
         tool_version: "0.1.0".into(),
         kernel: KernelIdentity {
@@ -53,7 +53,7 @@ fn rec(i: u64) -> CallRecord {
     }
 }
 
-fn summary(records: u64) -> Summary {
+pub fn summary(records: u64) -> Summary {
     let mut counters = BTreeMap::new();
     counters.insert(3, FunctionCounters::all_recorded(records));
     Summary::new(5, "duration", counters)
@@ -507,7 +507,12 @@ fn interval_marks_get_their_own_chunks_and_read_back_apart_from_calls() {
     assert_eq!(c.summary.expect("summary").intervals, s.intervals);
     // Kind 4 chunks are what a reader without interval support skips: the records and
     // summary alone still make the whole capture.
-    let bytes = std::fs::read(&path).expect("bytes");
+    assert_eq!(chunk_kinds(&path), vec![1, 4, 2, 4, 2, 3]);
+}
+
+/// The kind of each chunk of a version-2 file, in order.
+fn chunk_kinds(path: &Path) -> Vec<u32> {
+    let bytes = std::fs::read(path).expect("bytes");
     let mut pos = HEADER_LEN;
     let mut kinds = Vec::new();
     while pos + 16 <= bytes.len() {
@@ -517,7 +522,7 @@ fn interval_marks_get_their_own_chunks_and_read_back_apart_from_calls() {
         let stored = u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().expect("4"));
         pos += 16 + stored as usize;
     }
-    assert_eq!(kinds, vec![1, 4, 2, 4, 2, 3]);
+    kinds
 }
 
 #[test]
@@ -650,4 +655,70 @@ fn task_filter_and_filtered_counts_round_trip_and_old_captures_have_none() {
     assert!(old.meta.filter.is_off());
     let summary = old.summary.expect("summary");
     assert!(summary.counters.values().all(|c| c.filtered == 0));
+}
+
+/// Disturbance counts (unknown and saturated ones too) survive the file; only a chunk with a
+/// nonzero count is stored as kind 8, so a capture without any is byte for byte what older
+/// builds wrote (kinds 2 and 5) and reads with every count 0.
+#[test]
+fn disturbance_counts_round_trip_in_kind_8_chunks_only_where_needed() {
+    use damon_common::disturb::{LOST, SATURATED, UNKNOWN};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("d.dtcap");
+    let mut m = meta();
+    m.disturbance = Some(super::DisturbanceStatus {
+        measured: true,
+        why_not: None,
+        hardirq_sources: vec!["kstat.irqs_sum".into(), "irq_stat (21 counts)".into()],
+    });
+    let counts = [[1, 0, UNKNOWN, UNKNOWN], [0, 0, SATURATED, 2], LOST];
+    let records: Vec<CallRecord> = (0..9)
+        .map(|i| {
+            let mut r = rec(i);
+            if i >= 6 {
+                r.set_disturbance(counts[(i - 6) as usize]);
+            }
+            if (3..6).contains(&i) {
+                r.arg0 = 7;
+            }
+            r
+        })
+        .collect();
+    let mut w = CaptureWriter::create(&path, false, &m).expect("create");
+    for (i, r) in records.iter().enumerate() {
+        w.push(r).expect("push");
+        if i % 3 == 2 {
+            w.flush().expect("flush");
+        }
+    }
+    w.finish(&summary(9)).expect("finish");
+    assert_eq!(chunk_kinds(&path), vec![1, 2, 5, 8, 3]);
+    let c = read_file(&path).expect("read");
+    assert_eq!(c.records, records);
+    assert_eq!(c.meta.disturbance, m.disturbance);
+    assert!(super::DisturbanceStatus::measured(&c.meta));
+}
+
+/// Captures written before disturbance existed (the kind-2 fixture; a kind-5 chunk built
+/// here) read with every count 0 and metadata that says they were not measured.
+#[test]
+fn old_record_chunks_read_with_zero_disturbance_and_not_measured() {
+    let old = read_file(&data("migrate-hot-7.2.v2.dtcap")).expect("fixture");
+    assert!(!old.records.is_empty());
+    assert!(old.records.iter().all(|r| r.disturbance() == [0; 4]));
+    assert_eq!(old.meta.disturbance, None);
+    assert!(!super::DisturbanceStatus::measured(&old.meta));
+    let (_d, path) = write(0, 1, false);
+    let mut bytes = std::fs::read(&path).expect("bytes");
+    let with_args = CallRecord {
+        arg0: -1,
+        arg1: 5,
+        ..rec(1)
+    };
+    let mut raw = Vec::new();
+    super::columns::encode(&[with_args], super::columns::Layout::Args, &mut raw);
+    bytes.extend(super::chunk::encode(KIND_RECORDS_ARGS, &raw).expect("chunk"));
+    let c = parse(&bytes).expect("reads");
+    assert_eq!(c.records, vec![with_args]);
+    assert_eq!(c.records[0].disturbance(), [0; 4]);
 }

@@ -62,6 +62,9 @@ pub enum Command {
     /// Benchmark helper (the project's benchmarks): times a tight loop of getppid system calls.
     #[command(hide = true, name = "bench-loop")]
     BenchLoop(crate::bench::LoopArgs),
+    /// Test helper: calls made sleeping, preempted or interrupted on purpose (ground truth).
+    #[command(hide = true, name = "disturb-loop")]
+    DisturbLoop(crate::bench::disturb_loop::DisturbArgs),
     /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
     #[command(hide = true, name = "bench-decode")]
     BenchDecode(crate::bench::DecodeArgs),
@@ -319,6 +322,10 @@ pub struct CompareArgs {
     /// Overwrite the --plot file if it exists.
     #[arg(long, requires = "plot")]
     pub force: bool,
+    /// Judge on clean calls only: those whose task neither slept nor was preempted and whose
+    /// CPU handled no interrupt during the call (every capture must have measured it).
+    #[arg(long)]
+    pub clean: bool,
     #[command(flatten)]
     pub buckets: BucketArgs,
     #[command(flatten)]

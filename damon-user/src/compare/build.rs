@@ -11,7 +11,7 @@ use super::{
 use crate::{
     capture::Capture,
     error::UsageError,
-    report::{ReportOptions, check_functions, select},
+    report::{ReportOptions, check_functions, disturbance, select},
     stats::{buckets::BucketGrid, ranktest},
 };
 
@@ -24,6 +24,9 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
     }
     let all: Vec<&Capture> = inp.before.iter().chain(&inp.after).map(|r| r.1).collect();
     check_wanted(&all, opts)?;
+    if opts.clean_only {
+        check_clean(inp)?;
+    }
     let (nb, na) = (names(&inp.before, opts), names(&inp.after, opts));
     let mut sel_b: Vec<_> = inp.before.iter().map(|r| select(r.1, opts)).collect();
     let mut sel_a: Vec<_> = inp.after.iter().map(|r| select(r.1, opts)).collect();
@@ -43,7 +46,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         warnings.extend(w);
         functions.push(f);
     }
-    let tested = judge(&mut functions, resolution);
+    let tested = judge(&mut functions, resolution, opts.clean_only);
     let (runs_before, runs_after) = (inp.before.len(), inp.after.len());
     let only = |mine: &[String], other: &[String]| -> Vec<String> {
         mine.iter()
@@ -58,7 +61,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         only_after: only(&na, &nb),
         functions,
         warnings,
-        method: method(runs_before, runs_after, tested),
+        method: method(runs_before, runs_after, tested, opts.clean_only),
     })
 }
 
@@ -78,6 +81,24 @@ fn check_wanted(all: &[&Capture], opts: &ReportOptions) -> Result<(), UsageError
             return Err(UsageError(format!(
                 "function `{name}` is in none of the captures"
             )));
+        }
+    }
+    Ok(())
+}
+
+/// `--clean` needs every capture to say which calls were clean: the first that does not is
+/// named, with why and what to do.
+fn check_clean(inp: &Inputs) -> Result<(), UsageError> {
+    for (side, runs) in [("before", &inp.before), ("after", &inp.after)] {
+        for &(file, c) in runs.iter() {
+            if let Some(why) = disturbance::not_measured(c) {
+                return Err(UsageError(format!(
+                    "--clean: the {side} capture {file} did not measure which calls were \
+                     disturbed ({why}); record it again in stream mode with this version of \
+                     damon-trace (`damon-trace doctor` says whether this kernel has the \
+                     counters), or compare without --clean"
+                )));
+            }
         }
     }
     Ok(())
@@ -201,7 +222,7 @@ fn function(
             name,
             &rb.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
             &ra.iter().map(|r| (r.capture, r.id)).collect::<Vec<_>>(),
-            &|r| opts.keeps(r.cpu, r.pid),
+            &|r| opts.keeps_record(r),
         )
     };
     let f = FunctionComparison {
@@ -321,8 +342,13 @@ fn percentiles(
 }
 
 /// Holm's adjustment across the functions with a test (one family), then each function's
-/// verdict; returns the family's size.
-fn judge(functions: &mut [FunctionComparison], resolution: Option<kernel::Resolution>) -> usize {
+/// verdict (saying what it was judged on: the kernel's buckets, clean calls only); returns
+/// the family's size.
+fn judge(
+    functions: &mut [FunctionComparison],
+    resolution: Option<kernel::Resolution>,
+    clean_only: bool,
+) -> usize {
     let tested: Vec<usize> = (0..functions.len())
         .filter(|&i| functions[i].test.is_some())
         .collect();
@@ -343,12 +369,28 @@ fn judge(functions: &mut [FunctionComparison], resolution: Option<kernel::Resolu
             Some(res) => format!("{text} ({})", res.describe()),
             None => text,
         };
+        if clean_only {
+            f.verdict = format!("{} ({})", f.verdict, judged_on_clean(f));
+        }
     }
     tested.len()
 }
 
+/// `judged on clean calls only: 80 of 200 calls before, 90 of 210 after`.
+fn judged_on_clean(f: &FunctionComparison) -> String {
+    let of = |s: &crate::compare::SideStats| {
+        let all = s.disturbance.map_or(s.matched, |d| d.calls());
+        format!("{} of {all}", s.matched)
+    };
+    format!(
+        "judged on clean calls only: {} calls before, {} after",
+        of(&f.before),
+        of(&f.after)
+    )
+}
+
 /// How the comparison was made, for the reader of the JSON and the tables' footers.
-fn method(runs_before: usize, runs_after: usize, tested: usize) -> Method {
+fn method(runs_before: usize, runs_after: usize, tested: usize, clean_only: bool) -> Method {
     Method {
         unit: "run",
         runs_before,
@@ -373,5 +415,14 @@ fn method(runs_before: usize, runs_after: usize, tested: usize) -> Method {
         calls_test: "Mann–Whitney U and Cliff's δ over the pooled calls: describes the \
                      calls only (calls of one run share its boot); never the verdict",
         typical_variation: runs::TYPICAL_SOURCE,
+        clean_only,
+        judged_on: if clean_only {
+            "clean calls only (--clean): calls whose task slept or was preempted, or whose CPU \
+             handled an interrupt, are counted but left out of the range rows, percentiles, \
+             tests and value distributions; time per interval still counts every call"
+                .to_owned()
+        } else {
+            "every call (disturbed ones included; --clean judges on clean calls only)".to_owned()
+        },
     }
 }

@@ -151,7 +151,7 @@ pub fn side(c: &Capture, id: u32, records: Selected, res: Resolution) -> Side {
         selected: Selected {
             count,
             durations,
-            values: Vec::new(),
+            ..Selected::default()
         },
         counters,
     }

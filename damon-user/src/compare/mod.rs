@@ -31,7 +31,7 @@ use crate::{
     capture::{Capture, format::read_file, stdio::is_stdio},
     cli::{CompareArgs, CompareFormat},
     error::UsageError,
-    report::ReportOptions,
+    report::{ReportOptions, disturbance::Disturbance},
     stats::{
         LatencyStats,
         buckets::BucketGrid,
@@ -80,6 +80,11 @@ pub struct Method {
     pub pooled: &'static str,
     pub calls_test: &'static str,
     pub typical_variation: &'static str,
+    /// `compare --clean`: percentiles, range rows, tests and verdicts are over clean calls
+    /// only (calls and drops stay every call's).
+    pub clean_only: bool,
+    /// Which calls the statistics are over, in words.
+    pub judged_on: String,
 }
 
 /// One capture: one run.
@@ -90,6 +95,8 @@ pub struct CaptureSide {
     pub cpu_model: String,
     pub duration_ns: Option<u64>,
     pub complete: bool,
+    /// Whether its records say which calls were disturbed, and why not.
+    pub disturbance: crate::capture::DisturbanceStatus,
 }
 
 /// One side of the comparison: its runs.
@@ -116,6 +123,12 @@ pub struct SideStats {
     /// calibrated run's; absent when no run has a matching calibration).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corrected: Option<Corrected>,
+    /// Of the matched calls of all runs (before `--clean` left the disturbed ones out): how
+    /// many were clean and why the others were not; `null` unless every run measured it.
+    pub disturbance: Option<Disturbance>,
+    /// The latencies over the clean calls only, all runs pooled; `null` unless every run
+    /// measured disturbance, or without a clean call.
+    pub clean_percentiles: Option<LatencyStats>,
 }
 
 #[derive(Debug, Serialize)]
@@ -231,7 +244,10 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     fn side(v: &[(String, Capture)]) -> Vec<(&str, &Capture)> {
         v.iter().map(|(n, c)| (n.as_str(), c)).collect()
     }
-    let opts = ReportOptions::new(&args.filter, &args.buckets);
+    let opts = ReportOptions {
+        clean_only: args.clean,
+        ..ReportOptions::new(&args.filter, &args.buckets)
+    };
     let cmp = build(
         &Inputs {
             before: side(&before),

@@ -7,7 +7,10 @@ use damon_common::FunctionId;
 use super::{CaptureSide, PERCENTILES, SideMeta, SideStats, intervals, kernel, runs};
 use crate::{
     capture::{Capture, FunctionCounters, KernelHist},
-    report::{Selected, counters},
+    report::{
+        Selected, counters,
+        disturbance::{self, Disturbance},
+    },
     stats::{
         LatencyStats,
         calibration::{Calibration, Corrected},
@@ -24,6 +27,7 @@ pub fn side_meta(runs: &[(&str, &Capture)]) -> SideMeta {
             cpu_model: c.meta.cpu_model.clone(),
             duration_ns: c.summary.as_ref().map(|s| s.duration_ns),
             complete: c.summary.is_some(),
+            disturbance: disturbance::status(c),
         })
         .collect();
     SideMeta {
@@ -168,6 +172,7 @@ pub fn pooled(runs: &[Run], attach: &'static str) -> (SideStats, Vec<u64>, Optio
     let corrected = runs
         .iter()
         .find_map(|r| corrected(r.capture, attach, stats.as_ref()));
+    let (disturbance, clean_percentiles) = pooled_disturbance(runs);
     (
         SideStats {
             attach,
@@ -177,10 +182,31 @@ pub fn pooled(runs: &[Run], attach: &'static str) -> (SideStats, Vec<u64>, Optio
             matched: durations.len() as u64,
             corrected,
             stats,
+            disturbance,
+            clean_percentiles,
         },
         durations,
         merged,
     )
+}
+
+/// The runs' disturbance added up and the latencies of their clean calls pooled, when every
+/// run measured disturbance (a side partly measured would mix clean and unknown calls).
+fn pooled_disturbance(runs: &[Run]) -> (Option<Disturbance>, Option<LatencyStats>) {
+    if runs.is_empty()
+        || !runs
+            .iter()
+            .all(|r| disturbance::not_measured(r.capture).is_none())
+    {
+        return (None, None);
+    }
+    let mut d = Disturbance::default();
+    runs.iter().for_each(|r| d.merge(&r.selected.disturbance));
+    let mut clean: Vec<u64> = runs
+        .iter()
+        .flat_map(|r| r.selected.clean_durations.iter().copied())
+        .collect();
+    (Some(d), LatencyStats::from_durations(&mut clean))
 }
 
 /// Each run's share of its calls in each row (min and max over runs, percent), when a side has

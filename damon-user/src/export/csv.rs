@@ -3,7 +3,10 @@
 use std::io::Write;
 
 use super::{Exporter, keeps};
-use crate::{capture::Capture, report::ReportOptions};
+use crate::{
+    capture::{Capture, DisturbanceStatus},
+    report::ReportOptions,
+};
 
 pub struct Calls(pub ReportOptions);
 
@@ -18,7 +21,17 @@ impl Exporter for Calls {
             )
             .into());
         }
-        writeln!(out, "function,cpu,pid,tid,entry_ns,duration_ns,value")?;
+        // Captures that measured disturbance get its four columns (empty where not known).
+        let measured = DisturbanceStatus::measured(&c.meta);
+        let extra = if measured {
+            ",slept,preempted,hardirqs,softirqs"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "function,cpu,pid,tid,entry_ns,duration_ns,value{extra}"
+        )?;
         let names: std::collections::BTreeMap<u32, String> = c
             .meta
             .functions
@@ -29,11 +42,17 @@ impl Exporter for Calls {
             let name = names
                 .get(&r.func)
                 .map_or_else(|| format!("func{}", r.func), Clone::clone);
-            writeln!(
+            write!(
                 out,
                 "{name},{},{},{},{},{},{}",
                 r.cpu, r.pid, r.tid, r.entry_ns, r.duration_ns, r.value
             )?;
+            if measured {
+                for v in super::json::known(r) {
+                    write!(out, ",{}", v.map_or(String::new(), |v| v.to_string()))?;
+                }
+            }
+            writeln!(out)?;
         }
         Ok(())
     }

@@ -10,7 +10,10 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::{Exporter, keeps};
-use crate::{capture::Capture, report::ReportOptions};
+use crate::{
+    capture::{Capture, DisturbanceStatus},
+    report::ReportOptions,
+};
 
 pub struct Json(pub ReportOptions);
 
@@ -23,6 +26,10 @@ struct Call<'a> {
     entry_ns: u64,
     duration_ns: u64,
     value: i64,
+    /// `[slept, preempted, hardirqs, softirqs]`, `null` where not known; absent when the
+    /// capture did not measure disturbance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disturbance: Option<[Option<u16>; 4]>,
 }
 
 /// One function's accounting: `calls == records + dropped + in_flight`.
@@ -101,6 +108,7 @@ impl Exporter for Json {
         out.write_all(b",\"damon\":")?;
         serde_json::to_writer(&mut *out, &damon::functions(c, &self.0)?)?;
         out.write_all(b",\"records\":[")?;
+        let measured = DisturbanceStatus::measured(&c.meta);
         let mut first = true;
         for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
             if !first {
@@ -123,12 +131,19 @@ impl Exporter for Json {
                     entry_ns: r.entry_ns,
                     duration_ns: r.duration_ns,
                     value: r.value,
+                    disturbance: measured.then(|| known(r)),
                 },
             )?;
         }
         out.write_all(b"]}\n")?;
         Ok(())
     }
+}
+
+/// A record's disturbance fields, `None` where not known.
+pub(super) fn known(r: &damon_common::CallRecord) -> [Option<u16>; 4] {
+    r.disturbance()
+        .map(|v| (v != damon_common::disturb::UNKNOWN).then_some(v))
 }
 
 /// Kernel mode: the histograms (non-empty buckets with their bounds) and, per snapshot, the

@@ -24,6 +24,19 @@ pub(super) struct Counters {
     pub status: DisturbanceStatus,
 }
 
+impl Counters {
+    /// Appends the globals to the loader's lists; the capture's status remains.
+    pub(super) fn into_globals(
+        self,
+        globals: &mut Vec<(&'static str, u32)>,
+        globals64: &mut Vec<(&'static str, u64)>,
+    ) -> DisturbanceStatus {
+        globals.extend(self.globals);
+        globals64.extend(self.globals64);
+        self.status
+    }
+}
+
 /// The counters for a session in `streams` (stream) mode; off, with the reason, where a
 /// counter is missing or the mode keeps no per-call records.
 pub(super) fn counters(streams: bool, btf: &Result<Btf, String>) -> Counters {

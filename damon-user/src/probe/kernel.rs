@@ -270,6 +270,13 @@ pub fn btf_has_function(btf: &aya::Btf, name: &str) -> bool {
         .is_ok()
 }
 
+/// Whether this process sees the initial pid namespace, whose ids are the ones the kernel
+/// programs record (`bpf_get_current_pid_tgid`); its `/proc/self/ns/pid` inode is the fixed
+/// `PROC_PID_INIT_INO` (0xEFFFFFFC).
+pub(crate) fn in_initial_pid_namespace() -> bool {
+    std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == "pid:[4026531836]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,9 +100,8 @@ impl Tracer {
             .collect();
         let parsed = crate::probe::btf::Btf::from_sys_fs();
         let (mut offsets, mut globals64, node_ranges, args) = field_offsets(&builtins, &parsed);
-        let disturb = crate::probe::disturb::counters(opts.mode.mode.streams(), &parsed);
-        offsets.extend(disturb.globals);
-        globals64.extend(disturb.globals64);
+        let disturbance = crate::probe::disturb::counters(opts.mode.mode.streams(), &parsed)
+            .into_globals(&mut offsets, &mut globals64);
         let mut bpf = load_object(opts, &offsets, &globals64, btf.as_deref())?;
         crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
@@ -150,9 +149,9 @@ impl Tracer {
             statuses,
             interval_hook,
             args,
-            disturbance: disturb.status,
+            disturbance,
             trace_mode: opts.mode.mode.bits(),
-            stamp_gc: in_initial_pid_namespace().then(|| {
+            stamp_gc: crate::probe::kernel::in_initial_pid_namespace().then(|| {
                 Box::new(StampGc {
                     last: std::time::Instant::now(),
                     stale: HashSet::new(),
@@ -489,10 +488,9 @@ fn load_object(
 ) -> anyhow::Result<Ebpf> {
     let hist_width = opts.mode.hist_width_ns.max(1);
     let trace_mode = opts.mode.mode.bits();
-    // Batched wake-ups: the reader is woken when a sixteenth of the ring waits, and
-    // drains on its own short timer (`RingReader`) in between.
-    // (Benchmarks compare with the kernel's default, a wake-up whenever the reader has
-    // caught up, by setting DAMON_TRACE_WAKE_EVERY_RECORD=1.)
+    // Batched wake-ups: the reader is woken when a sixteenth of the ring waits, and drains on
+    // its own short timer (`RingReader`) in between. (Benchmarks compare with the kernel's
+    // default, a wake-up whenever the reader has caught up: DAMON_TRACE_WAKE_EVERY_RECORD=1.)
     let wake_bytes = if std::env::var_os("DAMON_TRACE_WAKE_EVERY_RECORD").is_some() {
         0
     } else {
@@ -517,8 +515,7 @@ fn load_object(
     }
     loader.map_max_entries(MAP_STAMPS, stamp_map_entries());
     if !opts.mode.mode.buckets_in_kernel() {
-        // Stream mode never touches the histograms: one entry each instead of ~70 KiB per
-        // CPU.
+        // Stream mode never touches the histograms: one entry each, not ~70 KiB per CPU.
         loader.map_max_entries(MAP_HIST, 1);
         loader.map_max_entries(MAP_HIST_STATS, 1);
     }
@@ -555,13 +552,6 @@ fn task_exists(tid: u32) -> bool {
         Err(e) => e.kind() != std::io::ErrorKind::NotFound,
         Ok(_) => true,
     }
-}
-
-/// Whether this process sees the initial pid namespace, whose ids are the ones the kernel
-/// programs record (`bpf_get_current_pid_tgid`); its `/proc/self/ns/pid` inode is the fixed
-/// `PROC_PID_INIT_INO` (0xEFFFFFFC).
-fn in_initial_pid_namespace() -> bool {
-    std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == "pid:[4026531836]")
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@ use damon_common::FunctionId;
 
 use super::{
     BucketTable, FilterEcho, FunctionReport, Report, ReportMeta, ReportOptions, Selected,
-    check_functions, counters, damon, kernel, select, value_name, values,
+    check_functions, counters, damon, disturbance, kernel, select, value_name, values,
 };
 use crate::{
-    capture::{Capture, FunctionCounters, FunctionStatus, HistSnapshot},
+    capture::{Capture, DisturbanceStatus, FunctionCounters, FunctionStatus, HistSnapshot},
     error::UsageError,
     probe::calibration_text::describe_floor,
     stats::{
@@ -146,7 +146,7 @@ fn stream_function(
         let records: Vec<_> = capture
             .records
             .iter()
-            .filter(|r| r.func == status.id && opts.keeps(r.cpu, r.pid))
+            .filter(|r| r.func == status.id && opts.keeps_record(r))
             .collect();
         values::function_values(capture, func, &records)
     });
@@ -165,7 +165,10 @@ fn stream_function(
         .zip(lat)
         .map(|(floor, lat)| Corrected::new(floor, &lat));
     let matched = sel.durations.len() as u64;
+    let measured = DisturbanceStatus::measured(&capture.meta);
     let f = FunctionReport {
+        disturbance: measured.then_some(sel.disturbance),
+        clean_percentiles: LatencyStats::from_durations(&mut sel.clean_durations),
         corrected,
         value_name: vname,
         value,
@@ -219,6 +222,7 @@ fn meta(capture: &Capture, opts: &ReportOptions, calibration: Option<&Calibratio
             pid: opts.pid.clone(),
         }),
         damon: damon::context(capture),
+        disturbance: disturbance::status(capture),
     }
 }
 

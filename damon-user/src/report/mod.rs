@@ -2,6 +2,7 @@
 //! capture. Building the report is pure; [`render`] turns it into text, Markdown or CSV.
 mod build;
 pub mod damon;
+pub mod disturbance;
 pub mod kernel;
 pub mod render;
 #[cfg(test)]
@@ -11,11 +12,11 @@ pub mod values;
 pub use build::build;
 use std::{collections::BTreeMap, process::ExitCode};
 
-use damon_common::FunctionId;
+use damon_common::{CallRecord, FunctionId};
 use serde::Serialize;
 
 use crate::{
-    capture::{Capture, FunctionCounters, FunctionStatus, format::load_file},
+    capture::{Capture, DisturbanceStatus, FunctionCounters, FunctionStatus, format::load_file},
     cli::{BucketArgs, RecordFilter, ReportArgs, ReportFormat},
     error::UsageError,
     stats::{
@@ -70,6 +71,9 @@ pub struct ReportMeta {
     /// DAMON's sysfs configuration at start and end, and what changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damon: Option<damon::DamonContext>,
+    /// Whether the records say which calls were disturbed (`measured`), why not
+    /// (`why_not`), and what the hard-interrupt count sums (`hardirq_sources`).
+    pub disturbance: DisturbanceStatus,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -125,6 +129,12 @@ pub struct FunctionReport {
     pub p99_ns: Option<u64>,
     pub p999_ns: Option<u64>,
     pub max_ns: Option<u64>,
+    /// Of the `matched` records: how many were clean and why the others were not; `null`
+    /// when the capture did not measure disturbance (`meta.disturbance.why_not` says why).
+    pub disturbance: Option<disturbance::Disturbance>,
+    /// The latencies above over the clean calls only (same fields as `corrected`'s); `null`
+    /// when not measured or no call was clean.
+    pub clean_percentiles: Option<LatencyStats>,
     /// The latencies above minus the calibration floor of this function's attach method and
     /// trace mode (absent without a matching floor, or without records).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -162,6 +172,8 @@ pub struct ReportOptions {
     pub pid: Vec<u32>,
     pub bucket_ns: u64,
     pub max_ns: Option<u64>,
+    /// Only clean calls (`compare --clean`): the others are counted, never timed.
+    pub clean_only: bool,
 }
 
 impl ReportOptions {
@@ -172,12 +184,19 @@ impl ReportOptions {
             pid: filter.pid.clone(),
             bucket_ns: buckets.bucket_ns,
             max_ns: buckets.max_ns,
+            clean_only: false,
         }
     }
 
     pub fn keeps(&self, cpu: u32, pid: u32) -> bool {
         (self.cpu.is_empty() || self.cpu.contains(&cpu))
             && (self.pid.is_empty() || self.pid.contains(&pid))
+    }
+
+    /// Whether a record is timed: its CPU and pid are selected and, with
+    /// [`Self::clean_only`], it is clean.
+    pub fn keeps_record(&self, r: &CallRecord) -> bool {
+        self.keeps(r.cpu, r.pid) && (!self.clean_only || r.is_clean())
     }
 }
 
@@ -196,21 +215,36 @@ pub struct Selected {
     pub count: u64,
     pub durations: Vec<u64>,
     pub values: Vec<i64>,
+    /// In a capture that measured disturbance: the disturbance of the records `--cpu`/`--pid`
+    /// select (all zero otherwise).
+    pub disturbance: disturbance::Disturbance,
+    /// In a capture that measured disturbance: the durations (sorted) of the clean records
+    /// among those (empty otherwise).
+    pub clean_durations: Vec<u64>,
 }
 
-/// Splits a capture's records by function id, applying `--cpu`/`--pid`; durations sorted.
+/// Splits a capture's records by function id, applying `--cpu`/`--pid` (and
+/// [`ReportOptions::clean_only`]); durations sorted.
 pub fn select(capture: &Capture, opts: &ReportOptions) -> BTreeMap<u32, Selected> {
+    let measured = DisturbanceStatus::measured(&capture.meta);
     let mut by_func: BTreeMap<u32, Selected> = BTreeMap::new();
     for r in &capture.records {
         let s = by_func.entry(r.func).or_default();
         s.count += 1;
-        if opts.keeps(r.cpu, r.pid) {
+        if measured && opts.keeps(r.cpu, r.pid) {
+            s.disturbance.add(r);
+            if r.is_clean() {
+                s.clean_durations.push(r.duration_ns);
+            }
+        }
+        if opts.keeps_record(r) {
             s.durations.push(r.duration_ns);
             s.values.push(r.value);
         }
     }
     for s in by_func.values_mut() {
         s.durations.sort_unstable();
+        s.clean_durations.sort_unstable();
     }
     by_func
 }
@@ -281,6 +315,8 @@ impl FunctionReport {
             p99_ns: lat.map(|l| l.p99_ns),
             p999_ns: lat.map(|l| l.p999_ns),
             max_ns: lat.map(|l| l.max_ns),
+            disturbance: None,
+            clean_percentiles: None,
             corrected: None,
             value_name: None,
             value: None,

@@ -2,7 +2,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    ci_head, closing, corrected_rows, grid_note, range_cells, side_line, stat_rows, test_lines,
+    ci_head, clean_rows, closing, corrected_rows, disturbance_line, grid_note, range_cells,
+    side_line, stat_rows, test_lines,
 };
 use crate::compare::{Comparison, FunctionComparison};
 
@@ -13,21 +14,24 @@ pub fn markdown(c: &Comparison) -> String {
     let _ = writeln!(out, "- before: {}", side_line(&c.before));
     let _ = writeln!(out, "- after: {}", side_line(&c.after));
     for f in &c.functions {
-        function(&mut out, f);
+        function(&mut out, f, c.method.clean_only);
     }
     closing(c, &mut out, true);
     out
 }
 
-/// One function: verdict, range table, latency table, corrected rows, tests, time per
-/// interval.
-fn function(out: &mut String, f: &FunctionComparison) {
+/// One function: verdict, disturbed calls, range table, latency table, corrected and clean
+/// rows, tests, time per interval.
+fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
     let (b, a) = (&f.before, &f.after);
     let _ = writeln!(
         out,
         "\n### `{}` ({} → {} records)\n\n**{}**\n",
         f.name, b.matched, a.matched, f.verdict
     );
+    if let Some(line) = disturbance_line(f) {
+        let _ = writeln!(out, "Disturbance: {line}.\n");
+    }
     let _ = writeln!(
         out,
         "| Range (ns) | Before | % | After | % |\n|---|--:|--:|--:|--:|"
@@ -46,7 +50,10 @@ fn function(out: &mut String, f: &FunctionComparison) {
     for [l, vb, va, d, ci] in stat_rows(f) {
         let _ = writeln!(out, "| {l} | {vb} | {va} | {d} | {ci} |");
     }
-    if let Some((head, rows)) = corrected_rows(f) {
+    for (head, rows) in [corrected_rows(f), clean_rows(f, clean_only)]
+        .into_iter()
+        .flatten()
+    {
         let _ = writeln!(
             out,
             "\n{head}:\n\n| ns | before | after | after − before |\n|---|--:|--:|--:|"

@@ -8,11 +8,11 @@ use std::fmt::Write as _;
 pub use markdown::markdown;
 pub use table::table;
 
-use super::{Comparison, FunctionComparison, SideMeta, p_text, signed};
+use super::{Comparison, FunctionComparison, SideMeta, p_text, side::distinct, signed};
 use crate::{
     probe::calibration_text::format_ns,
     report::render::percent as pct,
-    stats::{buckets::BucketRow, ranktest, runs::Interval},
+    stats::{LatencyStats, buckets::BucketRow, ranktest, runs::Interval},
 };
 
 fn label(lo: u64, hi: Option<u64>) -> String {
@@ -132,11 +132,28 @@ fn stat_rows(f: &FunctionComparison) -> Vec<[String; 5]> {
     rows
 }
 
+/// Rows of a short latency table from each side's min, p50, p90, p99 and mean (in that
+/// order): label, before, after, delta.
+fn brief_rows(b: [f64; 5], a: [f64; 5]) -> Vec<[String; 4]> {
+    ["min", "p50", "p90", "p99", "mean"]
+        .into_iter()
+        .zip(b.into_iter().zip(a))
+        .map(|(l, (vb, va))| {
+            let show = |v: f64| {
+                if l == "mean" {
+                    format!("{v:.1}")
+                } else {
+                    format_ns(v)
+                }
+            };
+            [l.to_owned(), show(vb), show(va), signed(va - vb)]
+        })
+        .collect()
+}
+
 /// Rows of the corrected table (raw minus each side's floor): label, before, after, delta.
 fn corrected_rows(f: &FunctionComparison) -> Option<(String, Vec<[String; 4]>)> {
     let (b, a) = (f.before.corrected?, f.after.corrected?);
-    let row =
-        |l: &str, vb: f64, va: f64| [l.to_owned(), format_ns(vb), format_ns(va), signed(va - vb)];
     let head = format!(
         "corrected (raw − probe floor: before {} ± {} ns, after {} ± {} ns)",
         format_ns(b.floor_ns),
@@ -144,20 +161,51 @@ fn corrected_rows(f: &FunctionComparison) -> Option<(String, Vec<[String; 4]>)> 
         format_ns(a.floor_ns),
         format_ns(a.uncertainty_ns.round())
     );
-    Some((
-        head,
-        vec![
-            row("min", b.min_ns, a.min_ns),
-            row("p50", b.p50_ns, a.p50_ns),
-            row("p90", b.p90_ns, a.p90_ns),
-            row("p99", b.p99_ns, a.p99_ns),
-            [
-                "mean".into(),
-                format!("{:.1}", b.mean_ns),
-                format!("{:.1}", a.mean_ns),
-                signed(a.mean_ns - b.mean_ns),
-            ],
-        ],
+    let brief = |c: crate::stats::calibration::Corrected| {
+        [c.min_ns, c.p50_ns, c.p90_ns, c.p99_ns, c.mean_ns]
+    };
+    Some((head, brief_rows(brief(b), brief(a))))
+}
+
+/// Rows of the clean calls' table (both sides measured disturbance and have clean calls;
+/// not with `--clean`, where the main table is already over them): label, before, after,
+/// delta.
+fn clean_rows(f: &FunctionComparison, clean_only: bool) -> Option<(String, Vec<[String; 4]>)> {
+    if clean_only {
+        return None;
+    }
+    let (b, a) = (f.before.clean_percentiles?, f.after.clean_percentiles?);
+    let (db, da) = (f.before.disturbance?, f.after.disturbance?);
+    let head = format!(
+        "clean calls only ({} before, {} after; --clean judges on them)",
+        db.clean, da.clean
+    );
+    let brief = |l: LatencyStats| {
+        [
+            l.min_ns as f64,
+            l.p50_ns as f64,
+            l.p90_ns as f64,
+            l.p99_ns as f64,
+            l.mean_ns,
+        ]
+    };
+    Some((head, brief_rows(brief(b), brief(a))))
+}
+
+/// Each side's disturbed calls, when a side measured them.
+fn disturbance_line(f: &FunctionComparison) -> Option<String> {
+    let calls = |s: &super::SideStats| s.disturbance.map_or(0, |d| d.calls());
+    if calls(&f.before) + calls(&f.after) == 0 {
+        return None;
+    }
+    let side = |s: &super::SideStats| {
+        s.disturbance
+            .map_or_else(|| "not measured".to_owned(), |d| d.describe())
+    };
+    Some(format!(
+        "before: {}; after: {}",
+        side(&f.before),
+        side(&f.after)
     ))
 }
 
@@ -238,7 +286,47 @@ fn closing(c: &Comparison, out: &mut String, markdown: bool) {
         corrected_note(c),
         c.method.verdict
     );
+    let _ = writeln!(out, "{prefix}calls judged: {}", c.method.judged_on);
+    for (file, why) in not_measured(c) {
+        let _ = writeln!(
+            out,
+            "{prefix}disturbance not measured in {file} ({why}): its calls cannot be told \
+             clean"
+        );
+    }
     footer(c, out, prefix);
+}
+
+/// Why a capture's records do not say which calls were disturbed.
+fn why(s: &super::CaptureSide) -> &str {
+    s.disturbance
+        .why_not
+        .as_deref()
+        .unwrap_or("no reason recorded")
+}
+
+/// The captures whose records do not say which calls were disturbed: their files (each
+/// once) per reason why.
+fn not_measured(c: &Comparison) -> Vec<(String, &str)> {
+    let missing: Vec<&super::CaptureSide> = c
+        .before
+        .captures
+        .iter()
+        .chain(&c.after.captures)
+        .filter(|s| !s.disturbance.measured)
+        .collect();
+    distinct(missing.iter().map(|s| why(s)))
+        .into_iter()
+        .map(|w| {
+            let files = distinct(
+                missing
+                    .iter()
+                    .filter(|s| why(s) == w)
+                    .map(|s| s.file.as_str()),
+            );
+            (files.join(", "), w)
+        })
+        .collect()
 }
 
 fn footer(c: &Comparison, out: &mut String, prefix: &str) {

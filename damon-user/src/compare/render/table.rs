@@ -2,7 +2,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    ci_head, closing, corrected_rows, grid_note, range_cells, side_line, stat_rows, test_lines,
+    ci_head, clean_rows, closing, corrected_rows, disturbance_line, grid_note, range_cells,
+    side_line, stat_rows, test_lines,
 };
 use crate::{
     compare::{Comparison, FunctionComparison, values::DistComparison},
@@ -15,24 +16,30 @@ pub fn table(c: &Comparison) -> String {
     let _ = writeln!(out, "before: {}", side_line(&c.before));
     let _ = writeln!(out, "after:  {}", side_line(&c.after));
     for f in &c.functions {
-        function(&mut out, f);
+        function(&mut out, f, c.method.clean_only);
     }
     closing(c, &mut out, false);
     out
 }
 
-/// One function: range table, latency table, corrected rows, tests, verdict, time per
-/// interval and values.
-fn function(out: &mut String, f: &FunctionComparison) {
+/// One function: disturbed calls, range table, latency table, corrected and clean rows,
+/// tests, verdict, time per interval and values.
+fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
     let (b, a) = (&f.before, &f.after);
     let _ = writeln!(
         out,
         "\n{} ({} → {}): {} → {} records",
         f.name, b.attach, a.attach, b.matched, a.matched
     );
+    if let Some(line) = disturbance_line(f) {
+        let _ = writeln!(out, "{line}");
+    }
     ranges(out, f);
     latencies(out, f);
-    if let Some((head, rows)) = corrected_rows(f) {
+    for (head, rows) in [corrected_rows(f), clean_rows(f, clean_only)]
+        .into_iter()
+        .flatten()
+    {
         let _ = writeln!(out, "{head}");
         for [l, vb, va, d] in rows {
             let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}");

@@ -1,3 +1,4 @@
+mod disturbance;
 mod intervals;
 mod kernel;
 mod runs;

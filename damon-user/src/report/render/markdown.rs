@@ -2,8 +2,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    corrected_numbers, grid_note, headline, numbers, per_interval_cells, range_cells,
-    resolution_line, traced,
+    clean_numbers, corrected_numbers, disturbance_lines, grid_note, headline, numbers,
+    per_interval_cells, range_cells, resolution_line, traced,
 };
 use crate::report::Report;
 
@@ -26,12 +26,18 @@ pub fn markdown(r: &Report) -> String {
         if let Some(c) = corrected_numbers(f) {
             let _ = writeln!(out, "| ↳ corrected | | {} |", c.join(" | "));
         }
+        if let Some(c) = clean_numbers(f) {
+            let _ = writeln!(out, "| ↳ clean | | {} |", c.join(" | "));
+        }
     }
     let _ = writeln!(out, "\nLatencies in ns, {}.", r.meta.latencies);
     for f in &r.functions {
         if let Some(res) = &f.resolution {
             let _ = writeln!(out, "\n{}", resolution_line(&f.name, res));
         }
+    }
+    for line in disturbance_lines(r) {
+        let _ = writeln!(out, "\n{line}");
     }
     for n in &r.notes {
         let _ = writeln!(out, "\n_{n}_");

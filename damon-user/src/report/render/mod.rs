@@ -108,24 +108,70 @@ fn numbers(f: &FunctionReport) -> [String; 12] {
     ]
 }
 
-/// The corrected latencies in the columns of [`numbers`] (accounting columns blank).
-fn corrected_numbers(f: &FunctionReport) -> Option<[String; 12]> {
-    let c = f.corrected?;
+/// Latencies (min, mean, p50 … max) in the columns of [`numbers`], the accounting columns
+/// blank for the caller to fill.
+fn latency_columns(latencies: [f64; 8]) -> [String; 12] {
     let mut out: [String; 12] = Default::default();
-    out[3] = format!("±{}", format_ns(c.uncertainty_ns.round()));
-    for (i, v) in [
-        c.min_ns, c.mean_ns, c.p50_ns, c.p90_ns, c.p95_ns, c.p99_ns, c.p999_ns, c.max_ns,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, v) in latencies.into_iter().enumerate() {
         out[4 + i] = if i == 1 {
             format!("{v:.1}")
         } else {
             format_ns(v)
         };
     }
+    out
+}
+
+/// The corrected latencies in the columns of [`numbers`] (accounting columns blank).
+fn corrected_numbers(f: &FunctionReport) -> Option<[String; 12]> {
+    let c = f.corrected?;
+    let mut out = latency_columns([
+        c.min_ns, c.mean_ns, c.p50_ns, c.p90_ns, c.p95_ns, c.p99_ns, c.p999_ns, c.max_ns,
+    ]);
+    out[3] = format!("±{}", format_ns(c.uncertainty_ns.round()));
     Some(out)
+}
+
+/// The clean calls' count (under `records`) and latencies in the columns of [`numbers`].
+fn clean_numbers(f: &FunctionReport) -> Option<[String; 12]> {
+    let (d, c) = (f.disturbance?, f.clean_percentiles?);
+    let mut out = latency_columns([
+        c.min_ns as f64,
+        c.mean_ns,
+        c.p50_ns as f64,
+        c.p90_ns as f64,
+        c.p95_ns as f64,
+        c.p99_ns as f64,
+        c.p999_ns as f64,
+        c.max_ns as f64,
+    ]);
+    out[1] = d.clean.to_string();
+    Some(out)
+}
+
+/// What the records say about disturbance: one line per function when the capture measured
+/// it, else one line saying why not (the latencies then mix clean and disturbed calls).
+pub fn disturbance_lines(r: &Report) -> Vec<String> {
+    let status = &r.meta.disturbance;
+    if !status.measured {
+        return vec![format!(
+            "disturbance: not measured ({}): the latencies include calls that slept, were \
+             preempted or interrupted",
+            status.why_not.as_deref().unwrap_or("no reason recorded")
+        )];
+    }
+    r.functions
+        .iter()
+        .filter_map(|f| {
+            let d = f.disturbance?;
+            Some(format!(
+                "{}: {}; the `clean` row has the latencies of the {} clean calls",
+                f.name,
+                d.describe(),
+                d.clean
+            ))
+        })
+        .collect()
 }
 
 /// A range table's rows as text cells: range, calls, percent of the function's matched calls.

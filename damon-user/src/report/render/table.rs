@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::{
-    COLUMNS, corrected_numbers, grid_note, headline, numbers, per_interval_cells, range_cells,
-    range_label, resolution_line, traced,
+    COLUMNS, clean_numbers, corrected_numbers, disturbance_lines, grid_note, headline, numbers,
+    per_interval_cells, range_cells, range_label, resolution_line, traced,
 };
 use crate::{
     capture::format::ReadInfo,
@@ -84,6 +84,9 @@ fn summary(out: &mut String, r: &Report) {
         if let Some(c) = corrected_numbers(f) {
             let _ = writeln!(out, "{}", row("  corrected", "", aw, &c).trim_end());
         }
+        if let Some(c) = clean_numbers(f) {
+            let _ = writeln!(out, "{}", row("  clean", "", aw, &c).trim_end());
+        }
     }
 }
 
@@ -116,6 +119,9 @@ fn notes(out: &mut String, r: &Report) {
         if let Some(res) = &f.resolution {
             let _ = writeln!(out, "{}", resolution_line(&f.name, res));
         }
+    }
+    for line in disturbance_lines(r) {
+        let _ = writeln!(out, "{line}");
     }
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");

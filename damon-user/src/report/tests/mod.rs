@@ -1,5 +1,6 @@
 mod calibration;
 mod damon;
+pub(crate) mod disturbance;
 mod kernel;
 mod values;
 

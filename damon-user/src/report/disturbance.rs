@@ -1,0 +1,222 @@
+//! Which calls the CPU was taken from (see `damon_common::disturb`): each record sorted into
+//! clean or the one reason it was disturbed, counted per function, so that `report`,
+//! `compare`, `export`, `serve` and `live` state the same fractions and can set the disturbed
+//! calls apart from the clean ones.
+use damon_common::{CallRecord, disturb};
+use serde::Serialize;
+
+use crate::capture::{Capture, DisturbanceStatus};
+
+/// Why a call was disturbed, the first of these that applies (each call counts once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// All four counts 0.
+    Clean,
+    /// Every count unknown: a session call whose entry snapshot another call took.
+    Lost,
+    /// The task slept (it may also have been preempted).
+    Slept,
+    /// The task was preempted, and did not sleep.
+    Preempted,
+    /// It kept its CPU, which handled hard or soft interrupts meanwhile.
+    Interrupted,
+}
+
+impl Class {
+    /// The class of one record of a capture that measured disturbance.
+    pub fn of(r: &CallRecord) -> Class {
+        match r.disturbance() {
+            [0, 0, 0, 0] => Class::Clean,
+            disturb::LOST => Class::Lost,
+            [slept, ..] if slept != 0 => Class::Slept,
+            [_, preempted, ..] if preempted != 0 => Class::Preempted,
+            _ => Class::Interrupted,
+        }
+    }
+}
+
+/// How many of a function's calls were clean, and why the others were not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(into = "Shown")]
+pub struct Disturbance {
+    pub clean: u64,
+    pub slept: u64,
+    pub preempted: u64,
+    /// Interrupted only: the call kept its task on the CPU.
+    pub interrupted: u64,
+    /// Disturbed, the reason unknown (the entry snapshot was lost).
+    pub lost: u64,
+}
+
+impl Disturbance {
+    /// Counts one record.
+    pub fn add(&mut self, r: &CallRecord) {
+        *match Class::of(r) {
+            Class::Clean => &mut self.clean,
+            Class::Lost => &mut self.lost,
+            Class::Slept => &mut self.slept,
+            Class::Preempted => &mut self.preempted,
+            Class::Interrupted => &mut self.interrupted,
+        } += 1;
+    }
+
+    /// Adds another count (the runs of a side, pooled).
+    pub fn merge(&mut self, o: &Disturbance) {
+        self.clean += o.clean;
+        self.slept += o.slept;
+        self.preempted += o.preempted;
+        self.interrupted += o.interrupted;
+        self.lost += o.lost;
+    }
+
+    /// The counts of `records` (tests; the commands count as they select records).
+    #[cfg(test)]
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a CallRecord>) -> Disturbance {
+        let mut d = Disturbance::default();
+        records.into_iter().for_each(|r| d.add(r));
+        d
+    }
+
+    /// Calls counted.
+    pub fn calls(&self) -> u64 {
+        self.clean + self.disturbed()
+    }
+
+    /// Calls not clean, every reason added up.
+    pub fn disturbed(&self) -> u64 {
+        self.slept + self.preempted + self.interrupted + self.lost
+    }
+
+    /// Clean calls over all calls; `None` without calls.
+    pub fn clean_fraction(&self) -> Option<f64> {
+        let n = self.calls();
+        (n > 0).then(|| self.clean as f64 / n as f64)
+    }
+
+    /// `disturbed 3.20% of 1000 calls (slept 10, preempted 5, interrupted only 17, snapshot
+    /// lost 0)`: the text every renderer shows.
+    pub fn describe(&self) -> String {
+        format!(
+            "disturbed {} of {} calls (slept {}, preempted {}, interrupted only {}, snapshot \
+             lost {})",
+            crate::report::render::percent(self.disturbed(), self.calls()),
+            self.calls(),
+            self.slept,
+            self.preempted,
+            self.interrupted,
+            self.lost
+        )
+    }
+}
+
+/// [`Disturbance`] as JSON: the counts and the clean fraction.
+#[derive(Serialize)]
+struct Shown {
+    clean: u64,
+    slept: u64,
+    preempted: u64,
+    interrupted: u64,
+    lost: u64,
+    /// `clean` over all five; `null` without calls.
+    clean_fraction: Option<f64>,
+}
+
+impl From<Disturbance> for Shown {
+    fn from(d: Disturbance) -> Shown {
+        Shown {
+            clean: d.clean,
+            slept: d.slept,
+            preempted: d.preempted,
+            interrupted: d.interrupted,
+            lost: d.lost,
+            clean_fraction: d.clean_fraction(),
+        }
+    }
+}
+
+/// Why a capture's records say nothing about disturbance (`None`: they do).
+pub fn not_measured(capture: &Capture) -> Option<String> {
+    if DisturbanceStatus::measured(&capture.meta) {
+        return None;
+    }
+    Some(
+        capture
+            .meta
+            .disturbance
+            .as_ref()
+            .and_then(|d| d.why_not.clone())
+            .unwrap_or_else(|| {
+                if capture.meta.disturbance.is_none() {
+                    "the capture was written before damon-trace measured it".to_owned()
+                } else {
+                    "the recorder did not say why".to_owned()
+                }
+            }),
+    )
+}
+
+/// The capture's disturbance status as reports state it: the metadata's, with `why_not`
+/// filled in for captures written before it existed.
+pub fn status(capture: &Capture) -> DisturbanceStatus {
+    DisturbanceStatus {
+        measured: DisturbanceStatus::measured(&capture.meta),
+        why_not: not_measured(capture),
+        hardirq_sources: capture
+            .meta
+            .disturbance
+            .as_ref()
+            .map(|d| d.hardirq_sources.clone())
+            .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(d: [u16; 4]) -> CallRecord {
+        let mut r = CallRecord::default();
+        r.set_disturbance(d);
+        r
+    }
+
+    #[test]
+    fn each_call_counts_once_for_its_first_reason() {
+        use disturb::{LOST, SATURATED, UNKNOWN};
+        let records = [
+            rec([0, 0, 0, 0]),
+            rec([0, 0, 0, 0]),
+            rec([1, 2, UNKNOWN, UNKNOWN]),
+            rec([SATURATED, 0, UNKNOWN, UNKNOWN]),
+            rec([0, 1, UNKNOWN, UNKNOWN]),
+            rec([0, 0, 3, 0]),
+            rec([0, 0, 0, SATURATED]),
+            rec(LOST),
+        ];
+        let d = Disturbance::of(&records);
+        assert_eq!(
+            d,
+            Disturbance {
+                clean: 2,
+                slept: 2,
+                preempted: 1,
+                interrupted: 2,
+                lost: 1,
+            }
+        );
+        assert_eq!((d.calls(), d.disturbed()), (8, 6));
+        assert_eq!(d.clean_fraction(), Some(0.25));
+        assert_eq!(
+            d.describe(),
+            "disturbed 75.00% of 8 calls (slept 2, preempted 1, interrupted only 2, snapshot \
+             lost 1)"
+        );
+        let json = serde_json::to_value(d).expect("json");
+        assert_eq!(json["clean_fraction"], 0.25);
+        assert_eq!(json["interrupted"], 2);
+        let mut twice = d;
+        twice.merge(&d);
+        assert_eq!((twice.calls(), twice.clean_fraction()), (16, Some(0.25)));
+        assert_eq!(Disturbance::default().clean_fraction(), None);
+    }
+}

@@ -1,0 +1,174 @@
+//! Disturbance in the report: exact fractions per reason, percentiles over the clean calls
+//! beside the raw ones, and captures that did not measure it say so.
+use damon_common::{CallRecord, disturb};
+
+use super::{capture, opts, stream_capture};
+use crate::{
+    capture::{AttachState, DisturbanceStatus, FunctionStatus},
+    report::{build, render},
+    stats::LatencyStats,
+};
+
+/// One fentry function (id 0) with 20 calls: the 8 clean ones take 100..=800 ns, the 12
+/// disturbed ones 1000..=12000 ns (4 slept, 3 preempted, 4 interrupted only, 1 lost), on two
+/// CPUs; the capture measured disturbance.
+pub(crate) fn disturbed_capture() -> crate::capture::Capture {
+    let reasons: [(usize, [u16; 4]); 4] = [
+        (4, [1, 0, disturb::UNKNOWN, disturb::UNKNOWN]),
+        (3, [0, 2, disturb::UNKNOWN, disturb::UNKNOWN]),
+        (4, [0, 0, 1, 0]),
+        (1, disturb::LOST),
+    ];
+    let mut records: Vec<CallRecord> = (1..=8)
+        .map(|i| CallRecord {
+            duration_ns: i * 100,
+            cpu: (i % 2) as u32,
+            ..CallRecord::default()
+        })
+        .collect();
+    let disturbed = reasons
+        .iter()
+        .flat_map(|&(n, d)| std::iter::repeat_n(d, n))
+        .enumerate();
+    for (i, d) in disturbed {
+        let mut r = CallRecord {
+            duration_ns: (i as u64 + 1) * 1000,
+            cpu: (i % 2) as u32,
+            ..CallRecord::default()
+        };
+        r.set_disturbance(d);
+        records.push(r);
+    }
+    let functions = vec![FunctionStatus {
+        name: "lock_timer_base".into(),
+        id: 0,
+        attach: AttachState::Fentry,
+        detail: None,
+    }];
+    let mut c = stream_capture(functions, records, None);
+    c.meta.disturbance = Some(DisturbanceStatus {
+        measured: true,
+        why_not: None,
+        hardirq_sources: vec!["kstat.irqs_sum".into()],
+    });
+    c
+}
+
+#[test]
+fn disturbed_fraction_and_clean_percentiles_beside_raw() {
+    let c = disturbed_capture();
+    let r = build(&c, &opts()).expect("report");
+    let f = &r.functions[0];
+    let d = f.disturbance.expect("measured");
+    assert_eq!(
+        (d.clean, d.slept, d.preempted, d.interrupted, d.lost),
+        (8, 4, 3, 4, 1)
+    );
+    assert_eq!(d.clean_fraction(), Some(0.4));
+    // Raw percentiles over all 20, clean ones over exactly the clean subset.
+    let mut all: Vec<u64> = c.records.iter().map(|r| r.duration_ns).collect();
+    let mut clean: Vec<u64> = c
+        .records
+        .iter()
+        .filter(|r| r.is_clean())
+        .map(|r| r.duration_ns)
+        .collect();
+    assert_eq!(
+        f.p99_ns,
+        LatencyStats::from_durations(&mut all).map(|l| l.p99_ns)
+    );
+    let want = LatencyStats::from_durations(&mut clean).expect("clean calls");
+    assert_eq!(f.clean_percentiles, Some(want));
+    assert_eq!((want.p50_ns, want.max_ns), (400, 800));
+    assert_eq!(f.matched, 20);
+    let json = serde_json::to_value(&r).expect("json");
+    let fj = &json["functions"][0];
+    assert_eq!(fj["disturbance"]["clean"], 8);
+    assert_eq!(fj["disturbance"]["slept"], 4);
+    assert_eq!(fj["disturbance"]["preempted"], 3);
+    assert_eq!(fj["disturbance"]["interrupted"], 4);
+    assert_eq!(fj["disturbance"]["lost"], 1);
+    assert_eq!(fj["disturbance"]["clean_fraction"], 0.4);
+    assert_eq!(fj["clean_percentiles"]["p50_ns"], 400);
+    assert_eq!(json["meta"]["disturbance"]["measured"], true);
+    assert_eq!(
+        json["meta"]["disturbance"]["hardirq_sources"][0],
+        "kstat.irqs_sum"
+    );
+    let text = render::table(&r, None);
+    assert!(
+        text.contains(
+            "lock_timer_base: disturbed 60.00% of 20 calls (slept 4, preempted 3, interrupted \
+             only 4, snapshot lost 1); the `clean` row has the latencies of the 8 clean calls"
+        ),
+        "{text}"
+    );
+    let clean_row = text
+        .lines()
+        .find(|l| l.starts_with("  clean"))
+        .expect("clean row");
+    assert!(
+        clean_row.contains(" 8 ") && clean_row.ends_with(" 800"),
+        "{clean_row}"
+    );
+    assert!(render::markdown(&r).contains("| ↳ clean |"));
+}
+
+/// `--cpu` selects the records the fractions and clean percentiles describe, as the raw ones.
+#[test]
+fn the_cpu_filter_applies_to_disturbance_too() {
+    let c = disturbed_capture();
+    let r = build(
+        &c,
+        &crate::report::ReportOptions {
+            cpu: vec![1],
+            ..opts()
+        },
+    )
+    .expect("report");
+    let f = &r.functions[0];
+    let d = f.disturbance.expect("measured");
+    let on_1: Vec<&CallRecord> = c.records.iter().filter(|r| r.cpu == 1).collect();
+    assert_eq!(d.calls(), on_1.len() as u64);
+    assert_eq!(d.clean, on_1.iter().filter(|r| r.is_clean()).count() as u64);
+    assert_eq!(f.clean_percentiles.map(|l| l.max_ns), Some(700));
+}
+
+#[test]
+fn captures_that_did_not_measure_say_why_in_one_line_and_null() {
+    // Written before disturbance existed: its zero counts are not "clean".
+    let old = capture(true);
+    let r = build(&old, &opts()).expect("report");
+    assert_eq!(r.functions[0].disturbance, None);
+    assert_eq!(r.functions[0].clean_percentiles, None);
+    let json = serde_json::to_value(&r).expect("json");
+    assert!(json["functions"][0]["disturbance"].is_null());
+    assert!(json["functions"][0]["clean_percentiles"].is_null());
+    assert_eq!(json["meta"]["disturbance"]["measured"], false);
+    let text = render::table(&r, None);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("disturb")).collect();
+    assert_eq!(
+        lines,
+        [
+            "disturbance: not measured (the capture was written before damon-trace measured it): \
+          the latencies include calls that slept, were preempted or interrupted"
+        ]
+    );
+    assert!(!text.contains("  clean"));
+    // The recorder's own reason is passed on.
+    let mut c = capture(true);
+    c.meta.disturbance = Some(DisturbanceStatus {
+        measured: false,
+        why_not: Some("kernel mode keeps no per-call records".into()),
+        hardirq_sources: Vec::new(),
+    });
+    let r = build(&c, &opts()).expect("report");
+    assert!(
+        render::table(&r, None)
+            .contains("disturbance: not measured (kernel mode keeps no per-call records)")
+    );
+    assert_eq!(
+        serde_json::to_value(&r).expect("json")["meta"]["disturbance"]["why_not"],
+        "kernel mode keeps no per-call records"
+    );
+}

@@ -1,0 +1,222 @@
+//! Disturbed calls against ground truth the tool does not produce (`damon-trace disturb-loop`,
+//! whose worker, pinned to CPU 0, reads its own context-switch counts with `getrusage` before
+//! and after every system call), in every attach method of 7.2 and 6.12, with `--attach auto`:
+//! - **sleeping**: every `nanosleep` is flagged `slept` in `hrtimer_nanosleep`, exactly as
+//!   often as the task itself saw it switch out;
+//! - **preempted**: with a spinning thread on the same CPU, most long `read` calls of
+//!   /dev/zero (`read_zero`, 16 MiB) are flagged `preempted`, and only calls the task itself
+//!   saw switched out are (a switch at the system call's exit is outside the function);
+//! - **interrupted**: the local timer interrupts a call `HZ` times a second (Debian's kernels
+//!   are built with HZ=250): calls that stayed on the CPU count that many hard interrupts per
+//!   second of their duration, and 64 KiB calls, 400 times shorter than a tick, are almost all
+//!   clean;
+//! - **clean calls stay put**: 1 MiB calls, alone and beside the spinning thread in turn (so
+//!   both see the same load of the host), have the same clean median.
+use std::time::Duration;
+
+mod common;
+use common::read;
+use xtask::kernel::Kernel;
+
+/// Debian's CONFIG_HZ on every kernel the tests boot.
+const HZ: f64 = 250.0;
+
+const SCRIPT: &str = r#"
+set -e
+one() {
+  a=$1
+  taskset -c 1 damon-trace record --func hrtimer_nanosleep --func read_zero --attach $a \
+    --no-calibrate --duration 600s -o /out/$a.dtcap 2> /out/$a.err &
+  rec=$!
+  attached $a
+  damon-trace disturb-loop --work sleep --calls 30 > /out/$a-sleep.json
+  damon-trace disturb-loop --work zero --bytes 16777216 --calls 30 > /out/$a-long.json
+  damon-trace disturb-loop --work zero --bytes 16777216 --calls 30 --hog > /out/$a-long-hog.json
+  damon-trace disturb-loop --work zero --bytes 1048576 --calls 200 --hog-odd > /out/$a-mid.json
+  damon-trace disturb-loop --work zero --bytes 65536 --calls 100 > /out/$a-short.json
+  kill -INT $rec
+  wait $rec
+  damon-trace export /out/$a.dtcap --format csv > /out/$a.csv
+  damon-trace report /out/$a.dtcap --format json > /out/$a.report.json
+}
+METHODS
+"#;
+
+/// One call of the worker, as the tool recorded it.
+#[derive(Debug)]
+struct Call {
+    entry_ns: u64,
+    duration_ns: u64,
+    /// `[slept, preempted, hardirqs, softirqs]`, `None` where not known.
+    dist: [Option<u64>; 4],
+}
+
+impl Call {
+    fn switched(&self) -> bool {
+        self.dist[0] != Some(0) || self.dist[1] != Some(0)
+    }
+    fn clean(&self) -> bool {
+        self.dist == [Some(0); 4]
+    }
+}
+
+/// The worker's calls in `csv` (the export of one capture), in call order.
+fn calls_of(csv: &str, tid: u64) -> Vec<Call> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    assert_eq!(
+        header[7..],
+        ["slept", "preempted", "hardirqs", "softirqs"],
+        "the capture measured disturbance"
+    );
+    let mut calls: Vec<Call> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[3].parse::<u64>() == Ok(tid))
+        .map(|f| Call {
+            entry_ns: f[4].parse().expect("entry_ns"),
+            duration_ns: f[5].parse().expect("duration_ns"),
+            dist: [7, 8, 9, 10].map(|i| f[i].parse().ok()),
+        })
+        .collect();
+    calls.sort_by_key(|c| c.entry_ns);
+    calls
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// The worker's calls of workload `name` and the switches it saw per call.
+fn workload(dir: &std::path::Path, csv: &str, name: &str) -> (Vec<Call>, Vec<[u64; 2]>) {
+    let w: serde_json::Value = serde_json::from_str(&read(dir, name)).expect(name);
+    let tid = w["tid"].as_u64().expect("tid");
+    let seen: Vec<[u64; 2]> = serde_json::from_value(w["switches"].clone()).expect("switches");
+    let calls = calls_of(csv, tid);
+    assert_eq!(calls.len(), seen.len(), "{name}: one record per call made");
+    (calls, seen)
+}
+
+fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
+    let csv = read(dir, &format!("{method}.csv"));
+    let ctx = format!("{method} on {ctx}");
+    // Sleeping: each nanosleep slept once in the function, as the task saw.
+    let (calls, seen) = workload(dir, &csv, &format!("{method}-sleep.json"));
+    for (c, s) in calls.iter().zip(&seen) {
+        assert_eq!(
+            c.dist[0],
+            Some(s[0]),
+            "{ctx}: slept as the task saw: {c:?} {s:?}"
+        );
+        assert!(s[0] >= 1, "{ctx}: the task slept: {s:?}");
+    }
+    // Preempted: the spinner takes the CPU from most long calls; a call flagged was seen
+    // switched by the task too (the other way round, a switch may fall outside the function).
+    let (calls, seen) = workload(dir, &csv, &format!("{method}-long-hog.json"));
+    for (c, s) in calls.iter().zip(&seen) {
+        assert!(
+            !c.switched() || s[1] > 0,
+            "{ctx}: preempted only if the task saw it: {c:?} {s:?}"
+        );
+    }
+    // How many the spinner preempts depends on the preemption model (a lazy one waits for a
+    // second tick); at least half of those the task saw are flagged (the rest were switched at
+    // the system call's exit, outside the function).
+    let preempted = calls.iter().filter(|c| c.dist[1].unwrap_or(0) > 0).count();
+    let saw = seen.iter().filter(|s| s[1] > 0).count();
+    assert!(
+        saw >= 5 && preempted * 2 >= saw,
+        "{ctx}: {preempted} long calls beside a spinner flagged preempted, {saw} of {} seen \
+         preempted by the task",
+        calls.len()
+    );
+    // Interrupted: the timer's ticks, HZ per second of the calls that kept their CPU.
+    let (calls, seen) = workload(dir, &csv, &format!("{method}-long.json"));
+    let kept: Vec<&Call> = calls.iter().filter(|c| !c.switched()).collect();
+    assert!(
+        kept.len() * 10 >= calls.len() * 8,
+        "{ctx}: long calls alone mostly keep the CPU: {seen:?}"
+    );
+    let ticks: u64 = kept
+        .iter()
+        .map(|c| c.dist[2].expect("hardirqs known"))
+        .sum();
+    let seconds: f64 = kept.iter().map(|c| c.duration_ns as f64 / 1e9).sum();
+    let rate = ticks as f64 / seconds;
+    assert!(
+        (0.6 * HZ..=1.6 * HZ).contains(&rate),
+        "{ctx}: {ticks} hard interrupts in {seconds:.3} s of calls: {rate:.0}/s, the tick is {HZ}/s"
+    );
+    let (calls, _) = workload(dir, &csv, &format!("{method}-short.json"));
+    let clean = calls.iter().filter(|c| c.clean()).count();
+    assert!(
+        clean * 100 >= calls.len() * 95,
+        "{ctx}: {clean} of {} short calls clean",
+        calls.len()
+    );
+    // Clean calls stay put beside the spinner.
+    let (mid, _) = workload(dir, &csv, &format!("{method}-mid.json"));
+    let alone: Vec<&Call> = mid.iter().step_by(2).collect();
+    let hogged: Vec<&Call> = mid.iter().skip(1).step_by(2).collect();
+    let clean_median = |v: &[&Call]| {
+        median(
+            v.iter()
+                .filter(|c| c.clean())
+                .map(|c| c.duration_ns)
+                .collect(),
+        )
+    };
+    let (a, h) = (clean_median(&alone), clean_median(&hogged));
+    assert!(
+        (h as f64 / a as f64 - 1.0).abs() < 0.15,
+        "{ctx}: clean median {a} ns alone, {h} ns beside the spinner"
+    );
+    eprintln!(
+        "{ctx}: {preempted} long calls preempted ({saw} seen); {rate:.0} ticks/s; short clean {clean}/100; \
+         mid clean median {a} / {h} ns"
+    );
+}
+
+fn disturbed(kernel: Kernel, methods: &[&str]) {
+    let script = format!("{}{SCRIPT}", common::RECORDER_HELPERS).replace(
+        "METHODS",
+        &methods
+            .iter()
+            .map(|m| format!("one {m}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    let outcome = common::boot_ok(common::guest(kernel, script, Duration::from_secs(900)));
+    let dir = outcome.dir();
+    for m in methods {
+        check_method(dir, m, &outcome.kernel_release);
+        let report = common::json(dir, &format!("{m}.report.json"));
+        assert_eq!(
+            report["meta"]["disturbance"]["measured"], true,
+            "{m}: {report}"
+        );
+        // `report` classifies the same calls: every nanosleep (ours and the shell's) slept.
+        let sleep = common::function(&report, "hrtimer_nanosleep");
+        assert!(
+            common::u(&sleep["disturbance"], "slept") >= 30,
+            "{m}: {sleep}"
+        );
+        assert_eq!(common::u(&sleep["disturbance"], "clean"), 0, "{m}: {sleep}");
+    }
+}
+
+#[test]
+fn vm_7_2_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
+    disturbed(
+        Kernel::Debian72,
+        &["auto", "fentry", "kprobe", "kprobe-session", "fsession"],
+    );
+}
+
+#[test]
+fn vm_6_12_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
+    disturbed(
+        Kernel::Debian612,
+        &["auto", "fentry", "kprobe", "kprobe-session"],
+    );
+}
