@@ -63,6 +63,7 @@ fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
                 mode: ModeConfig {
                     mode,
                     hist_width_ns: args.hist_width,
+                    ..ModeConfig::default()
                 },
             })
         })

@@ -53,6 +53,8 @@ impl TraceMode {
 pub struct ModeConfig {
     pub mode: TraceMode,
     pub hist_width_ns: u64,
+    /// Whether stream-mode calls read the disturbance counters (`--no-disturbance` clears it).
+    pub disturbance: bool,
 }
 
 impl Default for ModeConfig {
@@ -60,6 +62,7 @@ impl Default for ModeConfig {
         ModeConfig {
             mode: TraceMode::Stream,
             hist_width_ns: damon_common::DEFAULT_HIST_WIDTH_NS,
+            disturbance: true,
         }
     }
 }

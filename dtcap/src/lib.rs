@@ -20,6 +20,9 @@ pub struct Record {
     pub value: i64,
     pub arg0: i64,
     pub arg1: i64,
+    /// `[slept, preempted, hardirqs, softirqs]` (kind 8 chunks; 0 in the others), 0xFFFF where
+    /// not known.
+    pub disturbance: [u64; 4],
 }
 
 /// A version-2 capture, undone: its chunks in file order, the metadata and summary JSON, the
@@ -131,8 +134,10 @@ impl Varints<'_> {
     }
 }
 
-/// The records of one record chunk (kind 2, or kind 5 with the two argument columns).
-fn records(raw: &[u8], with_args: bool) -> Vec<Record> {
+/// The records of one record chunk: kind 2, kind 5 with the two argument columns, or kind 8
+/// with those and the four disturbance columns.
+fn records(raw: &[u8], kind: u32) -> Vec<Record> {
+    let with_args = kind != 2;
     let mut c = Varints(raw);
     let n = c.next() as usize;
     let (func, cpu, pid, tid) = (c.column(n), c.column(n), c.column(n), c.column(n));
@@ -152,6 +157,11 @@ fn records(raw: &[u8], with_args: bool) -> Vec<Record> {
     } else {
         (vec![0; n], vec![0; n])
     };
+    let dist: Vec<Vec<u64>> = if kind == 8 {
+        (0..4).map(|_| c.column(n)).collect()
+    } else {
+        vec![vec![0; n]; 4]
+    };
     assert!(c.0.is_empty(), "{} bytes after the columns", c.0.len());
     (0..n)
         .map(|i| Record {
@@ -164,6 +174,7 @@ fn records(raw: &[u8], with_args: bool) -> Vec<Record> {
             value: value[i],
             arg0: arg0[i],
             arg1: arg1[i],
+            disturbance: [dist[0][i], dist[1][i], dist[2][i], dist[3][i]],
         })
         .collect()
 }
@@ -178,8 +189,7 @@ pub fn read(path: &Path) -> Capture {
     let mut recs = Vec::new();
     for (kind, raw) in &chunks {
         match kind {
-            2 => recs.extend(records(raw, false)),
-            5 => recs.extend(records(raw, true)),
+            2 | 5 | 8 => recs.extend(records(raw, *kind)),
             3 => summary = Some(serde_json::from_slice(raw).expect("summary JSON")),
             _ => {}
         }
@@ -379,5 +389,33 @@ mod tests {
             kernel_addresses(&c)
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn kind_8_records_carry_the_disturbance_columns() {
+        // Two records, each column hand-written: func, cpu, pid, tid, entry (zigzag deltas),
+        // duration, value (zigzag), arg0, arg1 (zigzag), slept, preempted, hardirqs, softirqs.
+        let mut raw = vec![2u8];
+        for col in [
+            [3, 3],
+            [0, 1],
+            [7, 7],
+            [8, 9],
+            [20, 2],
+            [100, 120],
+            [0, 0],
+            [0, 0],
+            [2, 2],
+        ] {
+            raw.extend(col);
+        }
+        // softirqs 0xFFFF as a varint: 0xFF 0xFF 0x03.
+        raw.extend([1, 0, 0, 2, 0, 0, 0, 0xFF, 0xFF, 0x03]);
+        let r = records(&raw, 8);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].entry_ns, r[1].entry_ns), (10, 11));
+        assert_eq!(r[0].arg1, 1);
+        assert_eq!(r[0].disturbance, [1, 0, 0, 0]);
+        assert_eq!(r[1].disturbance, [0, 2, 0, 0xFFFF]);
     }
 }

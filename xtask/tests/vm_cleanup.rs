@@ -188,14 +188,15 @@ exit 0"
                 .count()
         };
         // lock_timer_base: an entry and an exit program, each with a link; plus the
-        // damon_aggregated tracepoint program (interval boundaries) and its link; nine maps
+        // damon_aggregated tracepoint program (interval boundaries) and its link; eleven maps
         // (EVENTS, COUNTERS, STAMPS, AGGR_LAST, NODE_PFNS, kernel mode's HIST and HSTATS,
-        // one entry each in stream mode, doctor's 5-slot SESSION_PROBE and aya-log's
-        // AYA_LOGS, one page without --debug-probes: aya creates every map of the object, so
-        // the benchmark's stamp floor keeps its stamps in STAMPS rather than a map of its own).
+        // one entry each in stream mode, doctor's 5-slot SESSION_PROBE, aya-log's AYA_LOGS,
+        // one page without --debug-probes, and the disturbance counters' SESSION_SNAPS and
+        // DISTURB_SCRATCH: aya creates every map of the object, so the benchmark's stamp floor
+        // keeps its stamps in STAMPS rather than a map of its own).
         assert_eq!(
             (count("programs"), count("maps"), count("links")),
-            (3, 9, 3),
+            (3, 11, 3),
             "{attach}: {ours}"
         );
         let types: Vec<&str> = ours["programs"]

@@ -1,6 +1,7 @@
 //! Disturbed calls against ground truth the tool does not produce (`damon-trace disturb-loop`,
 //! whose worker, pinned to CPU 0, reads its own context-switch counts with `getrusage` before
-//! and after every system call), in every attach method of 7.2 and 6.12, with `--attach auto`:
+//! and after every system call), in every attach method of 7.2 and 6.12, with `--attach auto`;
+//! the captures read by the tests' own reader (`dtcap`), the export checked against it:
 //! - **sleeping**: every `nanosleep` is flagged `slept` in `hrtimer_nanosleep`, exactly as
 //!   often as the task itself saw it switch out;
 //! - **preempted**: with a spinning thread on the same CPU, most long `read` calls of
@@ -60,26 +61,44 @@ impl Call {
     }
 }
 
-/// The worker's calls in `csv` (the export of one capture), in call order.
-fn calls_of(csv: &str, tid: u64) -> Vec<Call> {
+/// The worker's calls in a capture, read by the tests' own reader, in call order.
+fn calls_of(capture: &dtcap::Capture, tid: u64) -> Vec<Call> {
+    let mut calls: Vec<Call> = capture
+        .records
+        .iter()
+        .filter(|r| u64::from(r.tid) == tid)
+        .map(|r| Call {
+            entry_ns: r.entry_ns,
+            duration_ns: r.duration_ns,
+            dist: r.disturbance.map(|v| (v != 0xFFFF).then_some(v)),
+        })
+        .collect();
+    calls.sort_by_key(|c| c.entry_ns);
+    calls
+}
+
+/// The export's per-call lines of task `tid`, in capture order, state the same disturbance as
+/// the capture: `slept,preempted,hardirqs,softirqs` last, empty where not known.
+fn export_agrees(csv: &str, capture: &dtcap::Capture, tid: u64, ctx: &str) {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().expect("header").split(',').collect();
     assert_eq!(
         header[7..],
         ["slept", "preempted", "hardirqs", "softirqs"],
-        "the capture measured disturbance"
+        "{ctx}"
     );
-    let mut calls: Vec<Call> = lines
+    let exported: Vec<[Option<u64>; 4]> = lines
         .map(|l| l.split(',').collect::<Vec<_>>())
         .filter(|f| f[3].parse::<u64>() == Ok(tid))
-        .map(|f| Call {
-            entry_ns: f[4].parse().expect("entry_ns"),
-            duration_ns: f[5].parse().expect("duration_ns"),
-            dist: [7, 8, 9, 10].map(|i| f[i].parse().ok()),
-        })
+        .map(|f| [7, 8, 9, 10].map(|i| f[i].parse().ok()))
         .collect();
-    calls.sort_by_key(|c| c.entry_ns);
-    calls
+    let recorded: Vec<[Option<u64>; 4]> = capture
+        .records
+        .iter()
+        .filter(|r| u64::from(r.tid) == tid)
+        .map(|r| r.disturbance.map(|v| (v != 0xFFFF).then_some(v)))
+        .collect();
+    assert_eq!(exported, recorded, "{ctx}: export --format csv");
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -87,21 +106,36 @@ fn median(mut v: Vec<u64>) -> u64 {
     v[v.len() / 2]
 }
 
-/// The worker's calls of workload `name` and the switches it saw per call.
-fn workload(dir: &std::path::Path, csv: &str, name: &str) -> (Vec<Call>, Vec<[u64; 2]>) {
+/// The worker's tid in workload `name`'s output.
+fn tid_of(dir: &std::path::Path, name: &str) -> u64 {
     let w: serde_json::Value = serde_json::from_str(&read(dir, name)).expect(name);
-    let tid = w["tid"].as_u64().expect("tid");
+    w["tid"].as_u64().expect("tid")
+}
+
+/// The worker's calls of workload `name` and the switches it saw per call.
+fn workload(
+    dir: &std::path::Path,
+    capture: &dtcap::Capture,
+    name: &str,
+) -> (Vec<Call>, Vec<[u64; 2]>) {
+    let w: serde_json::Value = serde_json::from_str(&read(dir, name)).expect(name);
     let seen: Vec<[u64; 2]> = serde_json::from_value(w["switches"].clone()).expect("switches");
-    let calls = calls_of(csv, tid);
+    let calls = calls_of(capture, tid_of(dir, name));
     assert_eq!(calls.len(), seen.len(), "{name}: one record per call made");
     (calls, seen)
 }
 
 fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
-    let csv = read(dir, &format!("{method}.csv"));
+    let capture = dtcap::read(&dir.join(format!("{method}.dtcap")));
     let ctx = format!("{method} on {ctx}");
+    export_agrees(
+        &read(dir, &format!("{method}.csv")),
+        &capture,
+        tid_of(dir, &format!("{method}-long-hog.json")),
+        &ctx,
+    );
     // Sleeping: each nanosleep slept once in the function, as the task saw.
-    let (calls, seen) = workload(dir, &csv, &format!("{method}-sleep.json"));
+    let (calls, seen) = workload(dir, &capture, &format!("{method}-sleep.json"));
     for (c, s) in calls.iter().zip(&seen) {
         assert_eq!(
             c.dist[0],
@@ -112,7 +146,7 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
     }
     // Preempted: the spinner takes the CPU from most long calls; a call flagged was seen
     // switched by the task too (the other way round, a switch may fall outside the function).
-    let (calls, seen) = workload(dir, &csv, &format!("{method}-long-hog.json"));
+    let (calls, seen) = workload(dir, &capture, &format!("{method}-long-hog.json"));
     for (c, s) in calls.iter().zip(&seen) {
         assert!(
             !c.switched() || s[1] > 0,
@@ -131,7 +165,7 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
         calls.len()
     );
     // Interrupted: the timer's ticks, HZ per second of the calls that kept their CPU.
-    let (calls, seen) = workload(dir, &csv, &format!("{method}-long.json"));
+    let (calls, seen) = workload(dir, &capture, &format!("{method}-long.json"));
     let kept: Vec<&Call> = calls.iter().filter(|c| !c.switched()).collect();
     assert!(
         kept.len() * 10 >= calls.len() * 8,
@@ -147,7 +181,7 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
         (0.6 * HZ..=1.6 * HZ).contains(&rate),
         "{ctx}: {ticks} hard interrupts in {seconds:.3} s of calls: {rate:.0}/s, the tick is {HZ}/s"
     );
-    let (calls, _) = workload(dir, &csv, &format!("{method}-short.json"));
+    let (calls, _) = workload(dir, &capture, &format!("{method}-short.json"));
     let clean = calls.iter().filter(|c| c.clean()).count();
     assert!(
         clean * 100 >= calls.len() * 95,
@@ -155,7 +189,7 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
         calls.len()
     );
     // Clean calls stay put beside the spinner.
-    let (mid, _) = workload(dir, &csv, &format!("{method}-mid.json"));
+    let (mid, _) = workload(dir, &capture, &format!("{method}-mid.json"));
     let alone: Vec<&Call> = mid.iter().step_by(2).collect();
     let hogged: Vec<&Call> = mid.iter().skip(1).step_by(2).collect();
     let clean_median = |v: &[&Call]| {

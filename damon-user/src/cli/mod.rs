@@ -180,6 +180,9 @@ pub struct ModeArgs {
     /// 32 doubling ones.
     #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
     pub hist_width: u64,
+    /// Skip the switch and interrupt counts around each call: cheaper, but no clean calls.
+    #[arg(long)]
+    pub no_disturbance: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -322,8 +325,7 @@ pub struct CompareArgs {
     /// Overwrite the --plot file if it exists.
     #[arg(long, requires = "plot")]
     pub force: bool,
-    /// Judge on clean calls only: those whose task neither slept nor was preempted and whose
-    /// CPU handled no interrupt during the call (every capture must have measured it).
+    /// Judge on clean calls only: no switch, no interrupt during the call (captures must say).
     #[arg(long)]
     pub clean: bool,
     #[command(flatten)]

@@ -15,7 +15,10 @@ use std::fmt::Write as _;
 use damon_common::CallRecord;
 
 pub use self::{damon::DamonMetrics, process::ProcessMetrics};
-use crate::capture::{FunctionCounters, FunctionStatus};
+use crate::{
+    capture::{FunctionCounters, FunctionStatus},
+    report::disturbance::Disturbance,
+};
 
 pub mod damon;
 pub mod process;
@@ -88,6 +91,9 @@ pub struct FunctionMetrics {
     pub counters: FunctionCounters,
     /// Per-call latency.
     pub latency: DurationHistogram,
+    /// Which recorded calls were clean, when the records say (see [`MetricsSnapshot::
+    /// with_disturbance`]).
+    pub disturbance: Option<Disturbance>,
 }
 
 impl FunctionMetrics {
@@ -98,6 +104,7 @@ impl FunctionMetrics {
             attach: status.attach.as_str(),
             counters: FunctionCounters::default(),
             latency: DurationHistogram::default(),
+            disturbance: None,
         }
     }
 
@@ -156,11 +163,23 @@ impl MetricsSnapshot {
         }
     }
 
-    /// One call: its latency, and for the DAMON functions whose value is kept the value
-    /// (`damon_hot_score`'s score, `damon_migrate_pages`' pages moved).
+    /// Counts clean and disturbed calls too, when `measured` (the capture's or session's
+    /// metadata says the records carry the counts).
+    pub fn with_disturbance(mut self, measured: bool) -> Self {
+        for f in &mut self.functions {
+            f.disturbance = measured.then(Disturbance::default);
+        }
+        self
+    }
+
+    /// One call: its latency, whether it was disturbed, and for the DAMON functions whose
+    /// value is kept the value (`damon_hot_score`'s score, `damon_migrate_pages`' pages moved).
     pub fn observe(&mut self, r: &CallRecord) {
         if let Some(f) = self.functions.iter_mut().find(|f| f.id == r.func) {
             f.observe(r.duration_ns);
+            if let Some(d) = &mut f.disturbance {
+                d.add(r);
+            }
             self.damon.observe_value(r.func, r.value);
         }
     }
@@ -268,6 +287,7 @@ pub fn render_as(s: &MetricsSnapshot, format: Exposition) -> String {
     };
     histogram(&mut t, s);
     counters(&mut t, s);
+    disturbance(&mut t, s);
     info(&mut t, s);
     damon::render(&mut t, &s.damon);
     process::render(&mut t, &s.process);
@@ -412,6 +432,56 @@ fn counters(t: &mut Text, s: &MetricsSnapshot) {
     per_function(t, s, "damon_trace_in_flight", &|f| {
         (String::new(), f.counters.in_flight.to_string())
     });
+}
+
+/// Recorded calls clean and disturbed, by reason, of every function whose records say (none of
+/// it when no function's do: kernel mode, `--no-disturbance`, an older capture).
+fn disturbance(t: &mut Text, s: &MetricsSnapshot) {
+    let measured: Vec<(&str, &Disturbance)> = s
+        .functions
+        .iter()
+        .filter_map(|f| Some((f.name.as_str(), f.disturbance.as_ref()?)))
+        .collect();
+    if measured.is_empty() {
+        return;
+    }
+    t.family(
+        "damon_trace_calls_clean",
+        Kind::Counter,
+        None,
+        "Recorded calls nothing took the CPU from: the task was not switched out and its CPU \
+         handled no interrupt during the call.",
+    );
+    for (name, d) in &measured {
+        let _ = writeln!(
+            t.out,
+            "damon_trace_calls_clean_total{{function=\"{}\"}} {}",
+            escape(name),
+            d.clean
+        );
+    }
+    t.family(
+        "damon_trace_calls_disturbed",
+        Kind::Counter,
+        None,
+        "Recorded calls the CPU was taken from, by reason: slept, preempted, interrupted (the \
+         task kept its CPU, which handled interrupts), lost (a session call whose entry \
+         snapshot another call took).",
+    );
+    for (name, d) in &measured {
+        for (reason, v) in [
+            ("slept", d.slept),
+            ("preempted", d.preempted),
+            ("interrupted", d.interrupted),
+            ("lost", d.lost),
+        ] {
+            let _ = writeln!(
+                t.out,
+                "damon_trace_calls_disturbed_total{{function=\"{}\",reason=\"{reason}\"}} {v}",
+                escape(name)
+            );
+        }
+    }
 }
 
 /// How each function is traced, and the build and kernel.

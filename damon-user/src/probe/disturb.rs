@@ -15,7 +15,7 @@ use damon_common::{
     },
 };
 
-use crate::{capture::DisturbanceStatus, probe::btf::Btf};
+use crate::{capture::DisturbanceStatus, probe::btf::Btf, trace::ModeConfig};
 
 /// The globals the programs read the counters through, and what the capture says of them.
 pub(super) struct Counters {
@@ -37,18 +37,20 @@ impl Counters {
     }
 }
 
-/// The counters for a session in `streams` (stream) mode; off, with the reason, where a
-/// counter is missing or the mode keeps no per-call records.
-pub(super) fn counters(streams: bool, btf: &Result<Btf, String>) -> Counters {
-    let found = if streams {
-        btf.as_ref()
-            .map_err(Clone::clone)
-            .and_then(|b| find(b, &|name| super::folio_node::symbol_address(name, PER_CPU)))
-    } else {
+/// The counters for a session in `mode`; off, with the reason, when asked (`--no-disturbance`),
+/// where a counter is missing or when the mode keeps no per-call records.
+pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters {
+    let found = if !mode.mode.streams() {
         Err(
             "kernel mode keeps histograms, not calls: per-call disturbance needs stream mode"
                 .to_owned(),
         )
+    } else if !mode.disturbance {
+        Err("--no-disturbance".to_owned())
+    } else {
+        btf.as_ref()
+            .map_err(Clone::clone)
+            .and_then(|b| find(b, &|name| super::folio_node::symbol_address(name, PER_CPU)))
     };
     match found {
         Ok(c) => c,
@@ -151,9 +153,22 @@ mod tests {
             .err()
             .expect("off");
         assert!(err.contains("__per_cpu_offset"), "{err}");
-        let off = counters(false, &Ok(btf));
+        let btf = Ok(btf);
+        let kernel = ModeConfig {
+            mode: crate::trace::TraceMode::Kernel,
+            ..ModeConfig::default()
+        };
+        let off = counters(kernel, &btf);
         assert!(!off.status.measured);
         assert!(off.status.why_not.unwrap().contains("stream mode"));
         assert_eq!(off.globals, [(GLOBAL_DISTURB_ON, 0)]);
+        let asked = ModeConfig {
+            disturbance: false,
+            ..ModeConfig::default()
+        };
+        assert_eq!(
+            counters(asked, &btf).status.why_not.as_deref(),
+            Some("--no-disturbance")
+        );
     }
 }

@@ -27,13 +27,13 @@ pub enum FloorKind {
     FentryStamp,
     /// kprobe/kretprobe with the same per-task stamp.
     KprobeStamp,
-    /// kprobe/kretprobe with the per-task stamp and a 56-byte record reserved and submitted
+    /// kprobe/kretprobe with the per-task stamp and a 64-byte record reserved and submitted
     /// in the ring per call (no wake-up).
     KprobeStampRing,
     /// One kprobe session program: the entry time in the invocation's cookie, the clock read
     /// again at return (exact, no map). Linux ≥ 6.10.
     Session,
-    /// The session floor plus the 56-byte ring record per call.
+    /// The session floor plus the 64-byte ring record per call.
     SessionRing,
     /// The session floor as an fsession (BPF trampoline; Linux 7.x).
     Fsession,

@@ -100,7 +100,7 @@ impl Tracer {
             .collect();
         let parsed = crate::probe::btf::Btf::from_sys_fs();
         let (mut offsets, mut globals64, node_ranges, args) = field_offsets(&builtins, &parsed);
-        let disturbance = crate::probe::disturb::counters(opts.mode.mode.streams(), &parsed)
+        let disturbance = crate::probe::disturb::counters(opts.mode, &parsed)
             .into_globals(&mut offsets, &mut globals64);
         let mut bpf = load_object(opts, &offsets, &globals64, btf.as_deref())?;
         crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;

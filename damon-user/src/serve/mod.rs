@@ -146,7 +146,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let mut snapshot = MetricsSnapshot::new(&meta.kernel.release, &meta.mode, &meta.functions);
+    let mut snapshot = MetricsSnapshot::new(&meta.kernel.release, &meta.mode, &meta.functions)
+        .with_disturbance(crate::capture::DisturbanceStatus::measured(&meta));
     if let Some(cal) = Calibration::from_meta(meta.calibration.as_ref()) {
         snapshot.process.probe_floors = ProcessMetrics::floors_from(&cal);
     }

@@ -13,6 +13,7 @@ use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
     capture::{FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
+    report::disturbance::Disturbance,
     session::StopReason,
     stats::{
         calibration::Calibration,
@@ -107,6 +108,9 @@ pub struct Panel {
     /// The probe floor of this function's attach method: (median, uncertainty) in ns, when
     /// the session (or the replayed capture) is calibrated.
     pub floor: Option<(f64, f64)>,
+    /// Since start (or reset), which calls were clean: `None` when the records do not say
+    /// (kernel mode, `--no-disturbance`, an older capture).
+    pub disturbance: Option<Disturbance>,
 }
 
 impl Panel {
@@ -121,7 +125,13 @@ impl Panel {
             calls_at_last_second: 0,
             intervals: IntervalTrack::default(),
             floor: None,
+            disturbance: None,
         }
+    }
+
+    /// The share of this panel's calls that nothing took the CPU from, when known.
+    pub fn clean_share(&self) -> Option<f64> {
+        self.disturbance.as_ref()?.clean_fraction()
     }
 
     /// Whether to show time per aggregation interval: a DAMON function with intervals.
@@ -274,6 +284,14 @@ impl App {
         }
     }
 
+    /// Whether the records say which calls were disturbed (the capture's or session's
+    /// metadata): the panels then count the clean ones.
+    pub fn set_disturbance_measured(&mut self, measured: bool) {
+        for p in &mut self.panels {
+            p.disturbance = measured.then(Disturbance::default);
+        }
+    }
+
     /// Whether any panel can show corrected latencies.
     pub fn calibrated(&self) -> bool {
         self.panels.iter().any(|p| p.floor.is_some())
@@ -327,6 +345,9 @@ impl App {
                         Some(p) => {
                             p.stats.record(r.duration_ns, r.value);
                             p.records += 1;
+                            if let Some(d) = &mut p.disturbance {
+                                d.add(&r);
+                            }
                         }
                         None => self.foreign_records += 1,
                     }
@@ -512,9 +533,10 @@ impl App {
     fn reset(&mut self) {
         self.baseline = self.counters.clone();
         for p in &mut self.panels {
-            let floor = p.floor;
+            let (floor, measured) = (p.floor, p.disturbance.is_some());
             *p = Panel::new(p.status.clone(), self.window_secs);
             p.floor = floor;
+            p.disturbance = measured.then(Disturbance::default);
         }
         self.apply_counters();
         self.frozen = None;

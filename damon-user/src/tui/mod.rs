@@ -211,6 +211,7 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         crate::stats::calibration::Calibration::from_meta(meta.calibration.as_ref()).as_ref(),
         &meta.mode,
     );
+    app.set_disturbance_measured(crate::capture::DisturbanceStatus::measured(meta));
 
     let (tx, mut rx) = mpsc::channel(64);
     let outcome = {

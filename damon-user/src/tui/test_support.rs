@@ -49,7 +49,7 @@ pub const INTERVALS: &str = "intervals-7.2.dtcap";
 
 /// An app replaying `capture`, read from the file named `file` (the header shows that name).
 pub fn app_for(capture: &Capture, file: &str) -> App {
-    App::new(AppConfig {
+    let mut app = App::new(AppConfig {
         kernel_release: capture.meta.kernel.release.clone(),
         origin: Origin::Replay {
             file: file.to_owned(),
@@ -63,7 +63,9 @@ pub fn app_for(capture: &Capture, file: &str) -> App {
             .final_hists()
             .filter(|_| capture.is_kernel_mode())
             .and_then(|s| s.functions.values().next().map(|(_, h)| h.width_ns)),
-    })
+    });
+    app.set_disturbance_measured(crate::capture::DisturbanceStatus::measured(&capture.meta));
+    app
 }
 
 /// An app that has replayed `capture` (read from `file`) up to `t_ns` on the capture's clock.

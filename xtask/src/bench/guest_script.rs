@@ -81,8 +81,10 @@ run_one() {{
     [ "$attach" = ksession ] && attach=kprobe-session
     # -nolog: the build without the probes' log calls (`cargo xtask bench` copies it in).
     bin=damon-trace; case $c in *-nolog) bin=damon-trace-nolog;; esac
+    # -nodist: without the disturbance counters.
+    extra=; case $c in *-nodist) extra=--no-disturbance;; esac
     rm -f /tmp/bench.dtcap
-    $bin record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} 2> $p.err & t=$!
+    $bin record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} $extra 2> $p.err & t=$!
     # The capture's header is written once the probes are attached.
     i=0
     while [ ! -s /tmp/bench.dtcap ] && kill -0 $t 2>/dev/null && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.1; done

@@ -496,3 +496,70 @@ fn tool_metrics_render_when_set() {
         );
     }
 }
+
+/// Clean and disturbed calls per function, by reason, exactly as counted, in both formats;
+/// nothing of it when the records do not say.
+#[test]
+fn disturbed_calls_render_by_reason_where_measured() {
+    use damon_common::disturb::{LOST, UNKNOWN};
+    let status = FunctionStatus {
+        name: "lock_timer_base".into(),
+        id: 3,
+        attach: crate::capture::AttachState::Fentry,
+        detail: None,
+    };
+    let call = |d: [u16; 4]| {
+        let mut r = CallRecord {
+            func: 3,
+            duration_ns: 500,
+            ..CallRecord::default()
+        };
+        r.set_disturbance(d);
+        r
+    };
+    let calls = [
+        call([0; 4]),
+        call([0; 4]),
+        call([0; 4]),
+        call([2, 1, UNKNOWN, UNKNOWN]),
+        call([0, 1, UNKNOWN, UNKNOWN]),
+        call([0, 0, 0, 3]),
+        call(LOST),
+    ];
+    for measured in [true, false] {
+        let mut s = MetricsSnapshot::new("7.2", "stream", std::slice::from_ref(&status))
+            .with_disturbance(measured);
+        for r in &calls {
+            s.observe(r);
+        }
+        for format in [Exposition::OpenMetrics, Exposition::PrometheusText004] {
+            let text = render_as(&s, format);
+            check(&text, format);
+            let f = [("function", "lock_timer_base")];
+            let reason = |r| {
+                sample(
+                    &text,
+                    "damon_trace_calls_disturbed_total",
+                    &[("function", "lock_timer_base"), ("reason", r)],
+                )
+            };
+            if measured {
+                assert_eq!(
+                    sample(&text, "damon_trace_calls_clean_total", &f),
+                    Some(3.0)
+                );
+                for (r, n) in [
+                    ("slept", 1.0),
+                    ("preempted", 1.0),
+                    ("interrupted", 1.0),
+                    ("lost", 1.0),
+                ] {
+                    assert_eq!(reason(r), Some(n), "{r}");
+                }
+            } else {
+                assert!(!text.contains("damon_trace_calls_clean"), "{text}");
+                assert!(!text.contains("damon_trace_calls_disturbed"), "{text}");
+            }
+        }
+    }
+}

@@ -77,7 +77,7 @@ pub const DEFAULT_CALLS: u64 = 20_000;
 
 /// Untimed calls first (code and maps warm, emulator translation done); not in the floor.
 const WARM_UP: u64 = 200;
-/// Test runs between ring drains: 2 records of 56 bytes each, far below the ring's size.
+/// Test runs between ring drains: 2 records of 64 bytes each, far below the ring's size.
 const BATCH: u64 = 1000;
 /// Ring size of the calibration tracer (power of two, page multiple).
 const RING_BYTES: u32 = 1 << 20;
@@ -301,6 +301,7 @@ mod tests {
         let mode = ModeConfig {
             mode: crate::trace::TraceMode::Kernel,
             hist_width_ns: 7,
+            disturbance: true,
         };
         let only = |m| requests_for(AttachChoice::Only(m), mode);
         assert_eq!(

@@ -356,3 +356,48 @@ fn a_spent_batch_is_handed_back_for_the_next() {
     let next = crate::tui::source::next_batch(next, 8192);
     assert!(next.capacity() >= 8192, "too small: a fresh one");
 }
+
+#[test]
+fn panels_count_clean_calls_where_the_records_say_and_keep_counting_after_a_reset() {
+    let disturbed = |func, d: [u16; 4]| {
+        let mut r = record(func, 100);
+        r.set_disturbance(d);
+        r
+    };
+    let batch = || {
+        vec![
+            record(0, 100),
+            record(0, 120),
+            record(0, 140),
+            disturbed(
+                0,
+                [
+                    1,
+                    0,
+                    damon_common::disturb::UNKNOWN,
+                    damon_common::disturb::UNKNOWN,
+                ],
+            ),
+            disturbed(0, [0, 0, 2, 0]),
+        ]
+    };
+    // Not measured (an older capture, kernel mode, --no-disturbance): no share shown.
+    let mut app = App::new(test_config());
+    app.update(Event::Records(batch()));
+    assert_eq!(app.panels()[0].clean_share(), None);
+    let mut app = App::new(test_config());
+    app.set_disturbance_measured(true);
+    app.update(Event::Records(batch()));
+    assert_eq!(app.panels()[0].clean_share(), Some(0.6));
+    assert_eq!(app.panels()[1].clean_share(), None, "no calls yet");
+    key(&mut app, KeyCode::Char('r'));
+    app.update(Event::Records(vec![
+        record(0, 90),
+        disturbed(0, [0, 1, 7, 7]),
+    ]));
+    assert_eq!(
+        app.panels()[0].clean_share(),
+        Some(0.5),
+        "counted since the reset"
+    );
+}

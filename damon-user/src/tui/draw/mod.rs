@@ -247,6 +247,10 @@ fn header(panel: &Panel, name_width: usize, selected: bool, area: Rect, buf: &mu
             .calls_per_sec()
             .map_or_else(|| "-".to_owned(), format::count)
     )));
+    // Where the records say it: the share of calls nothing took the CPU from.
+    if let Some(share) = panel.clean_share() {
+        left.push(Span::raw(format!("clean {:>5.1}% ", 100.0 * share)));
+    }
     let dropped = panel.dropped();
     let skipped = panel.kernel_skipped();
     let style = if dropped > 0 { ALERT } else { Style::new() };
