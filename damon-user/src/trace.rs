@@ -53,7 +53,7 @@ impl TraceMode {
 pub struct ModeConfig {
     pub mode: TraceMode,
     pub hist_width_ns: u64,
-    /// Whether stream-mode calls read the disturbance counters (`--no-disturbance` clears it).
+    /// Whether stream-mode calls read the disturbance counters (`--disturbance`).
     pub disturbance: bool,
 }
 
@@ -62,7 +62,7 @@ impl Default for ModeConfig {
         ModeConfig {
             mode: TraceMode::Stream,
             hist_width_ns: damon_common::DEFAULT_HIST_WIDTH_NS,
-            disturbance: true,
+            disturbance: false,
         }
     }
 }

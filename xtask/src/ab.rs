@@ -228,6 +228,10 @@ fn record_args(opts: &AbOptions) -> String {
     if let Some(m) = opts.mode {
         args.push_str(&format!(" --mode {}", m.name()));
     }
+    // Stream mode: both sides pay the same reads; `compare --clean` can use the captures.
+    if opts.mode != Some(Mode::Kernel) {
+        args.push_str(" --disturbance");
+    }
     args
 }
 
@@ -538,7 +542,8 @@ mod tests {
     #[test]
     fn record_args_follow_the_options() {
         let mut o = AbOptions::new(Kernel::Debian612, Kernel::Debian72);
-        assert_eq!(record_args(&o), "--duration 20s --attach fentry");
+        let stream = record_args(&o); // measures disturbance, for `compare --clean`
+        assert_eq!(stream, "--duration 20s --attach fentry --disturbance");
         o.functions = vec!["damon_hot_score".into(), "lock_timer_base".into()];
         o.mode = Some(Mode::Kernel);
         o.attach = Attach::Kprobe;

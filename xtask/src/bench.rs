@@ -559,10 +559,10 @@ mod tests {
         // A warm-up round into its own folder, then every configuration once per round, in an
         // order rotated by one per round.
         assert!(s.contains(
-            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-nodist stream-ksession-nodist stream-fsession-nodist\n"
+            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist\n"
         ), "{s}");
         assert!(s.contains(
-            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-nodist stream-ksession-nodist stream-fsession-nodist untraced\n"
+            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist untraced\n"
         ), "{s}");
         assert!(s.contains("run_round 3 /out/runs"));
         assert!(!s.contains("run_round 4"));
@@ -576,8 +576,8 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("--func $F --mode $mode --attach $attach"));
-        // `-nodist`: the same record without the disturbance counters.
-        assert!(s.contains("*-nodist) extra=--no-disturbance;;"));
+        // `-dist`: the same record with the disturbance counters.
+        assert!(s.contains("*-dist) extra=--disturbance;;"));
         // `ksession` in a configuration's name is --attach kprobe-session.
         assert!(s.contains("[ \"$attach\" = ksession ] && attach=kprobe-session"));
         assert!(s.contains("*-nolog) bin=damon-trace-nolog;;") && s.contains("$bin record"));

@@ -27,7 +27,7 @@ set -e
 one() {
   a=$1
   taskset -c 1 damon-trace record --func hrtimer_nanosleep --func read_zero --attach $a \
-    --no-calibrate --duration 600s -o /out/$a.dtcap 2> /out/$a.err &
+    --disturbance --no-calibrate --duration 600s -o /out/$a.dtcap 2> /out/$a.err &
   rec=$!
   attached $a
   damon-trace disturb-loop --work sleep --calls 30 > /out/$a-sleep.json

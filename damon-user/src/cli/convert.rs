@@ -47,7 +47,7 @@ impl From<ModeArgs> for ModeConfig {
         ModeConfig {
             mode: m.mode.into(),
             hist_width_ns: m.hist_width,
-            disturbance: !m.no_disturbance,
+            disturbance: m.disturbance,
         }
     }
 }

@@ -180,9 +180,9 @@ pub struct ModeArgs {
     /// 32 doubling ones.
     #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
     pub hist_width: u64,
-    /// Skip the switch and interrupt counts around each call: cheaper, but no clean calls.
+    /// Also read switch and interrupt counts around each call (clean calls; costs, see guide).
     #[arg(long)]
-    pub no_disturbance: bool,
+    pub disturbance: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -435,7 +435,7 @@ fn counters(t: &mut Text, s: &MetricsSnapshot) {
 }
 
 /// Recorded calls clean and disturbed, by reason, of every function whose records say (none of
-/// it when no function's do: kernel mode, `--no-disturbance`, an older capture).
+/// it when no function's do: kernel mode, recorded without `--disturbance`, an older capture).
 fn disturbance(t: &mut Text, s: &MetricsSnapshot) {
     let measured: Vec<(&str, &Disturbance)> = s
         .functions

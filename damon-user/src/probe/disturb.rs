@@ -37,7 +37,7 @@ impl Counters {
     }
 }
 
-/// The counters for a session in `mode`; off, with the reason, when asked (`--no-disturbance`),
+/// The counters for a session in `mode`; off, with the reason, unless asked (`--disturbance`),
 /// where a counter is missing or when the mode keeps no per-call records.
 pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters {
     let found = if !mode.mode.streams() {
@@ -46,7 +46,7 @@ pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters 
                 .to_owned(),
         )
     } else if !mode.disturbance {
-        Err("--no-disturbance".to_owned())
+        Err(NOT_ASKED.to_owned())
     } else {
         btf.as_ref()
             .map_err(Clone::clone)
@@ -65,6 +65,9 @@ pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters 
         },
     }
 }
+
+/// Why a session without `--disturbance` did not measure it.
+pub const NOT_ASKED: &str = "not asked for: record with --disturbance to tell clean calls";
 
 /// Kallsyms types of per-CPU and plain data symbols.
 const PER_CPU: &[&str] = &["A", "D", "d", "B", "b"];
@@ -156,19 +159,19 @@ mod tests {
         let btf = Ok(btf);
         let kernel = ModeConfig {
             mode: crate::trace::TraceMode::Kernel,
+            disturbance: true,
             ..ModeConfig::default()
         };
         let off = counters(kernel, &btf);
         assert!(!off.status.measured);
         assert!(off.status.why_not.unwrap().contains("stream mode"));
         assert_eq!(off.globals, [(GLOBAL_DISTURB_ON, 0)]);
-        let asked = ModeConfig {
-            disturbance: false,
-            ..ModeConfig::default()
-        };
         assert_eq!(
-            counters(asked, &btf).status.why_not.as_deref(),
-            Some("--no-disturbance")
+            counters(ModeConfig::default(), &btf)
+                .status
+                .why_not
+                .as_deref(),
+            Some(NOT_ASKED)
         );
     }
 }

@@ -109,7 +109,7 @@ pub struct Panel {
     /// the session (or the replayed capture) is calibrated.
     pub floor: Option<(f64, f64)>,
     /// Since start (or reset), which calls were clean: `None` when the records do not say
-    /// (kernel mode, `--no-disturbance`, an older capture).
+    /// (kernel mode, recorded without `--disturbance`, an older capture).
     pub disturbance: Option<Disturbance>,
 }
 

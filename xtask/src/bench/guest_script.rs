@@ -81,8 +81,8 @@ run_one() {{
     [ "$attach" = ksession ] && attach=kprobe-session
     # -nolog: the build without the probes' log calls (`cargo xtask bench` copies it in).
     bin=damon-trace; case $c in *-nolog) bin=damon-trace-nolog;; esac
-    # -nodist: without the disturbance counters.
-    extra=; case $c in *-nodist) extra=--no-disturbance;; esac
+    # -dist: with the disturbance counters.
+    extra=; case $c in *-dist) extra=--disturbance;; esac
     rm -f /tmp/bench.dtcap
     $bin record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {ring} $extra 2> $p.err & t=$!
     # The capture's header is written once the probes are attached.

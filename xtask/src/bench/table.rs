@@ -57,11 +57,11 @@ pub enum Config {
     KernelFsession,
     /// `StreamKsession` built without the probes' log calls (damon-ebpf's `probe-log` off).
     StreamKsessionNoLog,
-    /// `StreamFentry`, `StreamKsession` and `StreamFsession` with `--no-disturbance`: the
+    /// `StreamFentry`, `StreamKsession` and `StreamFsession` with `--disturbance`: the
     /// disturbance counters' cost is the difference.
-    StreamFentryNoDist,
-    StreamKsessionNoDist,
-    StreamFsessionNoDist,
+    StreamFentryDist,
+    StreamKsessionDist,
+    StreamFsessionDist,
 }
 
 impl Config {
@@ -85,9 +85,9 @@ impl Config {
         Config::StreamFsession,
         Config::KernelFsession,
         Config::StreamKsessionNoLog,
-        Config::StreamFentryNoDist,
-        Config::StreamKsessionNoDist,
-        Config::StreamFsessionNoDist,
+        Config::StreamFentryDist,
+        Config::StreamKsessionDist,
+        Config::StreamFsessionDist,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -112,9 +112,9 @@ impl Config {
             Config::StreamFsession => "stream-fsession",
             Config::KernelFsession => "kernel-fsession",
             Config::StreamKsessionNoLog => "stream-ksession-nolog",
-            Config::StreamFentryNoDist => "stream-fentry-nodist",
-            Config::StreamKsessionNoDist => "stream-ksession-nodist",
-            Config::StreamFsessionNoDist => "stream-fsession-nodist",
+            Config::StreamFentryDist => "stream-fentry-dist",
+            Config::StreamKsessionDist => "stream-ksession-dist",
+            Config::StreamFsessionDist => "stream-fsession-dist",
         }
     }
 
@@ -157,14 +157,14 @@ impl Config {
             Config::StreamKsessionNoLog => {
                 "damon-trace --mode stream --attach kprobe-session, built without the probe log calls (reader paused)"
             }
-            Config::StreamFentryNoDist => {
-                "damon-trace --mode stream --attach fentry --no-disturbance (reader paused)"
+            Config::StreamFentryDist => {
+                "damon-trace --mode stream --attach fentry --disturbance (reader paused)"
             }
-            Config::StreamKsessionNoDist => {
-                "damon-trace --mode stream --attach kprobe-session --no-disturbance (reader paused)"
+            Config::StreamKsessionDist => {
+                "damon-trace --mode stream --attach kprobe-session --disturbance (reader paused)"
             }
-            Config::StreamFsessionNoDist => {
-                "damon-trace --mode stream --attach fsession --no-disturbance (reader paused)"
+            Config::StreamFsessionDist => {
+                "damon-trace --mode stream --attach fsession --disturbance (reader paused)"
             }
         }
     }
@@ -187,9 +187,9 @@ impl Config {
             | Config::FloorSessionRing
             | Config::FloorFsession
             | Config::StreamKsessionNoLog
-            | Config::StreamFentryNoDist
-            | Config::StreamKsessionNoDist
-            | Config::StreamFsessionNoDist => None,
+            | Config::StreamFentryDist
+            | Config::StreamKsessionDist
+            | Config::StreamFsessionDist => None,
         }
     }
 

@@ -381,7 +381,7 @@ fn panels_count_clean_calls_where_the_records_say_and_keep_counting_after_a_rese
             disturbed(0, [0, 0, 2, 0]),
         ]
     };
-    // Not measured (an older capture, kernel mode, --no-disturbance): no share shown.
+    // Not measured (an older capture, kernel mode, recorded without --disturbance): no share shown.
     let mut app = App::new(test_config());
     app.update(Event::Records(batch()));
     assert_eq!(app.panels()[0].clean_share(), None);
