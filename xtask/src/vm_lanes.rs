@@ -281,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn every_vm_test_file_has_a_measured_time() {
+    fn every_vm_test_file_has_a_measured_time_and_ignored_guest_tests() {
         // A new file should get its measured seconds here once it has run in CI; until
         // then it is balanced as UNKNOWN_SECONDS. This keeps the table from going stale.
         let dir = crate::util::workspace_root().join("xtask/tests");
@@ -293,6 +293,15 @@ mod tests {
                     MEASURED_SECONDS.iter().any(|(t, _)| *t == stem),
                     "{stem} has no entry in MEASURED_SECONDS"
                 );
+                // The lanes run `--ignored` tests only; the host stage, the others. A guest
+                // test without the attribute would boot guests among the host tests.
+                let text = std::fs::read_to_string(&path).expect("test file");
+                let lines: Vec<&str> = text.lines().collect();
+                for (i, pair) in lines.windows(2).enumerate() {
+                    if pair[0].trim() == "#[test]" && pair[1].trim_start().starts_with("fn vm_") {
+                        panic!("{stem}:{}: a guest test without #[ignore]", i + 2);
+                    }
+                }
             }
         }
     }

@@ -240,6 +240,7 @@ fn disturbed(kernel: Kernel, methods: &[&str]) {
 }
 
 #[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
     disturbed(
         Kernel::Debian72,
@@ -248,6 +249,7 @@ fn vm_7_2_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method(
 }
 
 #[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
     disturbed(
         Kernel::Debian612,
