@@ -206,8 +206,8 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
         "{ctx}: clean median {a} ns alone, {h} ns beside the spinner"
     );
     eprintln!(
-        "{ctx}: {preempted} long calls preempted ({saw} seen); {rate:.0} ticks/s; short clean {clean}/100; \
-         mid clean median {a} / {h} ns"
+        "{ctx}: {preempted} long calls preempted ({saw} seen); {rate:.0} ticks/s; \
+         short clean {clean}/100; mid clean median {a} / {h} ns"
     );
 }
 

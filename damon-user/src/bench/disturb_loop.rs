@@ -6,9 +6,9 @@
 //! function) before and after each call. With `--hog`, a thread pinned to CPU 0 spins beside
 //! it, so that its long calls are preempted; with `--hog-odd`, only during its odd-numbered
 //! calls (the thread is parked, blocked, during the others), so that calls alone and calls
-//! beside the spinner alternate under the same conditions of the machine. (The interrupts the tests count against are the
-//! local timer's, at the kernel's HZ: an IPI storm from CPU 1 with `membarrier` reached hardly
-//! any call under TCG, whose vCPUs take turns on one host thread.)
+//! beside the spinner alternate under the same conditions of the machine. (The interrupts the
+//! tests count against are the local timer's, at the kernel's HZ: an IPI storm from CPU 1 with
+//! `membarrier` reached hardly any call under TCG, whose vCPUs take turns on one host thread.)
 //!
 //! Prints one JSON line: the worker's tid, the calls made, and per call the switches the task
 //! saw across the system call (`[voluntary, involuntary]`), in call order.
