@@ -165,14 +165,8 @@ impl Btf {
         }
     }
 
-    /// The byte offset of `member` of `struct strukt` and how many `size`-byte integers it is
-    /// (an integer, or an array of them).
-    pub fn int_array_member(
-        &self,
-        strukt: &str,
-        member: &str,
-        size: u32,
-    ) -> Result<(u32, u32), String> {
+    /// `struct strukt` and its `member`'s type id and offset field.
+    fn struct_member(&self, strukt: &str, member: &str) -> Result<(&Type, u32, u32), String> {
         let &id = self
             .structs
             .get(strukt)
@@ -183,6 +177,18 @@ impl Btf {
             .iter()
             .find(|(n, _, _)| self.name(*n) == member)
             .ok_or_else(|| format!("struct {strukt} has no member {member}"))?;
+        Ok((t, mtype, off))
+    }
+
+    /// The byte offset of `member` of `struct strukt` and how many `size`-byte integers it is
+    /// (an integer, or an array of them).
+    pub fn int_array_member(
+        &self,
+        strukt: &str,
+        member: &str,
+        size: u32,
+    ) -> Result<(u32, u32), String> {
+        let (t, mtype, off) = self.struct_member(strukt, member)?;
         let bits = if t.kind_flag { off & 0x00ff_ffff } else { off };
         let n = self
             .int_count(mtype, size)
@@ -257,16 +263,7 @@ impl Btf {
         int_size: Option<u32>,
     ) -> Result<u32, String> {
         let size = int_size.unwrap_or(8);
-        let &id = self
-            .structs
-            .get(strukt)
-            .ok_or_else(|| format!("struct {strukt} is not in the kernel's BTF"))?;
-        let t = &self.types[id as usize];
-        let &(_, mtype, off) = t
-            .members
-            .iter()
-            .find(|(n, _, _)| self.name(*n) == member)
-            .ok_or_else(|| format!("struct {strukt} has no member {member}"))?;
+        let (t, mtype, off) = self.struct_member(strukt, member)?;
         let (bits, bitfield) = if t.kind_flag {
             (off & 0x00ff_ffff, off >> 24)
         } else {
