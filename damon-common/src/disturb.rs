@@ -31,7 +31,81 @@ impl crate::CallRecord {
     pub fn is_clean(&self) -> bool {
         self.disturbance() == [0; 4]
     }
+
+    /// Why the call was disturbed, or [`Class::Clean`].
+    pub fn class(&self) -> Class {
+        Class::of(self.disturbance())
+    }
 }
+
+/// Why a call was disturbed, the first of these that applies (each call counts once): the one
+/// classification the kernel-mode programs and every command use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// All four counts 0.
+    Clean,
+    /// Every count unknown: a session call whose entry snapshot another call took.
+    Lost,
+    /// The task slept (it may also have been preempted).
+    Slept,
+    /// The task was preempted, and did not sleep.
+    Preempted,
+    /// It kept its CPU, which handled hard or soft interrupts meanwhile.
+    Interrupted,
+}
+
+impl Class {
+    /// The class of a call with these `[slept, preempted, hardirqs, softirqs]`.
+    #[inline(always)]
+    pub fn of(dist: [u16; 4]) -> Class {
+        match dist {
+            [0, 0, 0, 0] => Class::Clean,
+            LOST => Class::Lost,
+            [slept, ..] if slept != 0 => Class::Slept,
+            [_, preempted, ..] if preempted != 0 => Class::Preempted,
+            _ => Class::Interrupted,
+        }
+    }
+}
+
+/// Kernel mode with disturbance measured: per CPU and function, the disturbed calls by
+/// [`Class`] and the sum of their durations. With the per-bucket counts of disturbed calls
+/// ([`MAP_DISTURBED_HIST`], laid out as `HIST`), userspace gets the clean calls' histogram
+/// as the difference.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DisturbedStats {
+    pub slept: u64,
+    pub preempted: u64,
+    pub interrupted: u64,
+    pub lost: u64,
+    pub sum_ns: u64,
+}
+
+impl DisturbedStats {
+    /// Counts one disturbed call (a clean one is not counted here).
+    #[inline(always)]
+    pub fn add(&mut self, class: Class, duration_ns: u64) {
+        match class {
+            Class::Clean => return,
+            Class::Lost => self.lost += 1,
+            Class::Slept => self.slept += 1,
+            Class::Preempted => self.preempted += 1,
+            Class::Interrupted => self.interrupted += 1,
+        }
+        self.sum_ns += duration_ns;
+    }
+}
+
+// SAFETY: DisturbedStats is repr(C), five u64, no padding.
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for DisturbedStats {}
+
+/// Name of the per-CPU array of [`DisturbedStats`], one per function id (kernel mode).
+pub const MAP_DISTURBED_STATS: &str = "DISTURBED_STATS";
+/// Name of the per-CPU array of disturbed calls per bucket (kernel mode), index
+/// `func * HIST_BUCKETS + bucket`.
+pub const MAP_DISTURBED_HIST: &str = "DISTURBED_HIST";
 
 /// A count that could not be taken (see the record's fields); also the value of every field of a
 /// disturbed call whose entry snapshot was lost (a kprobe session or fsession whose per-CPU slot

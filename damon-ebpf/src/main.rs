@@ -37,6 +37,7 @@ use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
     CallRecord, Counter, DEFAULT_HIST_WIDTH_NS, DEFAULT_RING_BYTES, FunctionId, HIST_BUCKETS,
     HistStats, MAX_FUNCS, MAX_IN_FLIGHT, MODE_KERNEL, MODE_STREAM, NR_COUNTERS, StampStack,
+    disturb::{Class, DisturbedStats},
     hist_bucket, stamp_key,
 };
 
@@ -145,6 +146,16 @@ static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * HIST_B
 #[map(name = "HSTATS")]
 static HSTATS: PerCpuArray<HistStats> = PerCpuArray::with_max_entries(MAX_FUNCS, 0);
 
+/// Per-CPU counts of disturbed calls per bucket (kernel mode with disturbance measured), laid
+/// out as [`HIST`]; the clean calls are the difference.
+#[map(name = "DISTURBED_HIST")]
+static DISTURBED_HIST: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(MAX_FUNCS * HIST_BUCKETS, 0);
+
+/// Per-CPU disturbed calls by reason and their summed durations, per function (kernel mode).
+#[map(name = "DISTURBED_STATS")]
+static DISTURBED_STATS: PerCpuArray<DisturbedStats> = PerCpuArray::with_max_entries(MAX_FUNCS, 0);
+
 /// Adds `v` to a per-CPU slot with one atomic instruction: for a slot that two programs write
 /// (an entry and an exit program of the same function may nest on one CPU, an interrupt's
 /// call inside a task's), neither can lose an update.
@@ -191,9 +202,23 @@ fn add_stale(func: u32, v: u64) {
 /// the count is not kept per call: it is the sum of the buckets, which userspace adds up.
 /// For the minimum, 0 means "not set yet" (the map starts zeroed): a call timed at exactly
 /// 0 ns cannot happen, the two clock reads are a trampoline apart.
+///
+/// A disturbed call (`dist` not all 0, only when the snapshots are on) is counted in the
+/// disturbed-calls maps first, then in the histogram: the order userspace's reads rely on
+/// (`probe::kernel_maps::disturbed`).
 #[inline(always)]
-fn histogram(func: u32, duration: u64) {
+fn histogram(func: u32, duration: u64, dist: [u16; 4]) {
     let bucket = hist_bucket(duration, global64(&HIST_WIDTH_NS));
+    let class = Class::of(dist);
+    if class != Class::Clean {
+        if let Some(slot) = DISTURBED_HIST.get_ptr_mut(func * HIST_BUCKETS + bucket) {
+            add_own(slot, 1);
+        }
+        if let Some(st) = DISTURBED_STATS.get_ptr_mut(func) {
+            // SAFETY: a valid map value that only this program writes on this CPU.
+            unsafe { &mut *st }.add(class, duration);
+        }
+    }
     if let Some(slot) = HIST.get_ptr_mut(func * HIST_BUCKETS + bucket) {
         add_own(slot, 1);
     }
@@ -367,7 +392,7 @@ pub(crate) fn finish(func: u32, pid_tgid: u64, idle: u32, call: Ended) {
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
     if mode & MODE_KERNEL != 0 {
-        histogram(func, duration_ns);
+        histogram(func, duration_ns, [slept, preempted, hardirqs, softirqs]);
     }
     if mode & MODE_STREAM == 0 {
         // Kernel mode: the call is in the histogram, which is its "record". `Emitted` is not

@@ -266,9 +266,10 @@ impl Session {
         if !self.mode.mode.buckets_in_kernel() {
             return Ok(BTreeMap::new());
         }
-        Ok(self
-            .tracer
-            .kernel_histograms()?
+        let hists = self.tracer.kernel_histograms()?;
+        // After the histograms (see `Tracer::kernel_disturbed`).
+        let mut disturbed = self.tracer.kernel_disturbed()?;
+        Ok(hists
             .into_iter()
             .map(|(id, (s, buckets))| {
                 let h = KernelHist {
@@ -278,6 +279,7 @@ impl Session {
                     max_ns: s.max_ns,
                     width_ns: self.mode.hist_width_ns,
                     buckets,
+                    disturbed: disturbed.remove(&id),
                 };
                 (id, h)
             })

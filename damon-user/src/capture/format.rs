@@ -8,7 +8,7 @@
 //! Chunk kinds: 1 = metadata (JSON, first), 2 = call records (`columns.rs`), 3 = summary
 //! (JSON, last), 4 = interval markers, 5 = records with arguments, 6 = kernel-mode histogram
 //! snapshot (`hist.rs`), 7 = the same with skip counters, 8 = records with arguments and
-//! disturbance counts. Records are written in chunks as they arrive — `record` flushes one every
+//! disturbance counts, 9 = a kind-7 snapshot with the disturbed calls. Records are written in chunks as they arrive — `record` flushes one every
 //! second — so a writer killed with SIGKILL leaves every complete chunk readable: a reader
 //! accepts a file that ends inside its last chunk when no summary precedes it (exactly what a
 //! killed writer leaves) and reports the torn tail. Readers skip chunk kinds they do not know,
@@ -55,6 +55,10 @@ pub(super) const KIND_HIST_SNAPSHOT_SKIPS: u32 = 7;
 /// captures without them stay byte-compatible with older builds. Older readers skip it (they
 /// see fewer records than the summary counts).
 pub(super) const KIND_RECORDS_DISTURBANCE: u32 = 8;
+/// [`KIND_HIST_SNAPSHOT_SKIPS`] with each function's disturbed calls after the histograms
+/// (`hist.rs`): written instead of it when disturbance is measured in kernel mode. Older
+/// readers skip it (they see a kernel capture without snapshots).
+pub(super) const KIND_HIST_SNAPSHOT_DISTURBANCE: u32 = 9;
 
 /// The chunk kind of records stored in `layout`.
 fn records_kind(layout: columns::Layout) -> u32 {
@@ -164,8 +168,12 @@ impl CaptureWriter {
         self.flush()?;
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
-        hist::encode(snapshot, &mut raw);
-        let result = self.write_chunk(KIND_HIST_SNAPSHOT_SKIPS, &raw);
+        let kind = if hist::encode(snapshot, &mut raw) {
+            KIND_HIST_SNAPSHOT_DISTURBANCE
+        } else {
+            KIND_HIST_SNAPSHOT_SKIPS
+        };
+        let result = self.write_chunk(kind, &raw);
         self.scratch = raw;
         result
     }
@@ -383,10 +391,12 @@ impl Assembler {
         &mut self,
         chunk: usize,
         payload: &[u8],
-        skips: bool,
+        kind: u32,
     ) -> Result<(), CaptureError> {
         self.check_order(chunk, "a histogram snapshot")?;
-        let s = hist::decode(payload, skips).map_err(|e| malformed(chunk, &e))?;
+        let skips = kind != KIND_HIST_SNAPSHOT;
+        let disturbance = kind == KIND_HIST_SNAPSHOT_DISTURBANCE;
+        let s = hist::decode(payload, skips, disturbance).map_err(|e| malformed(chunk, &e))?;
         self.hist_snapshots.push(s);
         Ok(())
     }
@@ -544,8 +554,9 @@ fn walk_v2(bytes: &[u8], asm: &mut Assembler) -> Result<Option<chunk::Torn>, Cap
                 columns::decode(&c.raw, columns::Layout::Plain, out)
                     .map_err(|e| malformed(index, &e))?;
             }
-            KIND_HIST_SNAPSHOT => asm.hist_snapshot(index, &c.raw, false)?,
-            KIND_HIST_SNAPSHOT_SKIPS => asm.hist_snapshot(index, &c.raw, true)?,
+            KIND_HIST_SNAPSHOT | KIND_HIST_SNAPSHOT_SKIPS | KIND_HIST_SNAPSHOT_DISTURBANCE => {
+                asm.hist_snapshot(index, &c.raw, c.kind)?
+            }
             KIND_SUMMARY => asm.summary(index, &c.raw)?,
             _ => {} // a later version's chunk: skip
         }

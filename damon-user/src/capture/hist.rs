@@ -12,15 +12,23 @@
 //!   nonzero      varint: how many pairs follow
 //!   (gap, n)*    gap = bucket index minus the previous pair's index plus one (the first:
 //!                the index itself), n > 0 its count
+//! then, in kind 9 only (disturbance measured), per function in the same order:
+//!   measured     varint: 1, or 0 and nothing more for this function
+//!   slept preempted interrupted lost sum_ns                 (the disturbed calls)
+//!   buckets nonzero (gap, n)*                                (disturbed calls per bucket)
 //! ```
-use super::{FunctionCounters, HistSnapshot, KernelHist, columns::Cursor, columns::put_varint};
+use super::{
+    FunctionCounters, HistSnapshot, KernelDisturbed, KernelHist, columns::Cursor,
+    columns::put_varint,
+};
 
 /// More buckets than a reader accepts in one histogram (the format holds 544 today): bounds
 /// what a corrupt chunk can make a reader allocate.
 const MAX_BUCKETS: u64 = 1 << 16;
 
-/// Encodes with the skip counters (chunk kind 7).
-pub fn encode(s: &HistSnapshot, out: &mut Vec<u8>) {
+/// Encodes with the skip counters (chunk kind 7) and, when some function's disturbance was
+/// measured, the disturbed calls after them (kind 9): returns whether it wrote them.
+pub fn encode(s: &HistSnapshot, out: &mut Vec<u8>) -> bool {
     put_varint(out, s.elapsed_ns);
     put_varint(out, s.functions.len() as u64);
     for (&id, (c, h)) in &s.functions {
@@ -45,19 +53,63 @@ pub fn encode(s: &HistSnapshot, out: &mut Vec<u8>) {
         ] {
             put_varint(out, v);
         }
-        let nonzero = h.buckets.iter().filter(|&&n| n > 0).count();
-        put_varint(out, nonzero as u64);
-        let mut next = 0usize;
-        for (i, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
-            put_varint(out, (i - next) as u64);
-            put_varint(out, n);
-            next = i + 1;
+        put_sparse(out, &h.buckets);
+    }
+    let disturbance = s.functions.values().any(|(_, h)| h.disturbed.is_some());
+    if disturbance {
+        for (_, h) in s.functions.values() {
+            let Some(d) = &h.disturbed else {
+                put_varint(out, 0);
+                continue;
+            };
+            for v in [1, d.slept, d.preempted, d.interrupted, d.lost, d.sum_ns] {
+                put_varint(out, v);
+            }
+            put_varint(out, d.buckets.len() as u64);
+            put_sparse(out, &d.buckets);
         }
+    }
+    disturbance
+}
+
+/// The non-empty buckets: how many, then (gap, count) pairs.
+fn put_sparse(out: &mut Vec<u8>, buckets: &[u64]) {
+    let nonzero = buckets.iter().filter(|&&n| n > 0).count();
+    put_varint(out, nonzero as u64);
+    let mut next = 0usize;
+    for (i, &n) in buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
+        put_varint(out, (i - next) as u64);
+        put_varint(out, n);
+        next = i + 1;
     }
 }
 
-/// Decodes a snapshot; `skips`: the chunk is kind 7 (with the skip counters), not kind 6.
-pub fn decode(bytes: &[u8], skips: bool) -> Result<HistSnapshot, String> {
+/// Reads what [`put_sparse`] wrote into `len` buckets (after checking `len`).
+fn read_sparse(c: &mut Cursor, id: u32, len: u64) -> Result<Vec<u64>, String> {
+    if len > MAX_BUCKETS {
+        return Err(format!("histogram of function {id} declares {len} buckets"));
+    }
+    let mut buckets = vec![0u64; len as usize];
+    let nonzero = c.varint()?;
+    let mut next = 0u64;
+    for _ in 0..nonzero {
+        let i = next.saturating_add(c.varint()?);
+        let n = c.varint()?;
+        let slot = buckets
+            .get_mut(i as usize)
+            .filter(|_| i < len && n > 0)
+            .ok_or_else(|| {
+                format!("histogram of function {id}: bucket {i} of {len} (count {n})")
+            })?;
+        *slot = n;
+        next = i + 1;
+    }
+    Ok(buckets)
+}
+
+/// Decodes a snapshot; `skips`: the chunk has the skip counters (kinds 7 and 9), not kind 6;
+/// `disturbance`: it has the disturbed calls (kind 9).
+pub fn decode(bytes: &[u8], skips: bool, disturbance: bool) -> Result<HistSnapshot, String> {
     let mut c = Cursor { bytes, pos: 0 };
     let elapsed_ns = c.varint()?;
     let nfuncs = c.varint()?;
@@ -99,25 +151,7 @@ pub fn decode(bytes: &[u8], skips: bool) -> Result<HistSnapshot, String> {
             orphan_exits: v[5],
             in_flight: v[6],
         };
-        let len = v[12];
-        if len > MAX_BUCKETS {
-            return Err(format!("histogram of function {id} declares {len} buckets"));
-        }
-        let mut buckets = vec![0u64; len as usize];
-        let nonzero = c.varint()?;
-        let mut next = 0u64;
-        for _ in 0..nonzero {
-            let i = next.saturating_add(c.varint()?);
-            let n = c.varint()?;
-            let slot = buckets
-                .get_mut(i as usize)
-                .filter(|_| i < len && n > 0)
-                .ok_or_else(|| {
-                    format!("histogram of function {id}: bucket {i} of {len} (count {n})")
-                })?;
-            *slot = n;
-            next = i + 1;
-        }
+        let buckets = read_sparse(&mut c, id, v[12])?;
         let hist = KernelHist {
             count: v[7],
             sum_ns: v[8],
@@ -125,9 +159,29 @@ pub fn decode(bytes: &[u8], skips: bool) -> Result<HistSnapshot, String> {
             max_ns: v[10],
             width_ns: v[11],
             buckets,
+            disturbed: None,
         };
         if s.functions.insert(id, (counters, hist)).is_some() {
             return Err(format!("function {id} appears twice in a snapshot"));
+        }
+    }
+    if disturbance {
+        for (&id, (_, h)) in s.functions.iter_mut() {
+            if c.varint()? == 0 {
+                continue;
+            }
+            let mut v = [0u64; 6];
+            for x in &mut v {
+                *x = c.varint()?;
+            }
+            h.disturbed = Some(KernelDisturbed {
+                slept: v[0],
+                preempted: v[1],
+                interrupted: v[2],
+                lost: v[3],
+                sum_ns: v[4],
+                buckets: read_sparse(&mut c, id, v[5])?,
+            });
         }
     }
     if c.pos != bytes.len() {
@@ -173,6 +227,7 @@ mod tests {
                     max_ns: u64::MAX,
                     width_ns: 10,
                     buckets,
+                    disturbed: None,
                 },
             ),
         );
@@ -185,8 +240,8 @@ mod tests {
     fn round_trip() {
         let s = snapshot();
         let mut b = Vec::new();
-        encode(&s, &mut b);
-        assert_eq!(decode(&b, true), Ok(s));
+        assert!(!encode(&s, &mut b));
+        assert_eq!(decode(&b, true, false), Ok(s));
         // Sparse: four non-empty buckets of 544 take a few bytes.
         assert!(b.len() < 80, "{} bytes", b.len());
     }
@@ -237,8 +292,34 @@ mod tests {
             counters.skipped_entries = None;
             counters.skipped_exits = None;
         }
-        assert_eq!(decode(&old, false), Ok(s));
-        assert!(decode(&old, true).is_err());
+        assert_eq!(decode(&old, false, false), Ok(s));
+        assert!(decode(&old, true, false).is_err());
+    }
+
+    /// Kind 9: the disturbed calls of the functions that measured them, after the rest.
+    #[test]
+    fn disturbed_calls_round_trip() {
+        let mut s = snapshot();
+        let (_, h) = s.functions.get_mut(&3).expect("function 3");
+        let mut buckets = vec![0u64; h.buckets.len()];
+        buckets[7] = 1;
+        buckets[543] = 4;
+        h.disturbed = Some(KernelDisturbed {
+            slept: 2,
+            preempted: 1,
+            interrupted: 1,
+            lost: 1,
+            sum_ns: 123_456_789,
+            buckets,
+        });
+        let mut b = Vec::new();
+        assert!(encode(&s, &mut b));
+        assert_eq!(decode(&b, true, true), Ok(s.clone()));
+        // Read as kind 7, the section is left over: an error, never numbers read as others.
+        assert!(decode(&b, true, false).unwrap_err().contains("left over"));
+        for cut in 0..b.len() {
+            assert!(decode(&b[..cut], true, true).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]
@@ -246,11 +327,15 @@ mod tests {
         let mut b = Vec::new();
         encode(&snapshot(), &mut b);
         for cut in 0..b.len() {
-            assert!(decode(&b[..cut], true).is_err(), "cut at {cut}");
+            assert!(decode(&b[..cut], true, false).is_err(), "cut at {cut}");
         }
         let mut extra = b.clone();
         extra.push(0);
-        assert!(decode(&extra, true).unwrap_err().contains("left over"));
+        assert!(
+            decode(&extra, true, false)
+                .unwrap_err()
+                .contains("left over")
+        );
         // A bucket index past the declared length.
         let mut s = HistSnapshot::default();
         s.functions.insert(
@@ -267,6 +352,10 @@ mod tests {
         encode(&s, &mut b);
         let last = b.len() - 2; // the gap of the only pair
         b[last] = 2;
-        assert!(decode(&b, true).unwrap_err().contains("bucket 2 of 2"));
+        assert!(
+            decode(&b, true, false)
+                .unwrap_err()
+                .contains("bucket 2 of 2")
+        );
     }
 }

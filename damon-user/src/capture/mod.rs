@@ -386,6 +386,22 @@ pub struct KernelHist {
     pub width_ns: u64,
     /// `damon_common::HIST_BUCKETS` counts, bucket `i` as `damon_common::hist_bucket_bounds`.
     pub buckets: Vec<u64>,
+    /// Of these calls, the disturbed ones (`record --disturbance`); `None`: not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disturbed: Option<KernelDisturbed>,
+}
+
+/// The disturbed calls of a kernel-mode histogram (see `damon_common::disturb::Class`): by
+/// reason, their summed durations and their counts per bucket (the same buckets as the
+/// histogram's). The clean calls are the difference (`KernelHist::clean`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelDisturbed {
+    pub slept: u64,
+    pub preempted: u64,
+    pub interrupted: u64,
+    pub lost: u64,
+    pub sum_ns: u64,
+    pub buckets: Vec<u64>,
 }
 
 /// What the kernel had counted at one moment of a kernel-mode session: written about every

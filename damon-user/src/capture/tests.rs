@@ -546,6 +546,7 @@ fn kernel_snapshot(second: u64) -> super::HistSnapshot {
         max_ns: 5200 + second,
         width_ns: 10,
         buckets,
+        disturbed: None,
     };
     let counters = FunctionCounters {
         calls: 11 * second + 1,

@@ -8,7 +8,7 @@
 use damon_common::{HIST_BUCKETS, hist_bucket_bounds};
 
 use crate::{
-    capture::{Capture, FunctionCounters, KernelHist},
+    capture::{Capture, FunctionCounters, KernelDisturbed, KernelHist},
     error::UsageError,
     report::{ReportOptions, Selected},
     stats::{
@@ -107,14 +107,21 @@ pub(super) fn rebucket(h: &KernelHist, width_ns: u64) -> KernelHist {
     if h.width_ns == width_ns {
         return h.clone();
     }
-    let mut buckets = vec![0; HIST_BUCKETS as usize];
-    for (b, &n) in h.buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
-        let lo = hist_bucket_bounds(b as u32, h.width_ns).0;
-        buckets[damon_common::hist_bucket(lo, width_ns) as usize] += n;
-    }
+    let onto = |counts: &[u64]| {
+        let mut buckets = vec![0; HIST_BUCKETS as usize];
+        for (b, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let lo = hist_bucket_bounds(b as u32, h.width_ns).0;
+            buckets[damon_common::hist_bucket(lo, width_ns) as usize] += n;
+        }
+        buckets
+    };
     KernelHist {
-        buckets,
+        buckets: onto(&h.buckets),
         width_ns,
+        disturbed: h.disturbed.as_ref().map(|d| KernelDisturbed {
+            buckets: onto(&d.buckets),
+            ..d.clone()
+        }),
         ..h.clone()
     }
 }
@@ -178,6 +185,15 @@ pub fn merge(hists: &[&KernelHist]) -> KernelHist {
         }
         out.count += h.count;
         out.sum_ns += h.sum_ns;
+        // Pooled disturbance only when every run measured it.
+        out.disturbed = out
+            .disturbed
+            .take()
+            .zip(h.disturbed.as_ref())
+            .map(|(mut a, b)| {
+                a.merge(b);
+                a
+            });
     }
     out
 }

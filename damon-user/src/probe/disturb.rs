@@ -37,15 +37,11 @@ impl Counters {
     }
 }
 
-/// The counters for a session in `mode`; off, with the reason, unless asked (`--disturbance`),
-/// where a counter is missing or when the mode keeps no per-call records.
+/// The counters for a session in `mode`; off, with the reason, unless asked (`--disturbance`)
+/// or where a counter is missing. In kernel mode the programs count the disturbed calls per
+/// bucket instead of writing them in records.
 pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters {
-    let found = if !mode.mode.streams() {
-        Err(
-            "kernel mode keeps histograms, not calls: per-call disturbance needs stream mode"
-                .to_owned(),
-        )
-    } else if !mode.disturbance {
+    let found = if !mode.disturbance {
         Err(NOT_ASKED.to_owned())
     } else {
         btf.as_ref()
@@ -157,14 +153,16 @@ mod tests {
             .expect("off");
         assert!(err.contains("__per_cpu_offset"), "{err}");
         let btf = Ok(btf);
+        let unreadable = Err("no BTF at /sys/kernel/btf/vmlinux".to_owned());
         let kernel = ModeConfig {
             mode: crate::trace::TraceMode::Kernel,
             disturbance: true,
             ..ModeConfig::default()
         };
-        let off = counters(kernel, &btf);
+        // Kernel mode measures too (per bucket); here the BTF is what is missing.
+        let off = counters(kernel, &unreadable);
         assert!(!off.status.measured);
-        assert!(off.status.why_not.unwrap().contains("stream mode"));
+        assert!(off.status.why_not.unwrap().contains("BTF"));
         assert_eq!(off.globals, [(GLOBAL_DISTURB_ON, 0)]);
         assert_eq!(
             counters(ModeConfig::default(), &btf)

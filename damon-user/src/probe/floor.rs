@@ -113,6 +113,8 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
         .map_max_entries(MAP_EVENTS, ring_bytes)
         .map_max_entries(MAP_HIST, 1)
         .map_max_entries(MAP_HIST_STATS, 1)
+        .map_max_entries(damon_common::disturb::MAP_DISTURBED_HIST, 1)
+        .map_max_entries(damon_common::disturb::MAP_DISTURBED_STATS, 1)
         .map_max_entries(MAP_STAMPS, FLOOR_STAMP_ENTRIES)
         .load(EBPF_OBJECT)
         .context("loading the eBPF object")?;

@@ -12,6 +12,7 @@ pub mod globals;
 pub mod intervals;
 pub mod inventory;
 pub mod kernel;
+pub mod kernel_maps;
 pub mod probe_log;
 pub mod programs;
 pub mod ring;

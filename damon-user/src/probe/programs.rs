@@ -72,7 +72,7 @@ fn floor_program_names() -> impl Iterator<Item = String> {
 }
 
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 11] = [
+pub(super) const MAP_NAMES: [&str; 13] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -84,6 +84,8 @@ pub(super) const MAP_NAMES: [&str; 11] = [
     super::probe_log::MAP_AYA_LOGS,
     damon_common::disturb::MAP_SESSION_SNAPS,
     damon_common::disturb::MAP_DISTURB_SCRATCH,
+    damon_common::disturb::MAP_DISTURBED_HIST,
+    damon_common::disturb::MAP_DISTURBED_STATS,
 ];
 
 #[cfg(test)]

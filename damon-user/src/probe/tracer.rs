@@ -13,13 +13,13 @@ use aya::{
     programs::FEntry,
 };
 use damon_common::{
-    Counter, FunctionId, GLOBAL_HIST_WIDTH_NS, GLOBAL_TRACE_MODE, HIST_BUCKETS, HistStats,
-    MAP_COUNTERS, MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS, STAMP_DEPTH, StampStack,
-    stamp_key_func, stamp_key_tid,
+    Counter, FunctionId, GLOBAL_HIST_WIDTH_NS, GLOBAL_TRACE_MODE, HistStats, MAP_COUNTERS,
+    MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS, STAMP_DEPTH, StampStack, stamp_key_func,
+    stamp_key_tid,
 };
 
 use crate::{
-    capture::{FunctionCounters, FunctionStatus},
+    capture::{FunctionCounters, FunctionStatus, KernelDisturbed},
     probe::{
         attach::{attach_present, describe_error, program, unload},
         auto::{AutoFacts, resolve_auto},
@@ -102,7 +102,7 @@ impl Tracer {
         let (mut offsets, mut globals64, node_ranges, args) = field_offsets(&builtins, &parsed);
         let disturbance = crate::probe::disturb::counters(opts.mode, &parsed)
             .into_globals(&mut offsets, &mut globals64);
-        let mut bpf = load_object(opts, &offsets, &globals64, btf.as_deref())?;
+        let mut bpf = load_object(opts, &offsets, &globals64, &disturbance, btf.as_deref())?;
         crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
         let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
@@ -434,27 +434,21 @@ impl Tracer {
         Ok(out)
     }
 
-    /// Function `id`'s in-kernel histogram, each bucket read once: its statistics summed over
-    /// CPUs, each CPU's count being the sum of that CPU's buckets (the kernel keeps sum, min
-    /// and max per call but no count), and the bucket counts summed over CPUs.
+    /// Function `id`'s in-kernel histogram (`kernel_maps::histogram`).
     fn histogram(&self, id: u32) -> anyhow::Result<(HistStats, Vec<u64>)> {
-        let stats: PerCpuArray<_, HistStats> = PerCpuArray::try_from(
-            self.bpf
-                .map(MAP_HIST_STATS)
-                .context("histogram statistics map missing")?,
-        )?;
-        let hist: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.bpf.map(MAP_HIST).context("histogram map missing")?)?;
-        let mut per_cpu: Vec<HistStats> = stats.get(&id, 0)?.iter().copied().collect();
-        let mut buckets = Vec::with_capacity(HIST_BUCKETS as usize);
-        for b in 0..HIST_BUCKETS {
-            let counts = hist.get(&(id * HIST_BUCKETS + b), 0)?;
-            for (s, n) in per_cpu.iter_mut().zip(counts.iter()) {
-                s.count += n;
-            }
-            buckets.push(counts.iter().sum());
+        super::kernel_maps::histogram(&self.bpf, id)
+    }
+
+    /// Per traced function id: its disturbed calls, when the kernel counts them (kernel mode
+    /// with disturbance measured; empty otherwise). Read after the histograms, for the reason
+    /// `kernel_maps::disturbed` gives.
+    pub fn kernel_disturbed(&self) -> anyhow::Result<BTreeMap<u32, KernelDisturbed>> {
+        if self.trace_mode & damon_common::MODE_KERNEL == 0 || !self.disturbance.measured {
+            return Ok(BTreeMap::new());
         }
-        Ok((sum_stats(per_cpu.iter()), buckets))
+        let ids = self.attached.iter().map(|(f, _)| f.id);
+        ids.map(|id| Ok((id, super::kernel_maps::disturbed(&self.bpf, id)?)))
+            .collect()
     }
 
     /// Loads (once) the never-attached `calib_trigger` program against
@@ -484,6 +478,7 @@ fn load_object(
     opts: &LoadOptions,
     offsets: &[(&'static str, u32)],
     globals64: &[(&'static str, u64)],
+    disturbance: &crate::capture::DisturbanceStatus,
     btf: Option<&Btf>,
 ) -> anyhow::Result<Ebpf> {
     let hist_width = opts.mode.hist_width_ns.max(1);
@@ -519,30 +514,15 @@ fn load_object(
         loader.map_max_entries(MAP_HIST, 1);
         loader.map_max_entries(MAP_HIST_STATS, 1);
     }
+    if !opts.mode.mode.buckets_in_kernel() || !disturbance.measured {
+        loader.map_max_entries(damon_common::disturb::MAP_DISTURBED_HIST, 1);
+        loader.map_max_entries(damon_common::disturb::MAP_DISTURBED_STATS, 1);
+    }
     loader
         .btf(btf)
         .map_max_entries(MAP_EVENTS, opts.ring_size)
         .load(EBPF_OBJECT)
         .context("creating the BPF maps (ring buffer, counters, stamps); run `damon-trace doctor`")
-}
-
-/// Per-CPU [`HistStats`] summed: counts and sums added, min over CPUs that saw a call, max.
-pub fn sum_stats<'a>(per_cpu: impl Iterator<Item = &'a HistStats>) -> HistStats {
-    let mut total = HistStats::default();
-    for s in per_cpu {
-        if s.count == 0 {
-            continue;
-        }
-        total.min_ns = if total.count == 0 {
-            s.min_ns
-        } else {
-            total.min_ns.min(s.min_ns)
-        };
-        total.count += s.count;
-        total.sum_ns += s.sum_ns;
-        total.max_ns = total.max_ns.max(s.max_ns);
-    }
-    total
 }
 
 /// Whether task `tid` (global id) still exists: only a missing `/proc/<tid>` says no (any other
@@ -557,35 +537,6 @@ fn task_exists(tid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn stats(count: u64, sum_ns: u64, min_ns: u64, max_ns: u64) -> HistStats {
-        HistStats {
-            count,
-            sum_ns,
-            min_ns,
-            max_ns,
-        }
-    }
-
-    #[test]
-    fn sums_over_cpus() {
-        let per_cpu = [
-            stats(2, 30, 10, 20),
-            stats(3, 300, 50, 150),
-            stats(1, 5, 5, 5),
-        ];
-        assert_eq!(sum_stats(per_cpu.iter()), stats(6, 335, 5, 150));
-    }
-
-    #[test]
-    fn cpus_without_calls_do_not_count() {
-        // An idle CPU's minimum is 0 (never written) and must not become the minimum.
-        let per_cpu = [stats(0, 0, 0, 0), stats(2, 70, 30, 40), stats(0, 0, 0, 0)];
-        assert_eq!(sum_stats(per_cpu.iter()), stats(2, 70, 30, 40));
-        let idle = [stats(0, 0, 0, 0), stats(0, 0, 0, 0)];
-        assert_eq!(sum_stats(idle.iter()), HistStats::default());
-        assert_eq!(sum_stats([].iter()), HistStats::default());
-    }
 
     #[test]
     fn tasks_exist_while_proc_shows_them() {

@@ -2,38 +2,12 @@
 //! clean or the one reason it was disturbed, counted per function, so that `report`,
 //! `compare`, `export`, `serve` and `live` state the same fractions and can set the disturbed
 //! calls apart from the clean ones.
-use damon_common::{CallRecord, disturb};
+use damon_common::CallRecord;
 use serde::Serialize;
 
-use crate::capture::{Capture, DisturbanceStatus};
+use crate::capture::{Capture, DisturbanceStatus, KernelDisturbed, KernelHist};
 
-/// Why a call was disturbed, the first of these that applies (each call counts once).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// All four counts 0.
-    Clean,
-    /// Every count unknown: a session call whose entry snapshot another call took.
-    Lost,
-    /// The task slept (it may also have been preempted).
-    Slept,
-    /// The task was preempted, and did not sleep.
-    Preempted,
-    /// It kept its CPU, which handled hard or soft interrupts meanwhile.
-    Interrupted,
-}
-
-impl Class {
-    /// The class of one record of a capture that measured disturbance.
-    pub fn of(r: &CallRecord) -> Class {
-        match r.disturbance() {
-            [0, 0, 0, 0] => Class::Clean,
-            disturb::LOST => Class::Lost,
-            [slept, ..] if slept != 0 => Class::Slept,
-            [_, preempted, ..] if preempted != 0 => Class::Preempted,
-            _ => Class::Interrupted,
-        }
-    }
-}
+pub use damon_common::disturb::Class;
 
 /// How many of a function's calls were clean, and why the others were not.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -51,7 +25,7 @@ pub struct Disturbance {
 impl Disturbance {
     /// Counts one record.
     pub fn add(&mut self, r: &CallRecord) {
-        *match Class::of(r) {
+        *match r.class() {
             Class::Clean => &mut self.clean,
             Class::Lost => &mut self.lost,
             Class::Slept => &mut self.slept,
@@ -106,6 +80,80 @@ impl Disturbance {
             self.interrupted,
             self.lost
         )
+    }
+}
+
+impl KernelHist {
+    /// The histogram's calls sorted into clean and the reasons (kernel mode); `None` when the
+    /// capture did not measure disturbance.
+    pub fn disturbance(&self) -> Option<Disturbance> {
+        let d = self.disturbed.as_ref()?;
+        let disturbed = d.slept + d.preempted + d.interrupted + d.lost;
+        Some(Disturbance {
+            clean: self.buckets.iter().sum::<u64>().saturating_sub(disturbed),
+            slept: d.slept,
+            preempted: d.preempted,
+            interrupted: d.interrupted,
+            lost: d.lost,
+        })
+    }
+
+    /// The clean calls' histogram: the buckets less the disturbed calls', count and sum less
+    /// theirs (exact). The min and max stay the whole histogram's: bounds the clean calls lie
+    /// within, which narrow the percentiles as they do the whole's. `None` when not measured.
+    pub fn clean(&self) -> Option<KernelHist> {
+        let d = self.disturbed.as_ref()?;
+        let disturbed = d.slept + d.preempted + d.interrupted + d.lost;
+        let buckets = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| n.saturating_sub(d.buckets.get(i).copied().unwrap_or(0)))
+            .collect();
+        Some(KernelHist {
+            count: self.count.saturating_sub(disturbed),
+            sum_ns: self.sum_ns.saturating_sub(d.sum_ns),
+            buckets,
+            disturbed: None,
+            ..self.clone()
+        })
+    }
+}
+
+impl KernelDisturbed {
+    /// Adds another histogram's disturbed calls (bucket for bucket).
+    pub fn merge(&mut self, o: &KernelDisturbed) {
+        self.slept += o.slept;
+        self.preempted += o.preempted;
+        self.interrupted += o.interrupted;
+        self.lost += o.lost;
+        self.sum_ns += o.sum_ns;
+        if self.buckets.len() < o.buckets.len() {
+            self.buckets.resize(o.buckets.len(), 0);
+        }
+        for (b, &n) in self.buckets.iter_mut().zip(&o.buckets) {
+            *b += n;
+        }
+    }
+
+    /// `self - earlier` (two cumulative snapshots), never below zero.
+    pub fn since(&self, earlier: Option<&KernelDisturbed>) -> KernelDisturbed {
+        let Some(e) = earlier else {
+            return self.clone();
+        };
+        KernelDisturbed {
+            slept: self.slept.saturating_sub(e.slept),
+            preempted: self.preempted.saturating_sub(e.preempted),
+            interrupted: self.interrupted.saturating_sub(e.interrupted),
+            lost: self.lost.saturating_sub(e.lost),
+            sum_ns: self.sum_ns.saturating_sub(e.sum_ns),
+            buckets: self
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| n.saturating_sub(e.buckets.get(i).copied().unwrap_or(0)))
+                .collect(),
+        }
     }
 }
 
@@ -182,7 +230,7 @@ mod tests {
 
     #[test]
     fn each_call_counts_once_for_its_first_reason() {
-        use disturb::{LOST, SATURATED, UNKNOWN};
+        use damon_common::disturb::{LOST, SATURATED, UNKNOWN};
         let records = [
             rec([0, 0, 0, 0]),
             rec([0, 0, 0, 0]),
@@ -218,5 +266,35 @@ mod tests {
         twice.merge(&d);
         assert_eq!((twice.calls(), twice.clean_fraction()), (16, Some(0.25)));
         assert_eq!(Disturbance::default().clean_fraction(), None);
+    }
+
+    #[test]
+    fn a_kernel_histogram_is_split_into_clean_and_disturbed_calls() {
+        let mut h = crate::stats::kernel_hist::from_durations(&[100, 105, 230, 5_000, 9_000], 10);
+        assert_eq!((h.disturbance(), h.clean()), (None, None));
+        let mut buckets = vec![0; h.buckets.len()];
+        buckets[damon_common::hist_bucket(5_000, 10) as usize] = 1;
+        buckets[damon_common::hist_bucket(9_000, 10) as usize] = 1;
+        h.disturbed = Some(KernelDisturbed {
+            slept: 1,
+            interrupted: 1,
+            sum_ns: 14_000,
+            buckets,
+            ..Default::default()
+        });
+        let d = h.disturbance().expect("measured");
+        assert_eq!((d.clean, d.slept, d.interrupted, d.calls()), (3, 1, 1, 5));
+        let clean = h.clean().expect("measured");
+        assert_eq!((clean.count, clean.sum_ns), (3, 435));
+        assert_eq!(clean.buckets.iter().sum::<u64>(), 3);
+        let p = crate::stats::kernel_hist::latency(&clean).expect("calls");
+        assert_eq!(p.p99.label(), "230-239");
+        let mut twice = h.disturbed.clone().expect("measured");
+        twice.merge(&twice.clone());
+        assert_eq!((twice.slept, twice.sum_ns), (2, 28_000));
+        assert_eq!(
+            twice.since(h.disturbed.as_ref()),
+            h.disturbed.clone().expect("measured")
+        );
     }
 }

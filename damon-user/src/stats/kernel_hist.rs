@@ -167,6 +167,10 @@ pub fn delta(later: &KernelHist, earlier: Option<&KernelHist>) -> KernelHist {
         max_ns,
         width_ns: later.width_ns,
         buckets,
+        disturbed: later
+            .disturbed
+            .as_ref()
+            .map(|d| d.since(earlier.and_then(|e| e.disturbed.as_ref()))),
     }
 }
 
