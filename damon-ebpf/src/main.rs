@@ -26,6 +26,7 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 mod args;
 mod disturb;
+mod disturbed;
 mod floor;
 #[macro_use]
 mod plog;
@@ -37,7 +38,6 @@ use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
     CallRecord, Counter, DEFAULT_HIST_WIDTH_NS, DEFAULT_RING_BYTES, FunctionId, HIST_BUCKETS,
     HistStats, MAX_FUNCS, MAX_IN_FLIGHT, MODE_KERNEL, MODE_STREAM, NR_COUNTERS, StampStack,
-    disturb::{Class, DisturbedStats},
     hist_bucket, stamp_key,
 };
 
@@ -146,16 +146,6 @@ static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_FUNCS * HIST_B
 #[map(name = "HSTATS")]
 static HSTATS: PerCpuArray<HistStats> = PerCpuArray::with_max_entries(MAX_FUNCS, 0);
 
-/// Per-CPU counts of disturbed calls per bucket (kernel mode with disturbance measured), laid
-/// out as [`HIST`]; the clean calls are the difference.
-#[map(name = "DISTURBED_HIST")]
-static DISTURBED_HIST: PerCpuArray<u64> =
-    PerCpuArray::with_max_entries(MAX_FUNCS * HIST_BUCKETS, 0);
-
-/// Per-CPU disturbed calls by reason and their summed durations, per function (kernel mode).
-#[map(name = "DISTURBED_STATS")]
-static DISTURBED_STATS: PerCpuArray<DisturbedStats> = PerCpuArray::with_max_entries(MAX_FUNCS, 0);
-
 /// Adds `v` to a per-CPU slot with one atomic instruction: for a slot that two programs write
 /// (an entry and an exit program of the same function may nest on one CPU, an interrupt's
 /// call inside a task's), neither can lose an update.
@@ -175,7 +165,7 @@ fn add(slot: *mut u64, v: u64) {
 /// between this load and this store no other writer of the slot runs on this CPU, and other
 /// CPUs have their own slot.
 #[inline(always)]
-fn add_own(slot: *mut u64, v: u64) {
+pub(crate) fn add_own(slot: *mut u64, v: u64) {
     // SAFETY: as in `add`; see above for why no other writer runs in between.
     unsafe { *slot += v };
 }
@@ -209,16 +199,7 @@ fn add_stale(func: u32, v: u64) {
 #[inline(always)]
 fn histogram(func: u32, duration: u64, dist: [u16; 4]) {
     let bucket = hist_bucket(duration, global64(&HIST_WIDTH_NS));
-    let class = Class::of(dist);
-    if class != Class::Clean {
-        if let Some(slot) = DISTURBED_HIST.get_ptr_mut(func * HIST_BUCKETS + bucket) {
-            add_own(slot, 1);
-        }
-        if let Some(st) = DISTURBED_STATS.get_ptr_mut(func) {
-            // SAFETY: a valid map value that only this program writes on this CPU.
-            unsafe { &mut *st }.add(class, duration);
-        }
-    }
+    disturbed::count(func, bucket, duration, dist);
     if let Some(slot) = HIST.get_ptr_mut(func * HIST_BUCKETS + bucket) {
         add_own(slot, 1);
     }

@@ -4,13 +4,12 @@
 //! The compare step's output format is still changing: only its JSON's `functions` array is
 //! checked, and only when the binary knows the multi-run compare.
 mod common;
-use std::{fs, process::Command};
+use std::fs;
 
 use common::{assert_traced, function};
 use xtask::{
     ab::{self, AbOptions},
     kernel::Kernel,
-    vm::{self, VmOptions},
 };
 
 const FUNCTIONS: [&str; 2] = ["damon_hot_score", "lock_timer_base"];
@@ -58,7 +57,6 @@ fn vm_7_2_ab_a_a_boots_interleaved_and_keeps_a_capture_with_calls_per_run() {
     );
     assert_eq!((o.before.len(), o.after.len()), (2, 2));
 
-    let bin = vm::guest_binary(&VmOptions::new(Kernel::Debian72, "")).expect("damon-trace");
     for r in runs {
         let release = r["kernel_release"].as_str().expect("kernel_release");
         assert!(release.starts_with("7.2."), "{r}");
@@ -69,19 +67,7 @@ fn vm_7_2_ab_a_a_boots_interleaved_and_keeps_a_capture_with_calls_per_run() {
             file.file_name().and_then(|n| n.to_str()),
             Some(format!("{}-{}.dtcap", r["side"].as_str().unwrap(), r["index"]).as_str())
         );
-        let out = Command::new(&bin)
-            .arg("report")
-            .arg(&file)
-            .args(["--format", "json"])
-            .output()
-            .expect("damon-trace report");
-        assert!(
-            out.status.success(),
-            "report {}: {}",
-            file.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+        let report = common::host_report(&file);
         assert_eq!(
             report["meta"]["kernel_release"],
             release,

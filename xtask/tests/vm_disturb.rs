@@ -12,7 +12,12 @@
 //!   second of their duration, and 64 KiB calls, 400 times shorter than a tick, are almost all
 //!   clean;
 //! - **clean calls stay put**: 1 MiB calls, alone and beside the spinning thread in turn (so
-//!   both see the same load of the host), have the same clean median.
+//!   both see the same load of the host), have the same clean median;
+//! - **kernel mode**: with `--mode both` every call is both recorded and counted in the
+//!   kernel's histograms with the same counts, so the records (checked as above) are ground
+//!   truth for the kernel's disturbed-call counts: per reason, per bucket and in sum they must
+//!   equal the records', and a kernel-mode report of the capture must state the records'
+//!   fractions and the clean calls' percentiles in their buckets.
 use std::time::Duration;
 
 mod common;
@@ -25,11 +30,13 @@ const HZ: f64 = 250.0;
 const SCRIPT: &str = r#"
 set -e
 one() {
-  a=$1
+  a=$1 name=${2:-$1} mode=${3:-stream}
   taskset -c 1 damon-trace record --func hrtimer_nanosleep --func read_zero --attach $a \
-    --disturbance --no-calibrate --duration 600s -o /out/$a.dtcap 2> /out/$a.err &
+    --mode $mode --disturbance --no-calibrate --duration 600s -o /out/$name.dtcap \
+    2> /out/$name.err &
   rec=$!
-  attached $a
+  attached $name
+  a=$name
   damon-trace disturb-loop --work sleep --calls 30 > /out/$a-sleep.json
   damon-trace disturb-loop --work zero --bytes 16777216 --calls 30 > /out/$a-long.json
   damon-trace disturb-loop --work zero --bytes 16777216 --calls 30 --hog > /out/$a-long-hog.json
@@ -211,18 +218,109 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
     );
 }
 
+/// Kernel mode against the records of the same calls (`--mode both`, recorded as `name`):
+/// the kernel's disturbed calls per reason, their buckets and summed time equal the records',
+/// and the report of the capture read as a kernel-mode one states them.
+fn check_kernel_mode(dir: &std::path::Path, name: &str, ctx: &str) {
+    let capture = dtcap::read(&dir.join(format!("{name}.dtcap")));
+    assert_eq!(capture.meta["mode"], "both", "{ctx}");
+    assert!(
+        capture.chunks.iter().any(|(kind, _)| *kind == 9),
+        "{ctx}: snapshots with the disturbed calls (kind 9)"
+    );
+    let summary = capture.summary.as_ref().expect("summary");
+    let as_kernel = dir.join(format!("{name}-as-kernel.dtcap"));
+    dtcap::write_with_mode(&dir.join(format!("{name}.dtcap")), &as_kernel, "kernel");
+    let report = common::host_report(&as_kernel);
+    for func in ["hrtimer_nanosleep", "read_zero"] {
+        let h = &summary["kernel_hist"][capture.id(func).to_string()];
+        let d = &h["disturbed"];
+        let width = common::u(h, "width_ns");
+        let records = capture.of(func);
+        // The records' classes, each call once for its first reason (docs/accuracy.md).
+        let mut want = [0u64; 5]; // slept, preempted, interrupted, lost, clean
+        let mut buckets = vec![0u64; common::u64s(&h["buckets"]).len()];
+        let (mut sum, mut clean) = (0u64, Vec::new());
+        for r in &records {
+            let class = match r.disturbance {
+                [0, 0, 0, 0] => 4,
+                [0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF] => 3,
+                [s, ..] if s != 0 => 0,
+                [_, p, ..] if p != 0 => 1,
+                _ => 2,
+            };
+            want[class] += 1;
+            if class == 4 {
+                clean.push(r.duration_ns);
+            } else {
+                buckets[damon_common::hist_bucket(r.duration_ns, width) as usize] += 1;
+                sum += r.duration_ns;
+            }
+        }
+        let got = ["slept", "preempted", "interrupted", "lost"].map(|k| common::u(d, k));
+        assert_eq!(
+            got,
+            want[..4],
+            "{ctx} {func}: kernel's disturbed calls by reason"
+        );
+        assert_eq!(
+            common::u64s(&d["buckets"]),
+            buckets,
+            "{ctx} {func}: per bucket"
+        );
+        assert_eq!(common::u(d, "sum_ns"), sum, "{ctx} {func}: summed time");
+        assert!(
+            want[..4].iter().sum::<u64>() > 0,
+            "{ctx} {func}: nothing disturbed"
+        );
+        let f = common::function(&report, func);
+        assert_eq!(f["mode"], "kernel", "{ctx}: {f}");
+        let fd = &f["disturbance"];
+        let stated =
+            ["slept", "preempted", "interrupted", "lost", "clean"].map(|k| common::u(fd, k));
+        assert_eq!(
+            stated, want,
+            "{ctx} {func}: the kernel-mode report's fractions"
+        );
+        if clean.is_empty() {
+            assert!(f["clean_percentiles"].is_null(), "{ctx} {func}: {f}");
+            continue;
+        }
+        clean.sort_unstable();
+        let exact = dtcap::nearest_rank(&clean, 50_000);
+        let (lo, hi) =
+            damon_common::hist_bucket_bounds(damon_common::hist_bucket(exact, width), width);
+        let p50 = common::u(&f["clean_percentiles"], "p50_ns");
+        assert!(
+            (lo..hi).contains(&p50),
+            "{ctx} {func}: clean p50 {p50} ns stated, the clean records' is {exact} ns in [{lo}, {hi})"
+        );
+        eprintln!(
+            "{ctx} {func}: kernel mode's disturbed calls (slept, preempted, interrupted, lost) \
+             {got:?} == the records'; clean p50 {p50} ns (records {exact} ns)"
+        );
+    }
+}
+
+/// Runs the workloads under each method of `methods` (an attach method, or `both:METHOD` for
+/// `--mode both` with that method) and checks every capture.
 fn disturbed(kernel: Kernel, methods: &[&str]) {
+    let line = |m: &&str| match m.strip_prefix("both:") {
+        Some(a) => format!("one {a} both-{a} both"),
+        None => format!("one {m}"),
+    };
     let script = format!("{}{SCRIPT}", common::RECORDER_HELPERS).replace(
         "METHODS",
-        &methods
-            .iter()
-            .map(|m| format!("one {m}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        &methods.iter().map(line).collect::<Vec<_>>().join("\n"),
     );
     let outcome = common::boot_ok(common::guest(kernel, script, Duration::from_secs(900)));
     let dir = outcome.dir();
     for m in methods {
+        let both = m.strip_prefix("both:").map(|a| format!("both-{a}"));
+        let m = both.as_deref().unwrap_or(m);
+        if both.is_some() {
+            check_kernel_mode(dir, m, &format!("{m} on {}", outcome.kernel_release));
+        }
         check_method(dir, m, &outcome.kernel_release);
         let report = common::json(dir, &format!("{m}.report.json"));
         assert_eq!(
@@ -244,7 +342,14 @@ fn disturbed(kernel: Kernel, methods: &[&str]) {
 fn vm_7_2_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
     disturbed(
         Kernel::Debian72,
-        &["auto", "fentry", "kprobe", "kprobe-session", "fsession"],
+        &[
+            "auto",
+            "fentry",
+            "kprobe",
+            "kprobe-session",
+            "fsession",
+            "both:auto",
+        ],
     );
 }
 
@@ -253,6 +358,6 @@ fn vm_7_2_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method(
 fn vm_6_12_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
     disturbed(
         Kernel::Debian612,
-        &["auto", "fentry", "kprobe", "kprobe-session"],
+        &["auto", "fentry", "kprobe", "kprobe-session", "both:auto"],
     );
 }

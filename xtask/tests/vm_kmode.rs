@@ -16,7 +16,6 @@ use xtask::{
     guest::GuestRun,
     kernel::Kernel,
     script::{STOP_SCENARIO, start_scenario, with_scenario},
-    vm::{self, VmOptions},
 };
 
 /// Starts the migrate-hot scenario in the background, waits for its kdamond (failing the
@@ -62,18 +61,7 @@ fn kernel_hists(export: &serde_json::Value) -> BTreeMap<String, serde_json::Valu
 fn check_kernel_report_against_records(both: &std::path::Path) {
     let as_kernel = both.with_file_name("both-as-kernel.dtcap");
     dtcap::write_with_mode(both, &as_kernel, "kernel");
-    let bin = vm::guest_binary(&VmOptions::new(Kernel::Debian72, "")).expect("damon-trace");
-    let out = std::process::Command::new(&bin)
-        .args(["report", "--format", "json"])
-        .arg(&as_kernel)
-        .output()
-        .expect("run damon-trace report on the host");
-    assert!(
-        out.status.success(),
-        "report of the kernel-mode copy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    let report = common::host_report(&as_kernel);
     let capture = dtcap::read(both);
     for name in FOUR {
         let f = function(&report, name);

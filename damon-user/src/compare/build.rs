@@ -94,8 +94,8 @@ fn check_clean(inp: &Inputs) -> Result<(), UsageError> {
             if let Some(why) = disturbance::not_measured(c) {
                 return Err(UsageError(format!(
                     "--clean: the {side} capture {file} did not measure which calls were \
-                     disturbed ({why}); record it again in stream mode with this version of \
-                     damon-trace (`damon-trace doctor` says whether this kernel has the \
+                     disturbed ({why}); record it again with --disturbance and this version \
+                     of damon-trace (`damon-trace doctor` says whether this kernel has the \
                      counters), or compare without --clean"
                 )));
             }

@@ -24,6 +24,8 @@ pub struct Resolution {
     pub width_ns: u64,
     /// The kernel captures' widths differ: the finer one is re-bucketed onto the wider grid.
     pub mixed_widths: bool,
+    /// `compare --clean`: a kernel capture's side is its clean calls' histogram.
+    pub clean_only: bool,
 }
 
 impl Resolution {
@@ -40,6 +42,7 @@ impl Resolution {
             .collect();
         crate::report::kernel::check_options(opts)?;
         Ok(Some(Resolution {
+            clean_only: opts.clean_only,
             mixed_widths: widths.windows(2).any(|w| w[0] != w[1]),
             width_ns: widths
                 .into_iter()
@@ -127,9 +130,11 @@ pub(super) fn rebucket(h: &KernelHist, width_ns: u64) -> KernelHist {
 }
 
 /// Puts one function of one capture on the grid. `records` is what `report::select` kept of
-/// a stream capture (empty for a kernel capture).
+/// a stream capture (empty for a kernel capture). With `--clean` a kernel capture's side is
+/// its clean calls' histogram (a stream capture's records are already the clean ones); either
+/// way the side keeps its disturbance counts and its clean calls on the grid.
 pub fn side(c: &Capture, id: u32, records: Selected, res: Resolution) -> Side {
-    let (hist, counters, count) = if c.is_kernel_mode() {
+    let (hist, counters, count, disturbance, clean) = if c.is_kernel_mode() {
         let end = c.final_hists();
         let (k, h) = end
             .and_then(|e| e.functions.get(&id).cloned())
@@ -139,29 +144,45 @@ pub fn side(c: &Capture, id: u32, records: Selected, res: Resolution) -> Side {
         } else {
             rebucket(&h, res.width_ns)
         };
-        (h, k, k.emitted)
+        let (disturbance, clean) = (h.disturbance().unwrap_or_default(), h.clean());
+        let hist = match (&clean, res.clean_only) {
+            (Some(clean), true) => clean.clone(),
+            _ => h,
+        };
+        (hist, k, k.emitted, disturbance, clean)
     } else {
         let k = crate::report::counters(c, id, records.count);
+        let clean = kernel_hist::from_durations(&records.clean_durations, res.width_ns);
         (
             kernel_hist::from_durations(&records.durations, res.width_ns),
             k,
             records.count,
+            records.disturbance,
+            Some(clean),
         )
     };
+    Side {
+        selected: Selected {
+            count,
+            durations: on_grid(&hist, res.width_ns),
+            disturbance,
+            clean_durations: clean.map_or_else(Vec::new, |h| on_grid(&h, res.width_ns)),
+            ..Selected::default()
+        },
+        hist,
+        counters,
+    }
+}
+
+/// A histogram's calls as their bucket values, sorted (through a proportional sample of at
+/// most [`MAX_EXPANDED`] calls).
+fn on_grid(hist: &KernelHist, width_ns: u64) -> Vec<u64> {
     let counts = proportional(&hist.buckets, MAX_EXPANDED);
     let mut durations = Vec::with_capacity(counts.iter().sum::<u64>() as usize);
     for (b, &n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
-        durations.extend(std::iter::repeat_n(value_of(b, res.width_ns), n as usize));
+        durations.extend(std::iter::repeat_n(value_of(b, width_ns), n as usize));
     }
-    Side {
-        hist,
-        selected: Selected {
-            count,
-            durations,
-            ..Selected::default()
-        },
-        counters,
-    }
+    durations
 }
 
 /// The histograms of a side's runs added up (exact count, sum, min and max kept).

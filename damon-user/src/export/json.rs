@@ -153,7 +153,7 @@ mod kernel {
 
     use crate::{
         capture::{Capture, HistSnapshot},
-        report::ReportOptions,
+        report::{ReportOptions, disturbance::Disturbance},
     };
 
     #[derive(Serialize)]
@@ -166,6 +166,23 @@ mod kernel {
         width_ns: u64,
         /// `[lo_ns, hi_ns, count]` of each non-empty bucket, `lo <= duration < hi`.
         buckets: Vec<[u64; 3]>,
+        /// Clean and disturbed calls by reason (`null` unless measured).
+        disturbance: Option<Disturbance>,
+        /// `[lo_ns, hi_ns, count]` of each bucket with disturbed calls (`null` unless measured).
+        disturbed_buckets: Option<Vec<[u64; 3]>>,
+    }
+
+    /// `[lo_ns, hi_ns, count]` of each non-empty bucket of `counts` at `width_ns`.
+    fn non_empty(counts: &[u64], width_ns: u64) -> Vec<[u64; 3]> {
+        counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(b, &n)| {
+                let (lo, hi) = damon_common::hist_bucket_bounds(b as u32, width_ns);
+                [lo, hi, n]
+            })
+            .collect()
     }
 
     #[derive(Serialize)]
@@ -204,16 +221,12 @@ mod kernel {
                     min_ns: h.min_ns,
                     max_ns: h.max_ns,
                     width_ns: h.width_ns,
-                    buckets: h
-                        .buckets
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, n)| **n > 0)
-                        .map(|(b, &n)| {
-                            let (lo, hi) = damon_common::hist_bucket_bounds(b as u32, h.width_ns);
-                            [lo, hi, n]
-                        })
-                        .collect(),
+                    buckets: non_empty(&h.buckets, h.width_ns),
+                    disturbance: h.disturbance(),
+                    disturbed_buckets: h
+                        .disturbed
+                        .as_ref()
+                        .map(|d| non_empty(&d.buckets, h.width_ns)),
                 })
             })
             .collect()

@@ -129,12 +129,18 @@ impl FunctionMetrics {
             l.count += n;
         }
         l.sum_ns += u128::from(h.sum_ns);
+        if let (Some(d), Some(k)) = (&mut self.disturbance, h.disturbance()) {
+            d.merge(&k);
+        }
     }
 
-    /// Replaces the latency histogram by a cumulative kernel-mode one (`serve --mode kernel`
-    /// reads the kernel's running totals each second).
+    /// Replaces the latency histogram (and the clean and disturbed counts) by a cumulative
+    /// kernel-mode one (`serve --mode kernel` reads the kernel's running totals each second).
     pub fn set_hist(&mut self, h: &crate::capture::KernelHist) {
         self.latency = DurationHistogram::default();
+        if let Some(d) = &mut self.disturbance {
+            *d = Disturbance::default();
+        }
         self.observe_hist(h);
     }
 }
@@ -434,8 +440,9 @@ fn counters(t: &mut Text, s: &MetricsSnapshot) {
     });
 }
 
-/// Recorded calls clean and disturbed, by reason, of every function whose records say (none of
-/// it when no function's do: kernel mode, recorded without `--disturbance`, an older capture).
+/// Recorded calls clean and disturbed, by reason, of every function whose records or kernel
+/// histograms say (none of it when no function's do: recorded without `--disturbance`, an
+/// older capture).
 fn disturbance(t: &mut Text, s: &MetricsSnapshot) {
     let measured: Vec<(&str, &Disturbance)> = s
         .functions

@@ -513,3 +513,54 @@ fn damon_numbers_in_json_and_csv_equal_report() {
     let err = export_capture(&kernel, ExportFormat::CsvIntervals).expect_err("no boundaries");
     assert!(err.to_string().contains("record again"), "{err}");
 }
+
+/// A kernel-mode capture that measured disturbance exports its clean and disturbed calls: in
+/// JSON with the disturbed calls' buckets, in OpenMetrics as the same counters stream mode has.
+#[test]
+fn kernel_mode_exports_clean_and_disturbed_calls() {
+    let c = crate::report::tests::disturbance::as_kernel(
+        &crate::report::tests::disturbance::disturbed_capture(),
+        10,
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&export_capture(&c, ExportFormat::Json).expect("json"))
+            .expect("parse");
+    let h = &json["histograms"][0];
+    assert_eq!(h["count"], 20);
+    assert_eq!(
+        (
+            h["disturbance"]["clean"].as_u64(),
+            h["disturbance"]["slept"].as_u64()
+        ),
+        (Some(8), Some(4))
+    );
+    let disturbed: u64 = h["disturbed_buckets"]
+        .as_array()
+        .expect("measured")
+        .iter()
+        .map(|b| b[2].as_u64().expect("n"))
+        .sum();
+    assert_eq!(disturbed, 12);
+    let om = export_capture(&c, ExportFormat::Openmetrics).expect("openmetrics");
+    let samples = parse_samples(&om);
+    let value = |name: &str, reason: Option<&str>| {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == name && reason.is_none_or(|r| l.get("reason").map(String::as_str) == Some(r))
+            })
+            .map(|s| s.2)
+    };
+    assert_eq!(value("damon_trace_calls_clean_total", None), Some(8.0));
+    assert_eq!(
+        value("damon_trace_calls_disturbed_total", Some("preempted")),
+        Some(3.0)
+    );
+    // serve's cumulative replacement keeps the counts, not their sum over reads.
+    let mut f = crate::export::openmetrics::FunctionMetrics::new(&c.meta.functions[0]);
+    f.disturbance = Some(Default::default());
+    let h = &c.summary.as_ref().expect("summary").kernel_hist[&0];
+    f.set_hist(h);
+    f.set_hist(h);
+    assert_eq!(f.disturbance.map(|d| (d.clean, d.calls())), Some((8, 20)));
+}

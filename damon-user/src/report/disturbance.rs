@@ -99,23 +99,37 @@ impl KernelHist {
     }
 
     /// The clean calls' histogram: the buckets less the disturbed calls', count and sum less
-    /// theirs (exact). The min and max stay the whole histogram's: bounds the clean calls lie
-    /// within, which narrow the percentiles as they do the whole's. `None` when not measured.
+    /// theirs (exact). Their min and max are known to their buckets only: the edges of the
+    /// first and last non-empty clean bucket, narrowed by the whole histogram's exact min and
+    /// max. `None` when not measured.
     pub fn clean(&self) -> Option<KernelHist> {
         let d = self.disturbed.as_ref()?;
         let disturbed = d.slept + d.preempted + d.interrupted + d.lost;
-        let buckets = self
+        let buckets: Vec<u64> = self
             .buckets
             .iter()
             .enumerate()
             .map(|(i, &n)| n.saturating_sub(d.buckets.get(i).copied().unwrap_or(0)))
             .collect();
+        let edge = |i: usize| damon_common::hist_bucket_bounds(i as u32, self.width_ns);
+        let (min_ns, max_ns) = match (
+            buckets.iter().position(|&n| n > 0),
+            buckets.iter().rposition(|&n| n > 0),
+        ) {
+            (Some(f), Some(l)) => (
+                edge(f).0.max(self.min_ns),
+                edge(l).1.saturating_sub(1).min(self.max_ns),
+            ),
+            _ => (0, 0),
+        };
         Some(KernelHist {
             count: self.count.saturating_sub(disturbed),
             sum_ns: self.sum_ns.saturating_sub(d.sum_ns),
+            min_ns,
+            max_ns,
+            width_ns: self.width_ns,
             buckets,
             disturbed: None,
-            ..self.clone()
         })
     }
 }
@@ -286,6 +300,8 @@ mod tests {
         assert_eq!((d.clean, d.slept, d.interrupted, d.calls()), (3, 1, 1, 5));
         let clean = h.clean().expect("measured");
         assert_eq!((clean.count, clean.sum_ns), (3, 435));
+        // Min and max to their buckets: 100 exact (the whole's min), 239 the bucket's top.
+        assert_eq!((clean.min_ns, clean.max_ns), (100, 239));
         assert_eq!(clean.buckets.iter().sum::<u64>(), 3);
         let p = crate::stats::kernel_hist::latency(&clean).expect("calls");
         assert_eq!(p.p99.label(), "230-239");

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{BucketTable, FunctionReport, ReportOptions};
 use crate::{
-    capture::{FunctionCounters, FunctionStatus, HistSnapshot},
+    capture::{FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
     error::UsageError,
     stats::{
         calibration::{Calibration, Corrected},
@@ -89,7 +89,13 @@ pub fn function(
         .and_then(|c| c.floor(status.attach.as_str(), "kernel").cloned())
         .zip(lat.map(|l| l.stats()))
         .map(|(floor, st)| Corrected::new(&floor, &st));
+    let clean = hist.and_then(KernelHist::clean);
     let f = FunctionReport {
+        disturbance: hist.and_then(KernelHist::disturbance),
+        clean_percentiles: clean
+            .as_ref()
+            .and_then(kernel_hist::latency)
+            .map(|l| l.stats()),
         corrected,
         buckets,
         resolution: lat.map(|l| BucketResolution {

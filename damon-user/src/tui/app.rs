@@ -108,8 +108,8 @@ pub struct Panel {
     /// The probe floor of this function's attach method: (median, uncertainty) in ns, when
     /// the session (or the replayed capture) is calibrated.
     pub floor: Option<(f64, f64)>,
-    /// Since start (or reset), which calls were clean: `None` when the records do not say
-    /// (kernel mode, recorded without `--disturbance`, an older capture).
+    /// Since start (or reset), which calls were clean: `None` when the records (or, in kernel
+    /// mode, the histograms) do not say (recorded without `--disturbance`, an older capture).
     pub disturbance: Option<Disturbance>,
 }
 
@@ -417,6 +417,9 @@ impl App {
                         p.stats.record_bucket(lo, top, count);
                     }
                     p.stats.add_sum(d.sum_ns);
+                    if let (Some(total), Some(period)) = (&mut p.disturbance, d.disturbance()) {
+                        total.merge(&period);
+                    }
                     if self.reset_at.is_none() && h.count > 0 {
                         p.stats.set_exact_extremes(h.min_ns, h.max_ns);
                     }

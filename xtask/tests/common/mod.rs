@@ -131,6 +131,25 @@ pub fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"))
 }
 
+/// `damon-trace report --format json` of a capture, run on the host with the suite's static
+/// binary (reports need no kernel).
+pub fn host_report(capture: &std::path::Path) -> serde_json::Value {
+    let bin = xtask::vm::guest_binary(&xtask::vm::VmOptions::new(Kernel::Debian72, ""))
+        .expect("damon-trace");
+    let out = std::process::Command::new(&bin)
+        .args(["report", "--format", "json"])
+        .arg(capture)
+        .output()
+        .expect("run damon-trace report on the host");
+    assert!(
+        out.status.success(),
+        "report {}: {}",
+        capture.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("report JSON")
+}
+
 pub fn function<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     xtask::parse::function(report, name).unwrap_or_else(|e| panic!("{e:#}"))
 }

@@ -187,7 +187,7 @@ fn clean_on_a_capture_that_did_not_measure_names_it_why_and_the_remedy() {
         ),
         "{msg}"
     );
-    assert!(msg.contains("record it again in stream mode"), "{msg}");
+    assert!(msg.contains("record it again with --disturbance"), "{msg}");
     // Without --clean the same captures compare, the old side "not measured".
     let c = build(
         &Inputs {
@@ -205,4 +205,44 @@ fn clean_on_a_capture_that_did_not_measure_names_it_why_and_the_remedy() {
         text.contains("disturbance not measured in old.dtcap (the capture was written before"),
         "{text}"
     );
+}
+
+/// Kernel mode: the same sides recorded as histograms with their disturbed calls. Each side
+/// has the records' fractions, `--clean` judges on the clean calls' histograms (no difference,
+/// as with the records) where every call differs, and a kernel side compares with a stream
+/// side of the same calls.
+#[test]
+fn kernel_captures_compare_on_their_clean_calls_too() {
+    use crate::report::tests::disturbance::as_kernel;
+    let (b, a) = sides();
+    let (kb, ka): (Vec<Capture>, Vec<Capture>) = (
+        b.iter().map(|c| as_kernel(c, 10)).collect(),
+        a.iter().map(|c| as_kernel(c, 10)).collect(),
+    );
+    let raw = compare_with(&kb, &ka, &opts());
+    let f = timer(&raw);
+    let da = f.after.disturbance.expect("measured");
+    assert_eq!(
+        (da.clean, da.disturbed(), da.interrupted),
+        (1200, 1800, 600)
+    );
+    assert!(f.significant, "every call: {}", f.verdict);
+    let clean = ReportOptions {
+        clean_only: true,
+        ..opts()
+    };
+    for (before, after) in [(&kb, &ka), (&b, &ka), (&kb, &a)] {
+        let c = compare_with(before, after, &clean);
+        let f = timer(&c);
+        assert_eq!((f.before.matched, f.after.matched), (1200, 1200));
+        assert!(!f.significant, "clean calls are alike: {}", f.verdict);
+        assert!(
+            f.verdict.ends_with(
+                "(judged on clean calls only: 1200 of 1332 calls before, 1200 of 3000 after)"
+            ),
+            "{}",
+            f.verdict
+        );
+        assert!(f.after.clean_percentiles.is_some());
+    }
 }

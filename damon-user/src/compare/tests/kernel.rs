@@ -107,6 +107,7 @@ fn huge_histograms_are_compared_through_a_proportional_sample() {
         Resolution {
             width_ns: 10,
             mixed_widths: false,
+            clean_only: false,
         },
     );
     assert_eq!(s.selected.durations.len() as u64, MAX_EXPANDED);

@@ -172,3 +172,83 @@ fn captures_that_did_not_measure_say_why_in_one_line_and_null() {
         "kernel mode keeps no per-call records"
     );
 }
+
+/// A kernel-mode capture of the same calls as `stream` (every function bucketed at `width_ns`
+/// as the programs do, disturbed calls counted per reason and bucket), measured: what a
+/// `--mode kernel --disturbance` session of those calls writes.
+pub(crate) fn as_kernel(
+    stream: &crate::capture::Capture,
+    width_ns: u64,
+) -> crate::capture::Capture {
+    use crate::{
+        capture::{KernelDisturbed, Summary},
+        report::disturbance::Class,
+        stats::kernel_hist::from_durations,
+    };
+    let mut c = stream.clone();
+    c.meta.mode = "kernel".into();
+    c.records.clear();
+    let mut summary = Summary::new(1_000_000_000, "duration", Default::default());
+    for f in &stream.meta.functions {
+        let calls = stream.records.iter().filter(|r| r.func == f.id);
+        let all: Vec<u64> = calls.clone().map(|r| r.duration_ns).collect();
+        let mut h = from_durations(&all, width_ns);
+        let mut d = KernelDisturbed::default();
+        let mut disturbed = Vec::new();
+        for r in calls {
+            let class = r.class();
+            match class {
+                Class::Clean => continue,
+                Class::Slept => d.slept += 1,
+                Class::Preempted => d.preempted += 1,
+                Class::Interrupted => d.interrupted += 1,
+                Class::Lost => d.lost += 1,
+            }
+            d.sum_ns += r.duration_ns;
+            disturbed.push(r.duration_ns);
+        }
+        d.buckets = from_durations(&disturbed, width_ns).buckets;
+        h.disturbed = Some(d);
+        let counters = crate::capture::FunctionCounters {
+            calls: h.count,
+            emitted: h.count,
+            ..Default::default()
+        };
+        summary.counters.insert(f.id, counters);
+        summary.kernel_hist.insert(f.id, h);
+    }
+    c.summary = Some(summary);
+    c
+}
+
+/// Kernel mode: the same fractions as the records give, and the clean calls' percentiles at
+/// bucket resolution (each the top of the bucket the clean calls' exact percentile is in).
+#[test]
+fn kernel_mode_splits_its_histogram_into_clean_and_disturbed_calls() {
+    let stream = disturbed_capture();
+    let kernel = as_kernel(&stream, 10);
+    let (rs, rk) = (
+        build(&stream, &opts()).expect("report"),
+        build(&kernel, &opts()).expect("report"),
+    );
+    let (fs, fk) = (&rs.functions[0], &rk.functions[0]);
+    assert_eq!(fk.mode, "kernel");
+    assert_eq!(fk.disturbance, fs.disturbance);
+    let (cs, ck) = (
+        fs.clean_percentiles.expect("clean"),
+        fk.clean_percentiles.expect("clean"),
+    );
+    // Clean calls 100..=800 fall on bucket bottoms at 10 ns: each top is the value + 9, but
+    // never above the clean calls' last bucket top.
+    assert_eq!((ck.p50_ns, ck.p99_ns), (cs.p50_ns + 9, cs.p99_ns + 9));
+    assert_eq!((ck.min_ns, ck.max_ns), (100, 809));
+    assert!((ck.mean_ns - cs.mean_ns).abs() < 1e-9, "{ck:?} {cs:?}");
+    // Raw percentiles still count every call (the exact max narrows the last bucket).
+    assert_eq!(fk.p99_ns, Some(12_000));
+    let text = render::table(&rk, None);
+    assert!(
+        text.contains("lock_timer_base: disturbed 60.00% of 20 calls (slept 4, preempted 3"),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.starts_with("  clean")), "{text}");
+}

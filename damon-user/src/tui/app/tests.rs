@@ -401,3 +401,35 @@ fn panels_count_clean_calls_where_the_records_say_and_keep_counting_after_a_rese
         "counted since the reset"
     );
 }
+
+/// Kernel mode: the clean share comes from the histograms' disturbed calls, period by period
+/// (each snapshot is cumulative).
+#[test]
+fn kernel_mode_panels_count_clean_calls_from_the_histograms() {
+    use crate::{capture::KernelDisturbed, stats::kernel_hist::from_durations};
+    let snapshot = |calls: &[u64], slept: u64| {
+        let mut h = from_durations(calls, 10);
+        let mut buckets = vec![0; h.buckets.len()];
+        buckets[damon_common::hist_bucket(5_000, 10) as usize] = slept;
+        h.disturbed = Some(KernelDisturbed {
+            slept,
+            sum_ns: 5_000 * slept,
+            buckets,
+            ..Default::default()
+        });
+        let mut s = HistSnapshot::default();
+        s.functions
+            .insert(0, (FunctionCounters::all_recorded(h.count), h));
+        s
+    };
+    let mut app = App::new(test_config());
+    app.set_disturbance_measured(true);
+    app.update(Event::Histograms(snapshot(&[100, 120, 5_000], 1)));
+    assert_eq!(app.panels()[0].clean_share(), Some(2.0 / 3.0));
+    // Cumulative: 3 more calls, 2 more slept.
+    app.update(Event::Histograms(snapshot(
+        &[100, 120, 5_000, 130, 5_000, 5_000],
+        3,
+    )));
+    assert_eq!(app.panels()[0].clean_share(), Some(0.5));
+}
