@@ -8,7 +8,8 @@
 //! the migrate-hot scenario and loads the variants alternately, before, after, before, … (each
 //! with `.replace = true`; the script waits for the livepatch transition, then removes the
 //! replaced module, so one copy of the function stays in kallsyms), and each load is one run:
-//! `damon-trace record --func <the replacement>` for `--duration` seconds. The captures are kept
+//! `damon-trace record --func <the replacement> --disturbance` for `--duration` seconds (both
+//! sides pay the same reads, and the captures can be compared `--clean`). The captures are kept
 //! as `before-N.dtcap` / `after-N.dtcap` and judged by the multi-run compare on the host, as
 //! `cargo xtask ab` does, with the run (one load) as the unit of replication.
 //!
@@ -170,7 +171,7 @@ pub fn guest_cmd(patch: &str, runs: u32, seconds: u64, attach: &str) -> String {
         let log = capture.replace(".dtcap", ".txt");
         body.push_str(&format!(
             "damon-trace record -o /out/{capture} --duration {seconds}s --func {FUNCTION} \
-             --attach {attach} --calibrate-calls {CALIBRATE_CALLS} > /out/{log} 2>&1 || {{ cat /out/{log} >&2; exit 1; }}\n"
+             --attach {attach} --calibrate-calls {CALIBRATE_CALLS} --disturbance > /out/{log} 2>&1 || {{ cat /out/{log} >&2; exit 1; }}\n"
         ));
         previous = module;
     }

@@ -140,6 +140,8 @@ fn the_guest_loads_variants_abba_and_removes_the_replaced_module() {
             )),
             "{r}"
         );
+        // Both sides pay the same reads, so the captures compare `--clean` too.
+        assert!(r.contains(" --disturbance "), "{r}");
     }
     // Every load comes after the scenario's kdamond is on, and the scenario outlives the runs.
     let wait = cmd.find("kdamond 0 not on").expect("waits for the kdamond");
