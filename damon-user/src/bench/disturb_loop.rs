@@ -6,12 +6,15 @@
 //! function) before and after each call. With `--hog`, a thread pinned to CPU 0 spins beside
 //! it, so that its long calls are preempted; with `--hog-odd`, only during its odd-numbered
 //! calls (the thread is parked, blocked, during the others), so that calls alone and calls
-//! beside the spinner alternate under the same conditions of the machine. (The interrupts the
-//! tests count against are the local timer's, at the kernel's HZ: an IPI storm from CPU 1 with
-//! `membarrier` reached hardly any call under TCG, whose vCPUs take turns on one host thread.)
+//! beside the spinner alternate under the same conditions of the machine. With
+//! `--timer-storm HZ`, a storm of timer interrupts on the worker's CPU (`timer_storm.rs`), on
+//! every call or with `--storm-odd` on odd ones. (An IPI storm from CPU 1 with `membarrier` reached hardly any call under
+//! TCG, whose vCPUs take turns on one host thread: the storm has to be local.)
 //!
-//! Prints one JSON line: the worker's tid, the calls made, and per call the switches the task
-//! saw across the system call (`[voluntary, involuntary]`), in call order.
+//! Prints one JSON line: the worker's tid, the calls made, per call the switches the task saw
+//! across the system call (`[voluntary, involuntary]`), in call order, and `interrupts`: how
+//! long the calls took in all and how many hard interrupts CPU 0 took meanwhile
+//! (/proc/interrupts).
 use std::{
     process::ExitCode,
     sync::atomic::{AtomicBool, Ordering},
@@ -41,6 +44,13 @@ pub struct DisturbArgs {
     /// The spinning thread only during odd-numbered calls (0-based).
     #[arg(long, conflicts_with = "hog")]
     pub hog_odd: bool,
+    /// This many timer interrupts a second on the worker's CPU (a perf CPU-clock hrtimer,
+    /// which wakes no task), during every call.
+    #[arg(long, value_name = "HZ")]
+    pub timer_storm: Option<u64>,
+    /// The timer storm only during odd-numbered calls.
+    #[arg(long, requires = "timer_storm")]
+    pub storm_odd: bool,
 }
 
 /// Whether the spinner should spin, and whether it is parked (blocked).
@@ -92,6 +102,20 @@ fn switches() -> [i64; 2] {
     [ru.ru_nvcsw, ru.ru_nivcsw]
 }
 
+/// CPU 0's hard interrupts so far as /proc/interrupts shows them: the first count of every
+/// line (device IRQs, and on x86 the local timer, IPIs, NMIs and the other system vectors),
+/// the kernel's own account that the tests hold the calls' counts against; `None` when the
+/// file cannot be read.
+fn cpu0_interrupts() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    Some(
+        text.lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
 /// One call of `work`.
 fn call(work: &str, zero: &std::fs::File, buf: &mut [u8]) {
     use std::os::fd::AsRawFd as _;
@@ -114,7 +138,14 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
     let mut buf = vec![1u8; args.bytes.max(1)];
     let done = AtomicBool::new(false);
     let hog = Hog::default();
-    let (tid, per_call) = std::thread::scope(|scope| {
+    let storm = args
+        .timer_storm
+        .map(|hz| super::timer_storm::TimerStorm::on_cpu(0, hz))
+        .transpose()?;
+    if let Some(s) = &storm {
+        s.set(!args.storm_odd)?;
+    }
+    let (tid, per_call, interrupts) = std::thread::scope(|scope| {
         if args.hog || args.hog_odd {
             scope.spawn(|| hog.run(&done));
             hog.set(args.hog);
@@ -123,25 +154,39 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
         // SAFETY: gettid takes no arguments.
         let tid = unsafe { libc::syscall(libc::SYS_gettid) };
         let mut per_call = Vec::with_capacity(args.calls as usize);
+        let mut failed = None;
+        let (irqs_start, start) = (cpu0_interrupts(), std::time::Instant::now());
         for i in 0..args.calls {
             if args.hog_odd {
                 hog.set(i % 2 == 1);
+            }
+            if let (Some(s), true) = (&storm, args.storm_odd) {
+                // On failure the loop ends first: the spinner must be told to stop.
+                if let Err(e) = s.set(i % 2 == 1) {
+                    failed = Some(e);
+                    break;
+                }
             }
             let before = switches();
             call(&args.work, &zero, &mut buf);
             let after = switches();
             per_call.push([after[0] - before[0], after[1] - before[1]]);
         }
+        let interrupts = json!({
+            "seconds": start.elapsed().as_secs_f64(),
+            "cpu0": irqs_start.zip(cpu0_interrupts()).map(|(a, b)| b - a),
+        });
         done.store(true, Ordering::Relaxed);
         hog.set(true);
-        (tid, per_call)
-    });
+        failed.map_or(Ok((tid, per_call, interrupts)), Err)
+    })?;
     println!(
         "{}",
         json!({
             "tid": tid,
             "made": per_call.len(),
             "switches": per_call,
+            "interrupts": interrupts,
         })
     );
     Ok(ExitCode::SUCCESS)

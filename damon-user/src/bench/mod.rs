@@ -22,6 +22,7 @@ use serde_json::json;
 
 pub mod disturb_loop;
 mod ring_image;
+mod timer_storm;
 
 use ring_image::item_size;
 pub use ring_image::{RingImage, synthetic_records};
