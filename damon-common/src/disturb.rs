@@ -187,12 +187,15 @@ pub struct SessionSnaps {
 
 /// Name of the per-CPU array of [`SessionSnaps`], one per function id.
 pub const MAP_SESSION_SNAPS: &str = "SESSION_SNAPS";
-/// Name of the per-CPU scratch array the programs copy counts into before summing them.
+/// Name of the per-CPU scratch array the programs copy counts into before summing them; it
+/// also keeps its CPU's per-CPU base (`__per_cpu_offset[cpu]`), read at the CPU's first
+/// snapshot.
 pub const MAP_DISTURB_SCRATCH: &str = "DISTURB_SCRATCH";
 
 /// `u32` global: 1 when the programs take snapshots (userspace found every counter), 0 off.
 pub const GLOBAL_DISTURB_ON: &str = "DISTURB_ON";
-/// `u32` globals: byte offsets of `nvcsw` and `nivcsw` in `struct task_struct`.
+/// `u32` globals: byte offsets of `nvcsw` and `nivcsw` in `struct task_struct` (the programs
+/// load them from `bpf_get_current_task_btf()`, which the verifier checks against BTF).
 pub const GLOBAL_TASK_NVCSW_OFF: &str = "TASK_NVCSW_OFF";
 pub const GLOBAL_TASK_NIVCSW_OFF: &str = "TASK_NIVCSW_OFF";
 /// `u64` global: the kernel address of `__per_cpu_offset` (an array, one `unsigned long` per
@@ -200,7 +203,9 @@ pub const GLOBAL_TASK_NIVCSW_OFF: &str = "TASK_NIVCSW_OFF";
 pub const GLOBAL_PER_CPU_OFFSET_SYM: &str = "PER_CPU_OFFSET_SYM";
 /// `u64` global: the per-CPU symbol address of `kstat.irqs_sum` (an `unsigned long`).
 pub const GLOBAL_KSTAT_IRQS_SUM: &str = "KSTAT_IRQS_SUM";
-/// `u64` global: the per-CPU symbol address of `kstat.softirqs[0]` (`unsigned int`s).
+/// `u64` global: the per-CPU symbol address of `kstat.softirqs[0]` (`unsigned int`s). When it
+/// is [`GLOBAL_KSTAT_IRQS_SUM`]'s plus 8 (as in `struct kernel_stat` of 6.1, 6.12 and 7.2), the
+/// programs copy `irqs_sum` and the softirqs in one read, else in two.
 pub const GLOBAL_KSTAT_SOFTIRQS: &str = "KSTAT_SOFTIRQS";
 /// `u32` global: how many `kstat.softirqs` entries (NR_SOFTIRQS), at most [`MAX_WORDS`].
 pub const GLOBAL_KSTAT_SOFTIRQS_N: &str = "KSTAT_SOFTIRQS_N";
@@ -209,7 +214,8 @@ pub const GLOBAL_KSTAT_SOFTIRQS_N: &str = "KSTAT_SOFTIRQS_N";
 pub const GLOBAL_IRQ_STAT_WORDS: &str = "IRQ_STAT_WORDS";
 /// `u32` global: how many `unsigned int` counts follow there, at most [`MAX_WORDS`].
 pub const GLOBAL_IRQ_STAT_N: &str = "IRQ_STAT_N";
-/// The most `unsigned int` counts one read sums.
+/// The most `unsigned int` counts one read sums (the programs copy and sum exactly the counts
+/// there are: 10 softirqs; 19 words of `irq_stat` on 6.1 and 6.12, 24 on 7.2).
 pub const MAX_WORDS: u32 = 32;
 
 #[cfg(test)]

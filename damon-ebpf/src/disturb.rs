@@ -2,14 +2,25 @@
 //! time stamp, and at its return, after the return's time stamp, so everything that can switch
 //! the task or interrupt the CPU between the two stamps falls between the two reads.
 //!
-//! The task's counts are read from `current` at BTF offsets; the CPU's from its per-CPU
-//! variables, at their symbol's address plus the CPU's entry in `__per_cpu_offset` (aya loads
-//! no per-CPU ksyms, so the programs compute what `per_cpu_ptr()` does). Every address and
-//! offset comes from userspace (`probe::disturb`), which turns the snapshots off when one is
-//! missing; a failed read counts as 0 and so can only hide a disturbance, which the host tests
-//! of the reading and the guest tests of the flags would show.
+//! The task's counts are loaded from `current` (`bpf_get_current_task_btf`, a pointer the
+//! verifier knows as `struct task_struct`) at BTF offsets; the CPU's are copied from its
+//! per-CPU variables, at their symbol's address plus the CPU's entry in `__per_cpu_offset`
+//! (aya loads no per-CPU ksyms, so the programs compute what `per_cpu_ptr()` does). Every
+//! address and offset comes from userspace (`probe::disturb`), which turns the snapshots off
+//! when one is missing; a failed read counts as 0 and so can only hide a disturbance, which
+//! the host tests of the reading and the guest tests of the flags would show.
+//!
+//! What a snapshot costs, per call twice: the globals are read-only data the kernel freezes,
+//! so the verifier knows every offset, address and count below (the loads from the task need
+//! that) and can drop the branches they decide (the layout test, the sums' exits); what runs
+//! is two loads from the task, one lookup of this CPU's [`Scratch`] (which keeps the CPU's
+//! per-CPU base after its first snapshot), one copy of `kstat` (`irqs_sum` and `softirqs[]`,
+//! adjacent in `struct kernel_stat`), one of exactly the words of `irq_stat`, and a sum over
+//! each.
+use core::mem::offset_of;
+
 use aya_ebpf::{
-    helpers::{bpf_get_current_task, bpf_get_smp_processor_id, generated},
+    helpers::{bpf_get_smp_processor_id, generated},
     macros::map,
     maps::PerCpuArray,
 };
@@ -42,34 +53,43 @@ pub(crate) fn on() -> bool {
     global(&DISTURB_ON) != 0
 }
 
-/// Where [`sum_words`] copies the counts it sums: the BPF stack (512 bytes) has no room for
-/// them beside a stamp stack. A program that an interrupt's program overwrites it under sums
-/// counts read a little later: still counts read between the start and the end of this
-/// snapshot, so the snapshot can only move by what happened during itself, outside the timed
-/// span.
-#[map(name = "DISTURB_SCRATCH")]
-static SCRATCH: PerCpuArray<[u32; MAX_WORDS as usize]> = PerCpuArray::with_max_entries(1, 0);
+/// One CPU's scratch value: its per-CPU base, and where a snapshot copies the CPU's counts
+/// before summing them (the BPF stack, 512 bytes, has no room for them beside a stamp stack).
+///
+/// A program that an interrupt's program overwrites the counts under sums counts read a
+/// little later: still counts read between the start and the end of this snapshot, so the
+/// snapshot can only move by what happened during itself, outside the timed span. The base
+/// it would write is the same (programs do not migrate while they run).
+#[repr(C)]
+struct Scratch {
+    /// `__per_cpu_offset[cpu]` of the CPU this value belongs to, once `based` is 1: set at
+    /// boot and never changed, so each CPU reads it once.
+    base: u64,
+    based: u64,
+    /// `kstat.irqs_sum`, then `kstat.softirqs[]`: one copy when they are adjacent.
+    irqs_sum: u64,
+    softirqs: [u32; MAX_WORDS as usize],
+    /// x86's `irq_stat` counts.
+    irq_stat: [u32; MAX_WORDS as usize],
+}
 
-/// The sum of the first `n` (at most [`MAX_WORDS`]) `unsigned int`s at `addr`.
+#[map(name = "DISTURB_SCRATCH")]
+static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// Copies `size` bytes at kernel address `addr` to `dst`. The return code is not looked at:
+/// a failed read leaves zeros (`bpf_probe_read_kernel` clears the destination on failure),
+/// which is the 0 a failed read counts as.
 #[inline(always)]
-fn sum_words(addr: u64, n: u32) -> u32 {
-    let Some(buf) = SCRATCH.get_ptr_mut(0) else {
-        return 0;
-    };
-    // SAFETY: the helper checks the source address and fails instead of faulting; `buf` is a
-    // map value of exactly the size copied.
-    let rc = unsafe {
-        generated::bpf_probe_read_kernel(
-            buf.cast(),
-            MAX_WORDS * 4,
-            addr as *const core::ffi::c_void,
-        )
-    };
-    if addr == 0 || rc != 0 {
-        return 0;
-    }
-    // SAFETY: as above.
-    let words = unsafe { &*buf };
+fn copy(dst: *mut u8, size: u32, addr: u64) {
+    // SAFETY: the helper checks the source address and fails instead of faulting; `dst` is a
+    // map value with at least `size` bytes from there (callers bound `size`).
+    unsafe { generated::bpf_probe_read_kernel(dst.cast(), size, addr as *const _) };
+}
+
+/// The sum of the first `n` (at most [`MAX_WORDS`]) of `words`, which the compiler unrolls:
+/// each word is a load, an add and a test of `n` (known to the verifier, see above).
+#[inline(always)]
+fn sum(words: &[u32; MAX_WORDS as usize], n: u32) -> u32 {
     let mut sum = 0u32;
     for (i, w) in words.iter().enumerate() {
         if (i as u32) < n {
@@ -79,31 +99,79 @@ fn sum_words(addr: u64, n: u32) -> u32 {
     sum
 }
 
+/// The task's switch counts, `(nvcsw, nivcsw)`: plain loads from `current`, which the
+/// verifier turns into loads that count a fault as 0 (as a failed read would).
+#[inline(always)]
+fn switches() -> (u32, u32) {
+    // SAFETY: helper without preconditions: the running task, never null.
+    let task = unsafe { generated::bpf_get_current_task_btf() } as *const u8;
+    // SAFETY: the offsets are those of `task_struct`'s `unsigned long` members `nvcsw` and
+    // `nivcsw` (from BTF); the verifier checks each load against the kernel's BTF.
+    let count = |off: &u32| unsafe {
+        core::ptr::read_volatile(task.add(global(off) as usize).cast::<u64>()) as u32
+    };
+    (count(&TASK_NVCSW_OFF), count(&TASK_NIVCSW_OFF))
+}
+
+/// This CPU's counts, `(hardirqs, softirqs)`.
+#[inline(always)]
+fn interrupts() -> (u32, u32) {
+    let Some(p) = SCRATCH.get_ptr_mut(0) else {
+        return (0, 0);
+    };
+    // SAFETY: this CPU's map value, valid for the program's run.
+    let s = unsafe { &mut *p };
+    let base = if s.based != 0 {
+        s.base
+    } else {
+        // SAFETY: helper without preconditions.
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        let Some(base) = kernel_u64(global64(&PER_CPU_OFFSET_SYM) + 8 * u64::from(cpu)) else {
+            return (0, 0);
+        };
+        s.base = base;
+        s.based = 1;
+        base
+    };
+    // SAFETY: field offsets within the map value.
+    let field = |off: usize| unsafe { p.cast::<u8>().add(off) };
+    let (irqs_sum, softirqs) = (global64(&KSTAT_IRQS_SUM), global64(&KSTAT_SOFTIRQS));
+    let nr_softirqs = global(&KSTAT_SOFTIRQS_N).min(MAX_WORDS);
+    let to = field(offset_of!(Scratch, irqs_sum));
+    if softirqs == irqs_sum + 8 {
+        copy(to, 8 + 4 * nr_softirqs, irqs_sum.wrapping_add(base));
+    } else {
+        copy(to, 8, irqs_sum.wrapping_add(base));
+        let to = field(offset_of!(Scratch, softirqs));
+        copy(to, 4 * nr_softirqs, softirqs.wrapping_add(base));
+    }
+    // SAFETY: as above; the copies are done.
+    let s = unsafe { &*p };
+    let (mut hardirqs, softirqs) = (s.irqs_sum as u32, sum(&s.softirqs, nr_softirqs));
+    let words = global64(&IRQ_STAT_WORDS);
+    if words != 0 {
+        let n = global(&IRQ_STAT_N).min(MAX_WORDS);
+        copy(
+            field(offset_of!(Scratch, irq_stat)),
+            4 * n,
+            words.wrapping_add(base),
+        );
+        // SAFETY: as above.
+        let s = unsafe { &*p };
+        hardirqs = hardirqs.wrapping_add(sum(&s.irq_stat, n));
+    }
+    (hardirqs, softirqs)
+}
+
 /// The counters now: the task's switch counts, then the CPU's interrupt counts.
 #[inline(always)]
 pub(crate) fn snapshot() -> Snapshot {
-    // SAFETY: helper without preconditions.
-    let task = unsafe { bpf_get_current_task() };
-    let nvcsw = kernel_u64(task + u64::from(global(&TASK_NVCSW_OFF))).unwrap_or(0) as u32;
-    let nivcsw = kernel_u64(task + u64::from(global(&TASK_NIVCSW_OFF))).unwrap_or(0) as u32;
-    // SAFETY: helper without preconditions.
-    let cpu = unsafe { bpf_get_smp_processor_id() };
-    let base = kernel_u64(global64(&PER_CPU_OFFSET_SYM) + 8 * u64::from(cpu)).unwrap_or(0);
-    let irqs_sum = kernel_u64(global64(&KSTAT_IRQS_SUM).wrapping_add(base)).unwrap_or(0) as u32;
-    let words = global64(&IRQ_STAT_WORDS);
-    let arch = if words == 0 {
-        0
-    } else {
-        sum_words(words.wrapping_add(base), global(&IRQ_STAT_N))
-    };
-    let softirqs = sum_words(
-        global64(&KSTAT_SOFTIRQS).wrapping_add(base),
-        global(&KSTAT_SOFTIRQS_N),
-    );
+    let (nvcsw, nivcsw) = switches();
+    let (hardirqs, softirqs) = interrupts();
     Snapshot {
         nvcsw,
         nivcsw,
-        hardirqs: irqs_sum.wrapping_add(arch),
+        hardirqs,
         softirqs,
     }
 }

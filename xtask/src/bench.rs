@@ -97,10 +97,7 @@ fn traced_calls(dir: &Path, stem: &str, config: Config, func: &str) -> Option<u6
         Config::Untraced | Config::FloorFentry | Config::FloorKprobe => None,
         Config::Bpftrace => read("bt").and_then(|t| table::bpftrace_hist_total(&t)),
         _ => {
-            let kernel_mode = matches!(
-                config,
-                Config::KernelFentry | Config::KernelKsession | Config::KernelFsession
-            );
+            let kernel_mode = config.name().starts_with("kernel-");
             let field = if kernel_mode { "emitted" } else { "count" };
             read("report.json")
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -418,7 +415,8 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
          the one below it (every floor reads the clock twice, as timing a call must; the \
          stamp floors also keep each task's entry time in a hash map, as an exact timing \
          must; the record floor also writes one ring record per call, as a stream tracer \
-         must), paired by round:\n"
+         must), and each tracer with `--disturbance` over the same tracer without it (what \
+         the snapshots cost), paired by round:\n"
     );
     md.push_str(&above_floor::markdown(&above));
     md.push('\n');
@@ -522,12 +520,12 @@ mod tests {
             r#"{"functions":[{"name":"other","count":1},{"name":"f","count":111,"emitted":5}]}"#,
         )
         .unwrap();
-        fs::write(runs.join("1-kernel-fentry.loop"), lp(12.0)).unwrap();
-        fs::write(
-            runs.join("1-kernel-fentry.report.json"),
-            r#"{"functions":[{"name":"f","count":0,"emitted":112}]}"#,
-        )
-        .unwrap();
+        // Kernel mode, with --disturbance too: the histogram's count.
+        for name in ["kernel-fentry", "kernel-fentry-dist"] {
+            fs::write(runs.join(format!("1-{name}.loop")), lp(12.0)).unwrap();
+            let report = r#"{"functions":[{"name":"f","count":0,"emitted":112}]}"#;
+            fs::write(runs.join(format!("1-{name}.report.json")), report).unwrap();
+        }
         let (got, calls) = collect_runs(t.path(), 1, "f", &Config::ALL).unwrap();
         assert_eq!(calls, 100);
         let traced: Vec<_> = got.iter().map(|r| (r.config, r.traced)).collect();
@@ -538,6 +536,7 @@ mod tests {
                 (Config::Bpftrace, Some(110)),
                 (Config::StreamFentry, Some(111)),
                 (Config::KernelFentry, Some(112)),
+                (Config::KernelFentryDist, Some(112)),
             ]
         );
     }
@@ -559,10 +558,10 @@ mod tests {
         // A warm-up round into its own folder, then every configuration once per round, in an
         // order rotated by one per round.
         assert!(s.contains(
-            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist\n"
+            "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist kernel-fentry-dist kernel-ksession-dist kernel-fsession-dist\n"
         ), "{s}");
         assert!(s.contains(
-            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist untraced\n"
+            "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist kernel-fentry-dist kernel-ksession-dist kernel-fsession-dist untraced\n"
         ), "{s}");
         assert!(s.contains("run_round 3 /out/runs"));
         assert!(!s.contains("run_round 4"));

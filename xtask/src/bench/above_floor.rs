@@ -32,8 +32,9 @@ impl AboveFloor {
     /// time a call exactly on a preemptible kernel), the session record floor with the kprobe
     /// record floor, and the fsession floor with the fentry floor (what the cookie costs on
     /// the trampoline) and the fentry stamp floor (the exact fentry timing it replaces); our
-    /// session tracers with their session floors (stream: with the record).
-    pub const PAIRS: [(Config, Config); 20] = [
+    /// session tracers with their session floors (stream: with the record); and each tracer
+    /// with `--disturbance` with the same tracer without it (what the snapshots cost).
+    pub const PAIRS: [(Config, Config); 26] = [
         (Config::StreamFentry, Config::FloorFentry),
         (Config::KernelFentry, Config::FloorFentry),
         (Config::StreamKprobe, Config::FloorKprobe),
@@ -54,6 +55,12 @@ impl AboveFloor {
         (Config::KernelKsession, Config::FloorSession),
         (Config::StreamFsession, Config::FloorFsession),
         (Config::KernelFsession, Config::FloorFsession),
+        (Config::StreamFentryDist, Config::StreamFentry),
+        (Config::StreamKsessionDist, Config::StreamKsession),
+        (Config::StreamFsessionDist, Config::StreamFsession),
+        (Config::KernelFentryDist, Config::KernelFentry),
+        (Config::KernelKsessionDist, Config::KernelKsession),
+        (Config::KernelFsessionDist, Config::KernelFsession),
     ];
 
     pub fn to_json(&self) -> Value {
@@ -144,6 +151,7 @@ mod tests {
             runs.push(run(round, Config::FloorFentry, base));
             runs.push(run(round, Config::StreamFentry, base + extra));
             runs.push(run(round, Config::FloorKprobe, base + 400.0));
+            runs.push(run(round, Config::StreamFentryDist, base + extra + 1000.0));
         }
         // A round whose floor run is missing is left out, not paired with another round's.
         runs.push(run(4, Config::StreamFentry, 5000.0));
@@ -162,6 +170,13 @@ mod tests {
             .find(|a| a.config == Config::FloorKprobe)
             .expect("the kprobe floor above the fentry floor");
         assert_eq!((kprobe.mean_ns, kprobe.half_width_ns), (400.0, 0.0));
+        // With --disturbance, over the same tracer without it.
+        let dist = above
+            .iter()
+            .find(|a| a.config == Config::StreamFentryDist)
+            .expect("the snapshots' cost");
+        assert_eq!(dist.floor, Config::StreamFentry);
+        assert!((dist.mean_ns - 1000.0).abs() < 1e-9, "{dist:?}");
         // Configurations that did not run have no row.
         assert!(!above.iter().any(|a| a.config == Config::KernelFentry));
         let md = markdown(&above);

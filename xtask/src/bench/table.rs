@@ -62,10 +62,15 @@ pub enum Config {
     StreamFentryDist,
     StreamKsessionDist,
     StreamFsessionDist,
+    /// `KernelFentry`, `KernelKsession` and `KernelFsession` with `--disturbance`: the
+    /// snapshots, and the disturbed calls counted per bucket beside the histogram.
+    KernelFentryDist,
+    KernelKsessionDist,
+    KernelFsessionDist,
 }
 
 impl Config {
-    pub const ALL: [Config; 22] = [
+    pub const ALL: [Config; 25] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -88,6 +93,9 @@ impl Config {
         Config::StreamFentryDist,
         Config::StreamKsessionDist,
         Config::StreamFsessionDist,
+        Config::KernelFentryDist,
+        Config::KernelKsessionDist,
+        Config::KernelFsessionDist,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -115,6 +123,9 @@ impl Config {
             Config::StreamFentryDist => "stream-fentry-dist",
             Config::StreamKsessionDist => "stream-ksession-dist",
             Config::StreamFsessionDist => "stream-fsession-dist",
+            Config::KernelFentryDist => "kernel-fentry-dist",
+            Config::KernelKsessionDist => "kernel-ksession-dist",
+            Config::KernelFsessionDist => "kernel-fsession-dist",
         }
     }
 
@@ -166,6 +177,13 @@ impl Config {
             Config::StreamFsessionDist => {
                 "damon-trace --mode stream --attach fsession --disturbance (reader paused)"
             }
+            Config::KernelFentryDist => "damon-trace --mode kernel --attach fentry --disturbance",
+            Config::KernelKsessionDist => {
+                "damon-trace --mode kernel --attach kprobe-session --disturbance"
+            }
+            Config::KernelFsessionDist => {
+                "damon-trace --mode kernel --attach fsession --disturbance"
+            }
         }
     }
 
@@ -189,7 +207,10 @@ impl Config {
             | Config::StreamKsessionNoLog
             | Config::StreamFentryDist
             | Config::StreamKsessionDist
-            | Config::StreamFsessionDist => None,
+            | Config::StreamFsessionDist
+            | Config::KernelFentryDist
+            | Config::KernelKsessionDist
+            | Config::KernelFsessionDist => None,
         }
     }
 
