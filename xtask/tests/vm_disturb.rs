@@ -49,7 +49,7 @@ one() {
   damon-trace disturb-loop --work zero --bytes 1048576 --calls 300 > /out/$a-base.json
   damon-trace disturb-loop --work zero --bytes 1048576 --calls 300 --timer-storm 20000 \
     > /out/$a-storm.json
-  damon-trace disturb-loop --work zero --bytes 1048576 --calls 200 --timer-storm 20000 \
+  damon-trace disturb-loop --work zero --bytes 262144 --calls 200 --timer-storm 5000 \
     --storm-odd > /out/$a-storm-odd.json
   kill -INT $rec
   wait $rec
@@ -57,6 +57,7 @@ one() {
   damon-trace report /out/$a.dtcap --format json > /out/$a.report.json
 }
 METHODS
+damon-trace doctor --format json > /out/doctor.json || true
 "#;
 
 /// One call of the worker, as the tool recorded it.
@@ -117,6 +118,14 @@ fn export_agrees(csv: &str, capture: &dtcap::Capture, tid: u64, ctx: &str) {
     assert_eq!(exported, recorded, "{ctx}: export --format csv");
 }
 
+/// The durations of the clean calls among `v`.
+fn clean_durations(v: &[&Call]) -> Vec<u64> {
+    v.iter()
+        .filter(|c| c.clean())
+        .map(|c| c.duration_ns)
+        .collect()
+}
+
 fn median(mut v: Vec<u64>) -> u64 {
     v.sort_unstable();
     v[v.len() / 2]
@@ -144,29 +153,39 @@ fn workload(
 /// Workload `name`'s hard interrupts a second: counted in its calls that kept their CPU, and
 /// taken by CPU 0 while the calls ran (/proc/interrupts, every line's first count, read by the
 /// workload itself before the first call and after the last). Both are rates over the same
-/// span, whatever the host's load does to the guest's ticks, and must agree to within a factor
-/// of 1.5 (measured: 0.84 to 1.11 over 26 runs, with two other guests on the host); a read of
+/// span, whatever the host's load does to the guest's ticks, and must agree within 30 % plus
+/// three Poisson standard deviations (with thousands of interrupts in the storm, 0.84 to 1.11
+/// over 26 runs, two other guests on the host; without it a few dozen, 0.59 once); a read of
 /// another CPU's counts would be off by the storm's 5 to 40 times.
 fn irq_rates(dir: &std::path::Path, capture: &dtcap::Capture, name: &str, ctx: &str) -> [f64; 2] {
     let (calls, _) = workload(dir, capture, name);
     let kept: Vec<&Call> = calls.iter().filter(|c| !c.switched()).collect();
+    // Mostly 80 % or more; a busy kworker on CPU 0 once took the CPU from 7 of 30 long calls.
     assert!(
-        kept.len() * 10 >= calls.len() * 8,
-        "{ctx}: {name}: calls alone mostly keep the CPU"
+        kept.len() * 2 >= calls.len(),
+        "{ctx}: {name}: only {} of {} calls alone kept the CPU",
+        kept.len(),
+        calls.len()
     );
     let irqs: u64 = kept
         .iter()
         .map(|c| c.dist[2].expect("hardirqs known"))
         .sum();
-    let counted = irqs as f64 / kept.iter().map(|c| c.duration_ns as f64 / 1e9).sum::<f64>();
+    let seconds: f64 = kept.iter().map(|c| c.duration_ns as f64 / 1e9).sum();
+    let counted = irqs as f64 / seconds;
     let w: serde_json::Value = serde_json::from_str(&read(dir, name)).expect(name);
     let t = &w["interrupts"];
     let kernel =
         t["cpu0"].as_f64().expect("/proc/interrupts") / t["seconds"].as_f64().expect("seconds");
+    // The interrupts the kernel's rate predicts in the calls' time: counts of a few dozen
+    // spread like Poisson counts, so the bound is 30 % plus three standard deviations.
+    let expected = kernel * seconds;
+    let bound = 0.3 * expected + 3.0 * expected.sqrt() + 2.0;
     assert!(
-        (0.6 * kernel..=1.5 * kernel).contains(&counted),
-        "{ctx}: {name}: the calls counted {counted:.0} hard interrupts/s, CPU 0 took \
-         {kernel:.0}/s while they ran"
+        (irqs as f64 - expected).abs() <= bound,
+        "{ctx}: {name}: the calls counted {irqs} hard interrupts in {seconds:.3} s \
+         ({counted:.0}/s); CPU 0 took {kernel:.0}/s while they ran, {expected:.0} ± {bound:.0} \
+         in that time"
     );
     [counted, kernel]
 }
@@ -175,9 +194,9 @@ fn irq_rates(dir: &std::path::Path, capture: &dtcap::Capture, name: &str, ctx: &
 /// wakes no task). In a run without it and one with it, the calls that kept their CPU count as
 /// many hard interrupts a second as the kernel counted on CPU 0 while they ran
 /// (/proc/interrupts, see [`irq_rates`]), and the storm added at least 2 × HZ of them
-/// (1 300 to 12 000 a second, less the more the host is loaded). With the storm on
-/// every other call, more of those calls are disturbed, and the clean calls of both halves have
-/// the same median. Returns what it measured, for the log.
+/// (1 300 to 12 000 a second, less the more the host is loaded). With a slower storm on every
+/// other 256 KiB call, more of those calls are disturbed, and the clean calls of both halves
+/// have the same median. Returns what it measured, for the log.
 fn check_storm(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: &str) -> String {
     let mut rates = Vec::new();
     for name in ["base", "storm"] {
@@ -203,15 +222,17 @@ fn check_storm(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ct
         hit(&quiet),
         quiet.len()
     );
-    let clean_median = |v: &[&Call]| {
-        median(
-            v.iter()
-                .filter(|c| c.clean())
-                .map(|c| c.duration_ns)
-                .collect(),
-        )
-    };
-    let (q, s) = (clean_median(&quiet), clean_median(&stormy));
+    // 256 KiB calls (about 40 µs) in a 5 kHz storm met at a random phase: clean calls remain
+    // in both halves. (Met right after the storm is switched on, its first interrupt fell 50 µs
+    // into every such call at 20 kHz, and with fsession on 7.2 no call was clean.)
+    let (cq, cs) = (clean_durations(&quiet), clean_durations(&stormy));
+    assert!(
+        cq.len() >= 10 && cs.len() >= 10,
+        "{ctx}: {} and {} clean calls without and in the storm, too few to compare",
+        cq.len(),
+        cs.len()
+    );
+    let (q, s) = (median(cq), median(cs));
     assert!(
         (s as f64 / q as f64 - 1.0).abs() < 0.15,
         "{ctx}: clean median {q} ns without the storm, {s} ns in it"
@@ -290,14 +311,7 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
     let (mid, _) = workload(dir, &capture, &format!("{method}-mid.json"));
     let alone: Vec<&Call> = mid.iter().step_by(2).collect();
     let hogged: Vec<&Call> = mid.iter().skip(1).step_by(2).collect();
-    let clean_median = |v: &[&Call]| {
-        median(
-            v.iter()
-                .filter(|c| c.clean())
-                .map(|c| c.duration_ns)
-                .collect(),
-        )
-    };
+    let clean_median = |v: &[&Call]| median(clean_durations(v));
     let (a, h) = (clean_median(&alone), clean_median(&hogged));
     assert!(
         (h as f64 / a as f64 - 1.0).abs() < 0.15,
@@ -420,6 +434,11 @@ fn disturbed(kernel: Kernel, methods: &[&str]) {
     );
     let outcome = common::boot_ok(common::guest(kernel, script, Duration::from_secs(900)));
     let dir = outcome.dir();
+    // doctor says the counters are there, and where the hard interrupts are counted.
+    let doctor = common::json(dir, "doctor.json");
+    let check = common::entry(&doctor["checks"], "name", "disturbance");
+    assert_eq!(check["level"], "ok", "{check}");
+    common::assert_says(check, "found", "irq_stat");
     for m in methods {
         let both = m.strip_prefix("both:").map(|a| format!("both-{a}"));
         let m = both.as_deref().unwrap_or(m);

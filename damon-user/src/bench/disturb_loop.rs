@@ -48,7 +48,8 @@ pub struct DisturbArgs {
     /// which wakes no task), during every call.
     #[arg(long, value_name = "HZ")]
     pub timer_storm: Option<u64>,
-    /// The timer storm only during odd-numbered calls.
+    /// The timer storm only during odd-numbered calls, each made after a random part of a
+    /// storm period.
     #[arg(long, requires = "timer_storm")]
     pub storm_odd: bool,
 }
@@ -116,6 +117,19 @@ fn cpu0_interrupts() -> Option<u64> {
     )
 }
 
+/// Spins for a pseudo-random part of one storm period (`hz`), so that a call made right after
+/// the storm is switched on meets its first interrupt at any point, not always at the same
+/// time after its start (the storm's timer starts one period after it is switched on).
+fn random_phase(i: u64, hz: u64) {
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    x ^= x >> 29;
+    let wait = std::time::Duration::from_nanos(x % (1_000_000_000 / hz.max(1)));
+    let start = std::time::Instant::now();
+    while start.elapsed() < wait {
+        std::hint::spin_loop();
+    }
+}
+
 /// One call of `work`.
 fn call(work: &str, zero: &std::fs::File, buf: &mut [u8]) {
     use std::os::fd::AsRawFd as _;
@@ -165,6 +179,9 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
                 if let Err(e) = s.set(i % 2 == 1) {
                     failed = Some(e);
                     break;
+                }
+                if i % 2 == 1 {
+                    random_phase(i, args.timer_storm.unwrap_or(1));
                 }
             }
             let before = switches();

@@ -6,6 +6,7 @@
 //! diagnosis; `record`, `live` and `serve` run it first so that they fail fast with the cause
 //! instead of a raw errno.
 mod auto;
+mod disturbance;
 mod leftovers;
 mod memlock;
 pub mod privileges;
@@ -21,6 +22,7 @@ use crate::{
     probe::{
         inventory::BpfObjects,
         kernel::{self, Kallsyms, Lockdown, SymbolPresence},
+        session::selftest::SelfTest,
         trial::{ProbeTrial, try_each},
     },
     trace::TracedFunction,
@@ -141,10 +143,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         parsed_btf.as_deref(),
     );
     let (sessions, session_test, fsession_test) = session::session_checks(privileged.is_ok(), btf);
-    let holds = |t: &Option<crate::probe::session::selftest::SelfTest>| {
-        t.as_ref()
-            .is_some_and(crate::probe::session::selftest::SelfTest::holds)
-    };
+    let holds = |t: &Option<SelfTest>| t.as_ref().is_some_and(SelfTest::holds);
     checks.insert(
         auto_at,
         auto_check(&AutoFacts {
@@ -158,6 +157,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         }),
     );
     checks.extend(sessions);
+    checks.push(disturbance::disturbance_check(privileged.is_ok()));
     let can_trace = diag_functions.iter().any(|f| f.traceable);
     let verdict = verdict(&checks, &diag_functions, lockdown, kprobes, can_trace);
     Diagnosis {

@@ -3,6 +3,10 @@
 //! variables found through /proc/kallsyms (`kstat`, x86's `irq_stat`, `__per_cpu_offset`) and
 //! laid out through BTF (`struct kernel_stat`, `irq_cpustat_t`).
 //!
+//! The programs copy `kstat.irqs_sum` and `kstat.softirqs[]` in one read when the addresses
+//! given here are 8 bytes apart (as in `struct kernel_stat` of 6.1, 6.12 and 7.2), in two
+//! otherwise.
+//!
 //! Per-CPU symbols are offsets into the per-CPU area on kernels up to 6.14 (kallsyms type `A`)
 //! and addresses of the boot copy from 6.15 (`D`/`B`); in both, the variable of CPU n is at the
 //! symbol plus `__per_cpu_offset[n]`, which is what the programs compute.
@@ -60,6 +64,15 @@ pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters 
             },
         },
     }
+}
+
+/// Whether `--disturbance` would measure on this kernel, and if not why (`doctor`).
+pub fn available() -> DisturbanceStatus {
+    let asked = ModeConfig {
+        disturbance: true,
+        ..ModeConfig::default()
+    };
+    counters(asked, &Btf::from_sys_fs()).status
 }
 
 /// Why a session without `--disturbance` did not measure it.
@@ -138,6 +151,9 @@ mod tests {
         assert_eq!(g[GLOBAL_TASK_NIVCSW_OFF], g[GLOBAL_TASK_NVCSW_OFF] + 8);
         // NR_SOFTIRQS has been 10 since 2.6.
         assert_eq!(g[GLOBAL_KSTAT_SOFTIRQS_N], 10);
+        // `softirqs[]` follows `irqs_sum`: the programs copy both in one read.
+        let g64: std::collections::HashMap<_, _> = c.globals64.iter().copied().collect();
+        assert_eq!(g64[GLOBAL_KSTAT_SOFTIRQS], g64[GLOBAL_KSTAT_IRQS_SUM] + 8);
         if cfg!(target_arch = "x86_64") {
             assert!(g[GLOBAL_IRQ_STAT_N] >= 4, "{:?}", c.status);
         }
