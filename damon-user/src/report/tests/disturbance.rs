@@ -180,6 +180,8 @@ pub(crate) fn as_kernel(
     stream: &crate::capture::Capture,
     width_ns: u64,
 ) -> crate::capture::Capture {
+    use damon_common::disturb::DisturbedStats;
+
     use crate::{
         capture::{KernelDisturbed, Summary},
         report::disturbance::Class,
@@ -193,22 +195,21 @@ pub(crate) fn as_kernel(
         let calls = stream.records.iter().filter(|r| r.func == f.id);
         let all: Vec<u64> = calls.clone().map(|r| r.duration_ns).collect();
         let mut h = from_durations(&all, width_ns);
-        let mut d = KernelDisturbed::default();
+        // Counted as the programs count them (`DisturbedStats::add`).
+        let mut st = DisturbedStats::default();
         let mut disturbed = Vec::new();
-        for r in calls {
-            let class = r.class();
-            match class {
-                Class::Clean => continue,
-                Class::Slept => d.slept += 1,
-                Class::Preempted => d.preempted += 1,
-                Class::Interrupted => d.interrupted += 1,
-                Class::Lost => d.lost += 1,
-            }
-            d.sum_ns += r.duration_ns;
+        for r in calls.filter(|r| r.class() != Class::Clean) {
+            st.add(r.class(), r.duration_ns);
             disturbed.push(r.duration_ns);
         }
-        d.buckets = from_durations(&disturbed, width_ns).buckets;
-        h.disturbed = Some(d);
+        h.disturbed = Some(KernelDisturbed {
+            slept: st.slept,
+            preempted: st.preempted,
+            interrupted: st.interrupted,
+            lost: st.lost,
+            sum_ns: st.sum_ns,
+            buckets: from_durations(&disturbed, width_ns).buckets,
+        });
         let counters = crate::capture::FunctionCounters {
             calls: h.count,
             emitted: h.count,
