@@ -39,7 +39,7 @@ const MEASURED_SECONDS: &[(&str, u32)] = &[
     ("vm_scenarios", 323),
     ("vm_seeds", 99),
     ("vm_session", 27),
-    ("vm_disturb", 210),
+    ("vm_disturb", 300),
     ("vm_shell", 35),
     ("vm_soak", 100),
     ("vm_stamps", 96),
