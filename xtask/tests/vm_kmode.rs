@@ -458,7 +458,9 @@ fn calls_shown(screen: &str, name: &str) -> Option<u64> {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
 fn vm_7_2_live_mode_kernel_panels_from_histograms() {
     let scenario = scenario();
-    let cmd = common::live_script(&scenario, " --mode kernel", "");
+    // With the disturbance counters: the panel shows the share of clean calls, from the
+    // kernel's disturbed-call counts beside the histograms.
+    let cmd = common::live_script(&scenario, " --mode kernel --disturbance", "");
     let outcome = common::run_live(
         cmd,
         Duration::from_secs(300),
@@ -483,4 +485,23 @@ fn vm_7_2_live_mode_kernel_panels_from_histograms() {
     );
     assert!(u(f, "count") >= on_screen, "{f} vs {on_screen} on screen");
     assert!(f["resolution"]["bound_ns"].is_u64(), "{f}");
+    let line = shown
+        .lines()
+        .find(|l| l.contains("damon_hot_score") && l.contains("calls"))
+        .expect("damon_hot_score's status line");
+    let share: f64 = line
+        .split("clean")
+        .nth(1)
+        .and_then(|r| r.trim_start().split('%').next()?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no clean share on the panel: {line}"));
+    assert!((0.0..=100.0).contains(&share), "{line}");
+    // The recorded histograms keep the disturbed calls: every call is in one class.
+    assert_eq!(report["meta"]["disturbance"]["measured"], true, "{report}");
+    let d = &f["disturbance"];
+    let classes: u64 = ["clean", "slept", "preempted", "interrupted", "lost"]
+        .iter()
+        .map(|k| u(d, k))
+        .sum();
+    assert_eq!(classes, u(f, "count"), "{f}");
+    eprintln!("clean share on screen {share}%; recorded {d}");
 }
