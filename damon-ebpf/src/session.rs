@@ -206,24 +206,12 @@ pub(crate) fn ksession_entry(
 pub(crate) fn ksession_return(ctx: &ProbeContext, func: u32, now: u64, value: i64) {
     // SAFETY: as in `ksession_entry`.
     let cookie = unsafe { *session_cookie(ctx) };
+    // A zero cookie is not expected here (the entry always writes one); counted, so it would
+    // show.
     let pid_tgid = bpf_get_current_pid_tgid();
-    if cookie == 0 {
-        // Not expected (the entry always writes one); counted, so it would show.
-        bump(func, Counter::OrphanExits);
-        let tid = pid_tgid as u32;
-        probe_event!(debug, "zero cookie at return", func, tid, ctx.frame(), 0u64);
-        return;
-    }
-    let exit = disturb::snapshot_if_on();
-    let entry_ns = entry_time(cookie, now);
-    let ended = Ended {
-        entry_ns,
-        now,
-        args: unpack_small(cookie),
-        value,
-        dist: disturbance(func, unpack_slot(cookie), entry_ns, &exit),
-    };
-    finish(func, pid_tgid, idle_cpu(pid_tgid as u32), ended);
+    session_return((func, pid_tgid, now, value), ctx.frame(), cookie, || {
+        unpack_small(cookie)
+    });
 }
 
 /// An fsession's entry run: counts the call and keeps its entry time in the cookie. It cannot
@@ -261,10 +249,26 @@ pub(crate) fn fsession_return(
     }
     // SAFETY: as in `ksession_entry`.
     let cookie = unsafe { *session_cookie(ctx) };
+    session_return((func, pid_tgid, now, value), ctx.frame(), cookie, || {
+        args(ctx)
+    });
+}
+
+/// The return run of either session once it has its cookie, for `(func, pid_tgid, now,
+/// value)` with `now` read first: a zero cookie is an orphan exit (counted and logged);
+/// otherwise the exit snapshot, the duration from the cookie, `args` (read after both), then
+/// [`finish`].
+#[inline(always)]
+fn session_return(
+    (func, pid_tgid, now, value): (u32, u64, u64, i64),
+    frame: u64,
+    cookie: u64,
+    args: impl FnOnce() -> [i64; 2],
+) {
     if cookie == 0 {
         bump(func, Counter::OrphanExits);
         let tid = pid_tgid as u32;
-        probe_event!(debug, "zero cookie at return", func, tid, ctx.frame(), 0u64);
+        probe_event!(debug, "zero cookie at return", func, tid, frame, 0u64);
         return;
     }
     let exit = disturb::snapshot_if_on();
@@ -272,7 +276,7 @@ pub(crate) fn fsession_return(
     let ended = Ended {
         entry_ns,
         now,
-        args: args(ctx),
+        args: args(),
         value,
         dist: disturbance(func, unpack_slot(cookie), entry_ns, &exit),
     };
