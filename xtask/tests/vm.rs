@@ -137,11 +137,11 @@ fn vm_7_2_traces_all_four_with_fentry_and_kprobe_and_leaves_nothing() {
 {CAPTURE_HELPERS}damon-trace doctor --json > /out/doctor.json
 {start}damon-trace record -o /out/fentry.dtcap --duration 15s --attach fentry
 damon-trace report /out/fentry.dtcap --format json > /out/fentry.json
-damon-trace record -o /out/kprobe.dtcap --duration 15s --attach kprobe
+damon-trace record -o /out/kprobe.dtcap --duration 15s --attach kprobe --no-calibrate
 damon-trace report /out/kprobe.dtcap --format json > /out/kprobe.json
 damon-trace report /out/kprobe.dtcap
 # Ctrl-C ends a recording early and still leaves a complete capture.
-damon-trace record -o /out/int.dtcap --duration 120s --functions lock_timer_base &
+damon-trace record -o /out/int.dtcap --duration 120s --functions lock_timer_base --no-calibrate &
 rec=$!
 # Until records reach the capture.
 grown /out/int.dtcap
@@ -240,7 +240,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_reports_missing_functions_and_traces_the_others() {
-    let body = "damon-trace record -o /out/c.dtcap --duration 15s
+    let body = "damon-trace record -o /out/c.dtcap --duration 15s --no-calibrate
 damon-trace report /out/c.dtcap --format json > /out/report.json
 damon-trace report /out/c.dtcap";
     let cmd = format!("set -e\n{}", with_scenario(60, "", body));
@@ -275,7 +275,7 @@ fn all_four_called(screen: &str) -> bool {
 fn vm_7_2_live_shows_all_four_functions_and_quits_cleanly() {
     let cmd = common::live_script(
         &spawn_scenario(300, ""),
-        "",
+        " --no-calibrate",
         "cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
 cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
 ",
@@ -406,7 +406,7 @@ fn vm_ab_6_12_vs_7_2_compare_renders_tables_intervals_and_verdict() {
         "damon-trace report /out/run.dtcap > /out/after.txt
 # SIGKILL mid-recording, at a moment unrelated to the flushes: what was flushed reads back.
 {CAPTURE_HELPERS}
-damon-trace record -o /out/killed.dtcap --duration 120s --functions lock_timer_base &
+damon-trace record -o /out/killed.dtcap --duration 120s --functions lock_timer_base --no-calibrate &
 rec=$!
 grown /out/killed.dtcap
 kill_recorder $rec killed
@@ -582,7 +582,7 @@ fn vm_7_2_serve_is_scraped_with_wget() {
     let cmd = format!(
         "set -e
 {start}damon-trace serve --functions {builtins} --func __x64_sys_newuname \\
-  --listen 127.0.0.1:9464 --duration 120s > /out/serve.out 2> /out/serve.err &
+  --listen 127.0.0.1:9464 --duration 120s --no-calibrate > /out/serve.out 2> /out/serve.err &
 srv=$!
 i=0
 until wget -q --header 'Accept: application/openmetrics-text' -O /out/m1.txt http://127.0.0.1:9464/metrics; do

@@ -86,12 +86,12 @@ snap after-normal
 
 # A runtime failure after attaching: the capture's filesystem fills up.
 mkdir -p /small && mount -t tmpfs -o size=16k tmpfs /small
-damon-trace record -o /small/full.dtcap --duration 120s 2> /out/full.err
+damon-trace record -o /small/full.dtcap --duration 120s --no-calibrate 2> /out/full.err
 echo $? > /out/full.rc
 snap after-full
 
 for attach in fentry kprobe; do
-    damon-trace record -o /out/killed-$attach.dtcap --duration 120s --attach $attach \\
+    damon-trace record -o /out/killed-$attach.dtcap --duration 120s --attach $attach --no-calibrate \\
         --functions lock_timer_base 2> /out/killed-$attach.err &
     rec=$!
     grown /out/killed-$attach.dtcap
@@ -106,7 +106,7 @@ for attach in fentry kprobe; do
     snap after-killed-$attach
 done
 
-damon-trace serve --listen 127.0.0.1:9464 --duration 120s 2> /out/serve.err &
+damon-trace serve --listen 127.0.0.1:9464 --duration 120s --no-calibrate 2> /out/serve.err &
 srv=$!
 i=0
 until wget -q -O /out/serve.txt http://127.0.0.1:9464/metrics; do
@@ -118,7 +118,7 @@ echo $? > /out/serve.rc
 snap after-serve
 
 for sig in INT TERM HUP; do
-    damon-trace record -o /out/$sig.dtcap --duration 120s --functions lock_timer_base \\
+    damon-trace record -o /out/$sig.dtcap --duration 120s --functions lock_timer_base --no-calibrate \\
         2> /out/$sig.err &
     rec=$!
     grown /out/$sig.dtcap
@@ -432,7 +432,7 @@ damon-trace report /out/live-q.dtcap --format json > /out/live-q.json
 snap after-q
 for sig in INT TERM HUP KILL; do
     printf '@@start-%s@@\n' $sig
-    damon-trace live --record /out/live-$sig.dtcap --functions lock_timer_base \
+    damon-trace live --record /out/live-$sig.dtcap --functions lock_timer_base --no-calibrate \
         < /dev/tty 2> /out/live-$sig.err &
     pid=$!
     grown /out/live-$sig.dtcap

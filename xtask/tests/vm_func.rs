@@ -23,7 +23,8 @@ const FUNCS: [&str; 2] = ["vfs_read", "vfs_write"];
 /// report and export. `$1` names the files; the dd pid goes to /out/$1.ddpid.
 const RUN: &str = r#"run() {
   name=$1; shift
-  damon-trace record --func vfs_read --func vfs_write --duration 600s -o /out/$name.dtcap "$@" \
+  damon-trace record --func vfs_read --func vfs_write --duration 600s --no-calibrate \
+    -o /out/$name.dtcap "$@" \
     2> /out/$name.err &
   rec=$!
   attached $name

@@ -26,7 +26,7 @@ fn sample_fn(operations: &str) -> String {
 fn cmd(sample: &str) -> String {
     let body = format!(
         "sleep 1
-damon-trace record -o /out/iv.dtcap --duration 15s --functions {} --func {sample} \\
+damon-trace record -o /out/iv.dtcap --duration 15s --no-calibrate --functions {} --func {sample} \\
   2> /out/record.err
 damon-trace report /out/iv.dtcap --format json > /out/iv.json
 damon-trace report /out/iv.dtcap > /out/iv.txt
@@ -343,7 +343,7 @@ fn intervals_shown(screen: &str) -> Vec<u64> {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_shows_time_per_interval() {
-    let cmd = common::live_script(&spawn_scenario(300, ""), "", "");
+    let cmd = common::live_script(&spawn_scenario(300, ""), " --no-calibrate", "");
     let outcome = common::run_live(
         cmd,
         Duration::from_secs(300),

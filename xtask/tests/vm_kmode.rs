@@ -118,7 +118,8 @@ fn check_kernel_report_against_records(both: &std::path::Path) {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
 fn vm_7_2_mode_both_kernel_buckets_equal_the_records_bucketed_in_userspace() {
     let body = "sleep 1
-damon-trace record --mode both --ring-size 67108864 -o /out/both.dtcap --duration 10s 2> /out/record.err
+damon-trace record --mode both --ring-size 67108864 -o /out/both.dtcap --duration 10s \
+  --no-calibrate 2> /out/record.err
 damon-trace export /out/both.dtcap --format json -o /out/both.json";
     let cmd = format!("set -e\n{}", with_scenario(300, "", body));
     let run = run_script(&cmd);
@@ -174,14 +175,16 @@ fn vm_7_2_record_mode_kernel_reports_every_function_with_its_bound() {
     let scenario = scenario();
     let cmd = format!(
         "set -e
-{scenario}damon-trace record --mode kernel -o /out/k.dtcap --duration {K_RECORD_S}s 2> /out/record.err
+{scenario}damon-trace record --mode kernel -o /out/k.dtcap --duration {K_RECORD_S}s --no-calibrate \
+  2> /out/record.err
 damon-trace report /out/k.dtcap --format json > /out/k.json
 damon-trace report /out/k.dtcap > /out/k.txt
 damon-trace export /out/k.dtcap --format json -o /out/k-export.json
 # A kernel-mode recorder killed with SIGKILL, at a moment unrelated to its snapshots: its
 # capture reads to its last snapshot.
 {CAPTURE_HELPERS}
-damon-trace record --mode kernel -o /out/killed.dtcap --duration 120s 2> /out/killed.err &
+damon-trace record --mode kernel -o /out/killed.dtcap --duration 120s --no-calibrate \
+  2> /out/killed.err &
 rec=$!
 grown /out/killed.dtcap
 kill_recorder $rec killed
@@ -193,7 +196,7 @@ echo $status > /out/cpu.status
 # serve --mode kernel: scrapes from the kernel's running histograms; also of uname(2), called
 # {N} times between the second and the third scrape.
 damon-trace serve --mode kernel --functions {BUILTINS} --func __x64_sys_newuname \
-  --listen 127.0.0.1:9464 --duration 120s 2> /out/serve.err &
+  --listen 127.0.0.1:9464 --duration 120s --no-calibrate 2> /out/serve.err &
 srv=$!
 i=0
 until wget -q -O /out/m1.txt http://127.0.0.1:9464/metrics; do i=$((i+1)); [ $i -gt 240 ] && exit 9; sleep 0.5; done
@@ -460,7 +463,7 @@ fn vm_7_2_live_mode_kernel_panels_from_histograms() {
     let scenario = scenario();
     // With the disturbance counters: the panel shows the share of clean calls, from the
     // kernel's disturbed-call counts beside the histograms.
-    let cmd = common::live_script(&scenario, " --mode kernel --disturbance", "");
+    let cmd = common::live_script(&scenario, " --mode kernel --disturbance --no-calibrate", "");
     let outcome = common::run_live(
         cmd,
         Duration::from_secs(300),

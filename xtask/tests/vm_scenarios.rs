@@ -25,7 +25,7 @@ run() {
   name=$1; shift
   echo "$name at $(cut -d' ' -f1 /proc/uptime) s"
   state $name.before
-  damon-trace record -o /out/$name.dtcap --duration 120s ${FUNCS:+--functions $FUNCS} \
+  damon-trace record -o /out/$name.dtcap --duration 120s --no-calibrate ${FUNCS:+--functions $FUNCS} \
     > /out/$name.rec.out 2>&1 &
   rec=$!
   while [ ! -s /out/$name.dtcap ]; do sleep 0.2; done

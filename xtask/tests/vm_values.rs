@@ -22,7 +22,7 @@ fn cmd(methods: &[&str]) -> String {
             240,
             "",
             &format!(
-                "sleep 1\ndamon-trace record -o /out/{mode}.dtcap --attach {mode} --duration 20s \
+                "sleep 1\ndamon-trace record -o /out/{mode}.dtcap --attach {mode} --duration 20s --no-calibrate \
                  2> /out/{mode}.err\n"
             ),
         )
