@@ -37,7 +37,11 @@ fn dpkg_file(pkg: &str, suffix: &str) -> Result<PathBuf> {
         .with_context(|| format!("package {pkg} lists no file *{suffix}; reinstall it: apt-get install --reinstall {pkg}"))
 }
 
-/// `apt-get install` of `pkgs` as root, updating the package lists first if that fails.
+/// `apt-get install` of those of `pkgs` not yet installed, as root, updating the package lists
+/// first if that fails. Guest-test lanes start at once on a fresh machine and each finds the
+/// same packages missing: one lock file under the cache serialises them (the later ones then
+/// find the packages there), and apt waits for the dpkg lock that any other apt run holds
+/// instead of failing at once.
 pub(crate) fn apt_install(pkgs: &[&str]) -> Result<()> {
     if !util::is_root() {
         bail!(
@@ -45,23 +49,37 @@ pub(crate) fn apt_install(pkgs: &[&str]) -> Result<()> {
             pkgs.join(" ")
         );
     }
+    let _lock = util::lock(&util::cache_dir()?.join("apt-install.lock"))?;
+    let pkgs: Vec<&str> = pkgs
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
+    if pkgs.is_empty() {
+        return Ok(());
+    }
     status(
         "host packages",
         format!("apt-get install {}", pkgs.join(" ")),
     );
-    let install = || {
-        run(Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
-            .args(pkgs)
-            .env("DEBIAN_FRONTEND", "noninteractive"))
+    let apt = |args: &[&str]| {
+        let mut c = Command::new("apt-get");
+        c.args(["-q", "-o", DPKG_LOCK_WAIT])
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        c
     };
+    let install = || run(apt(&["install", "-y", "--no-install-recommends"]).args(&pkgs));
     if install().is_ok() {
         return Ok(());
     }
     // A fresh machine has empty or stale package lists.
-    run(Command::new("apt-get").args(["update", "-q"])).context("apt-get update")?;
+    run(&mut apt(&["update"])).context("apt-get update")?;
     install().with_context(|| format!("installing {pkgs:?}"))
 }
+
+/// How long apt-get waits for another apt or dpkg run to release the dpkg lock (seconds).
+const DPKG_LOCK_WAIT: &str = "DPkg::Lock::Timeout=600";
 
 /// Ensures qemu-system-x86 and busybox-static are installed and returns their executables.
 pub fn ensure() -> Result<HostTools> {

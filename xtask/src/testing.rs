@@ -224,6 +224,9 @@ fn stages(opts: &TestOptions, done: &mut Vec<Stage>) -> Result<()> {
 /// The VM stage: every guest test file, in lanes (see [`vm_lanes`]).
 fn vm_stage(tc: &Toolchain, bin: &std::path::Path) -> Result<Counts> {
     let targets = vm_test_targets()?;
+    // The host packages once, before the lanes start: on a fresh machine every lane's first
+    // guest would find them missing at the same moment.
+    crate::host::ensure()?;
     // Build every test binary once, before the lanes start.
     let mut build = cargo(tc)?;
     build.args(["test", "-p", "xtask", "--no-run"]);

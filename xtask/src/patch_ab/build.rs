@@ -234,12 +234,7 @@ pub(crate) fn ensure_chroot(plan: &Plan) -> Result<()> {
         return Ok(());
     }
     if util::which("debootstrap").is_none() {
-        status("patch-ab", "installing debootstrap with apt-get");
-        util::run(
-            Command::new("apt-get")
-                .args(["install", "-y", "-q", "debootstrap"])
-                .stdout(std::io::stderr()),
-        )?;
+        crate::host::apt_install(&["debootstrap"])?;
     }
     let mirror = apt::system_debian_mirror()?;
     let tmp = root.with_extension(format!("tmp{}", std::process::id()));
