@@ -64,9 +64,12 @@ pub(crate) fn apt_install(pkgs: &[&str]) -> Result<()> {
     );
     let apt = |args: &[&str]| {
         let mut c = Command::new("apt-get");
+        // apt's progress goes to stderr with the rest of xtask's: stdout is the command's
+        // result (a guest's output, patch-ab's table), which a fresh machine must not change.
         c.args(["-q", "-o", DPKG_LOCK_WAIT])
             .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive");
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(std::io::stderr());
         c
     };
     let install = || run(apt(&["install", "-y", "--no-install-recommends"]).args(&pkgs));
