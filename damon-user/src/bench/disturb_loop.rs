@@ -15,7 +15,8 @@
 //! Prints one JSON line: the worker's tid, the calls made, per call the switches the task saw
 //! across the system call (`[voluntary, involuntary]`), in call order, and `interrupts`: how
 //! long the calls took in all and how many hard interrupts CPU 0 took meanwhile
-//! (/proc/interrupts), and `storm_hz`, the storm's rate (null without one).
+//! (/proc/interrupts), `storm_hz`, the storm's rate (null without one), and `bytes`, what each
+//! `zero` call read (see `--min-call-ms`).
 use std::{
     process::ExitCode,
     sync::atomic::{AtomicBool, Ordering},
@@ -39,6 +40,11 @@ pub struct DisturbArgs {
     /// Bytes each `zero` call reads.
     #[arg(long, default_value_t = 1 << 20)]
     pub bytes: usize,
+    /// Doubles --bytes (up to 256 MiB) until a `zero` call alone takes at least this many
+    /// milliseconds, timed first by another thread on the worker's CPU: a call that should
+    /// span several ticks however fast the machine reads.
+    #[arg(long, value_name = "MS")]
+    pub min_call_ms: Option<u64>,
     /// A spinning thread on the worker's CPU.
     #[arg(long)]
     pub hog: bool,
@@ -133,14 +139,10 @@ fn random_phase(i: u64, hz: u64) {
     }
 }
 
-/// With `--storm-odd`, the storm's rate: `hz`, or fewer interrupts a second where a call takes
-/// more than a quarter of `hz`'s period, so that a call met at a random phase is interrupted
-/// about one time in four or less. (On 6.1 under TCG a 256 KiB read takes 650 µs, 16 times as
-/// long as on 7.2: at 5 kHz nearly every call met the storm and too few stayed clean to
-/// compare.) The calls are timed by a thread of their own on CPU 0, so that the worker makes
-/// exactly the calls it reports.
-fn storm_rate(hz: u64, work: &str, zero: &std::fs::File, bytes: usize) -> u64 {
-    let per_call = std::thread::scope(|scope| {
+/// The median time of 11 calls of `work` reading `bytes`, made by a thread of its own on
+/// CPU 0, so that the worker makes exactly the calls it reports.
+fn call_ns(work: &str, zero: &std::fs::File, bytes: usize) -> u64 {
+    std::thread::scope(|scope| {
         scope
             .spawn(|| {
                 pin_to(0);
@@ -157,7 +159,31 @@ fn storm_rate(hz: u64, work: &str, zero: &std::fs::File, bytes: usize) -> u64 {
             })
             .join()
             .unwrap_or(0)
-    });
+    })
+}
+
+/// With `--min-call-ms`, the bytes a `zero` call reads: `bytes`, doubled until a call takes
+/// `ms` (at most 256 MiB). Beside a spinner, a call preempted under the `lazy` model (7.x)
+/// is switched out only at the tick after the one that asked for it; a 16 MiB read took 4 ms
+/// on one machine and 3 ms on another, so on the faster one most such switches fell after
+/// the call, at the system call's exit.
+fn call_bytes(args: &DisturbArgs, zero: &std::fs::File) -> usize {
+    let mut bytes = args.bytes.max(1);
+    if let (Some(ms), "zero") = (args.min_call_ms, args.work.as_str()) {
+        while bytes < 256 << 20 && call_ns(&args.work, zero, bytes) < ms * 1_000_000 {
+            bytes *= 2;
+        }
+    }
+    bytes
+}
+
+/// With `--storm-odd`, the storm's rate: `hz`, or fewer interrupts a second where a call takes
+/// more than a quarter of `hz`'s period, so that a call met at a random phase is interrupted
+/// about one time in four or less. (On 6.1 under TCG a 256 KiB read takes 650 µs, 16 times as
+/// long as on 7.2: at 5 kHz nearly every call met the storm and too few stayed clean to
+/// compare.)
+fn storm_rate(hz: u64, work: &str, zero: &std::fs::File, bytes: usize) -> u64 {
+    let per_call = call_ns(work, zero, bytes);
     hz.min(1_000_000_000 / (4 * per_call).max(1)).max(1)
 }
 
@@ -180,7 +206,7 @@ fn call(work: &str, zero: &std::fs::File, buf: &mut [u8]) {
 pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
     let zero = std::fs::File::open("/dev/zero").context("opening /dev/zero")?;
     // Touched first, so that no call faults its pages in (a fault may sleep).
-    let mut buf = vec![1u8; args.bytes.max(1)];
+    let mut buf = vec![1u8; call_bytes(args, &zero)];
     let done = AtomicBool::new(false);
     let hog = Hog::default();
     let storm_hz = args.timer_storm.map(|hz| match args.storm_odd {
@@ -239,6 +265,7 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
             "switches": per_call,
             "interrupts": interrupts,
             "storm_hz": storm_hz,
+            "bytes": buf.len(),
         })
     );
     Ok(ExitCode::SUCCESS)
