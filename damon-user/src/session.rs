@@ -112,10 +112,20 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// DAMON configuration in sysfs, for the capture's metadata; `None` without DAMON.
+/// DAMON configuration in sysfs, for the capture's metadata; `None` without DAMON, and with a
+/// warning when DAMON is there but could not be read (the capture then says nothing of it).
 fn damon_config() -> Option<serde_json::Value> {
-    let snapshot = crate::damon::snapshot(&crate::damon::SysfsRoot::system()).ok()?;
-    serde_json::to_value(snapshot).ok()
+    let root = crate::damon::SysfsRoot::system();
+    let read = crate::damon::snapshot(&root).and_then(|s| Ok(serde_json::to_value(s)?));
+    read.map_err(|e| {
+        if root.damon_dir().exists() {
+            eprintln!(
+                "damon-trace: warning: DAMON's configuration could not be read; the capture \
+                 holds none: {e:#}"
+            );
+        }
+    })
+    .ok()
 }
 
 pub struct Session {

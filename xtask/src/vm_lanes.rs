@@ -38,7 +38,7 @@ const MEASURED_SECONDS: &[(&str, u32)] = &[
     ("vm_overload", 60),
     ("vm_probe_log", 65),
     ("vm_prometheus", 82),
-    ("vm_scenarios", 172),
+    ("vm_scenarios", 225),
     ("vm_seeds", 99),
     ("vm_session", 27),
     ("vm_disturb", 300),

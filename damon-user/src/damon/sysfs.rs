@@ -6,6 +6,8 @@ use std::{
     fs, io,
     path::{Path, PathBuf},
     str::FromStr,
+    thread,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Result, anyhow};
@@ -66,15 +68,34 @@ impl SysfsRoot {
     }
 }
 
+/// How long a read waits out EBUSY. A kdamond's `state` and `pid` take DAMON's sysfs lock
+/// with a trylock and fail with EBUSY while another writer holds it, e.g. a tool's
+/// `update_schemes_stats`, which holds it until the kdamond has answered (a sampling interval
+/// or more), or the kernel's own periodic refresh of the stats.
+const READ_BUSY_WAIT: Duration = Duration::from_secs(5);
+
+/// The file's text, read again while it answers EBUSY, up to [`READ_BUSY_WAIT`].
+fn read_string(path: &Path) -> io::Result<String> {
+    let deadline = Instant::now() + READ_BUSY_WAIT;
+    loop {
+        match fs::read_to_string(path) {
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(10));
+            }
+            read => return read,
+        }
+    }
+}
+
 /// Reads an attribute, without the newline the kernel appends.
 pub fn read_attr(path: &Path) -> Result<String> {
-    let text = fs::read_to_string(path).map_err(|e| io_error(e, path, "reading"))?;
+    let text = read_string(path).map_err(|e| io_error(e, path, "reading"))?;
     Ok(text.trim_end_matches('\n').to_string())
 }
 
 /// Like [`read_attr`], but `None` when the file does not exist (an older kernel's layout).
 pub fn read_opt(path: &Path) -> Result<Option<String>> {
-    match fs::read_to_string(path) {
+    match read_string(path) {
         Ok(text) => Ok(Some(text.trim_end_matches('\n').to_string())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error(e, path, "reading")),
@@ -130,6 +151,9 @@ fn io_error(err: io::Error, path: &Path, doing: &str) -> anyhow::Error {
             " (permission denied: run as root; DAMON's sysfs files are root-only)"
         }
         Some(libc::ENOENT) => " (this kernel does not have this DAMON file)",
+        Some(libc::EBUSY) if doing == "reading" => {
+            " (busy for 5 s: another program holds DAMON's sysfs lock; retry when it is done)"
+        }
         Some(libc::EBUSY) => {
             " (busy: a kdamond is running; DAMON sysfs files cannot change while it runs)"
         }
