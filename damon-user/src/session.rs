@@ -113,15 +113,21 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// DAMON configuration in sysfs, for the capture's metadata; `None` without DAMON, and with a
-/// warning when DAMON is there but could not be read (the capture then says nothing of it).
+/// warning when DAMON is there but could not be read. A process that may not read DAMON's
+/// root-only files at all (the serve unit's user, with capabilities but no root) records none
+/// and is not warned.
 fn damon_config() -> Option<serde_json::Value> {
     let root = crate::damon::SysfsRoot::system();
     let read = crate::damon::snapshot(&root).and_then(|s| Ok(serde_json::to_value(s)?));
     read.map_err(|e| {
-        if root.damon_dir().exists() {
+        let denied = e
+            .chain()
+            .filter_map(|c| c.downcast_ref::<std::io::Error>())
+            .any(|io| io.kind() == std::io::ErrorKind::PermissionDenied);
+        if root.damon_dir().exists() && !denied {
             eprintln!(
-                "damon-trace: warning: DAMON's configuration could not be read; the capture \
-                 holds none: {e:#}"
+                "damon-trace: warning: DAMON's configuration could not be read, so it is not \
+                 recorded: {e:#}"
             );
         }
     })
