@@ -212,6 +212,7 @@ impl Session {
             args: tracer.arg_statuses().to_vec(),
             filter: config.filter.clone(),
             disturbance: Some(tracer.disturbance().clone()),
+            clock: config.clock,
         };
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;

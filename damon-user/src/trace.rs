@@ -207,6 +207,8 @@ pub struct SessionConfig {
     pub filter: crate::capture::TaskFilter,
     /// Which of the probes' diagnostics they log (`--debug-probes`).
     pub debug_probes: ProbeLogLevel,
+    /// The clock the machine runs on (`--clock`), stored in the capture.
+    pub clock: crate::capture::Clock,
 }
 
 #[cfg(test)]

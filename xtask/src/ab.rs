@@ -131,6 +131,8 @@ pub struct AbOptions {
     /// More shell for the last boot, run after its recording while the scenario still runs
     /// (its capture is /out/run.dtcap); the seeds and tests add their checks this way.
     pub extra_last: String,
+    /// The guests' clock (`--clock`).
+    pub clock: vm::GuestClock,
 }
 
 impl AbOptions {
@@ -151,6 +153,7 @@ impl AbOptions {
             binary: None,
             compare_only: false,
             extra_last: String::new(),
+            clock: vm::GuestClock::Wall,
         }
     }
 
@@ -344,6 +347,7 @@ fn boot_all(opts: &AbOptions, binary: &Path) -> Result<Vec<AbRun>> {
             ""
         };
         let outcome = Guest::new(kernel.clone(), guest_cmd(opts, extra))
+            .clock(opts.clock)
             .out_dir(out.join(format!("guest-{label}")))
             .timeout(Duration::from_secs(opts.seconds + 360))
             .binary(Some(binary.to_path_buf()))

@@ -36,6 +36,8 @@ pub struct Demo {
     pub live_args: String,
     /// Live mode: the guest terminal (size and TERM of the user's by default).
     pub terminal: Interactive,
+    /// The guest's clock (`--clock`).
+    pub clock: vm::GuestClock,
 }
 
 /// Runs the demo and returns the guest command's exit status.
@@ -66,7 +68,7 @@ pub fn run(demo: &Demo, binary: std::path::PathBuf) -> Result<i32> {
         )
         .timeout(Duration::from_secs(demo.seconds + 240))
     };
-    let outcome = guest.binary(Some(binary)).run()?;
+    let outcome = guest.binary(Some(binary)).clock(demo.clock).run()?;
     let capture = outcome
         .dir()
         .join(if live { LIVE_CAPTURE } else { REPORT_CAPTURE });

@@ -78,6 +78,12 @@ impl Guest {
         self
     }
 
+    /// The guest's clock (the host's time by default).
+    pub fn clock(mut self, clock: crate::vm::GuestClock) -> Self {
+        self.opts.clock = clock;
+        self
+    }
+
     /// Extra kernel command-line parameters.
     pub fn kernel_args(mut self, args: &[&str]) -> Self {
         self.set_kernel_args(args.iter().map(|s| (*s).to_owned()).collect());

@@ -14,7 +14,7 @@ use xtask::{
     shape, soak,
     testing::{self, TestOptions},
     util::parse_seconds,
-    vm::Interactive,
+    vm::{ClockArgs, Interactive},
 };
 
 #[derive(Parser)]
@@ -76,6 +76,8 @@ enum Cmd {
         #[arg(long, conflicts_with = "tty")]
         systemd: bool,
         #[command(flatten)]
+        clock: ClockArgs,
+        #[command(flatten)]
         term: TermArgs,
         /// The shell command (joined with spaces, run with `sh -c`).
         #[arg(last = true, required = true, num_args = 1..)]
@@ -102,6 +104,8 @@ enum Cmd {
         /// Extra arguments for `damon-trace live` (e.g. "--window 30").
         #[arg(long, default_value = "")]
         live_args: String,
+        #[command(flatten)]
+        clock: ClockArgs,
         #[command(flatten)]
         term: TermArgs,
         /// Use this static damon-trace instead of building one.
@@ -183,6 +187,8 @@ enum Cmd {
         /// Boot nothing: compare the captures already in OUT again.
         #[arg(long)]
         compare_only: bool,
+        #[command(flatten)]
+        clock: ClockArgs,
     },
     /// A kernel patch as the only difference, outside CI: builds the two variants of
     /// xtask/patches/PATCH as livepatch modules (a Debian chroot with the guest kernel's
@@ -212,6 +218,8 @@ enum Cmd {
         /// one.
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
+        #[command(flatten)]
+        clock: ClockArgs,
     },
     /// A kernel patch as two kernels, outside CI: builds Debian's linux-source of the guest
     /// kernel's release (7.2) with a small configuration in patch-ab's chroot, then the
@@ -401,11 +409,13 @@ fn guest_command(cmd: Cmd) -> Result<ExitCode> {
             kernel_args,
             tty,
             systemd,
+            clock,
             term,
             cmd,
         } => {
             let binary = binary_or_build(binary)?;
             let mut guest = Guest::new(kernel, cmd.join(" "))
+                .clock(clock.clock)
                 .timeout(Duration::from_secs(timeout))
                 .env(env)
                 .files(files)
@@ -430,6 +440,7 @@ fn guest_command(cmd: Cmd) -> Result<ExitCode> {
             seconds,
             record_args,
             live_args,
+            clock,
             term,
             binary,
         } => {
@@ -440,6 +451,7 @@ fn guest_command(cmd: Cmd) -> Result<ExitCode> {
                 record_args,
                 live_args,
                 terminal: term.interactive(),
+                clock: clock.clock,
             };
             let binary = binary_or_build(binary)?;
             let status = demo::run(&demo, binary)?;
@@ -478,9 +490,14 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             out,
             binary,
             compare_only,
+            clock,
         } => {
             let binary = binary_or_build(binary)?;
             let mut opts = AbOptions::new(before, after);
+            opts.clock = clock.clock;
+            if let Some(dir) = opts.out_dir.file_name().and_then(|d| d.to_str()) {
+                opts.out_dir = opts.out_dir.with_file_name(clock.clock.dir_name(dir));
+            }
             if let Some(out) = out {
                 opts.out_dir = out;
             }
@@ -502,8 +519,11 @@ fn measurement(cmd: Cmd) -> Result<bool> {
             out,
             binary,
             compare_only,
+            clock,
         } => {
             let mut opts = xtask::patch_ab::PatchAbOptions::new(&patch);
+            opts.clock = clock.clock;
+            opts.out_dir = opts.out_dir.with_file_name(clock.clock.dir_name(&patch));
             opts.compare_only = compare_only;
             if let Some(out) = out {
                 opts.out_dir = out;

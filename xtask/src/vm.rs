@@ -65,7 +65,8 @@ pub struct VmOptions {
     pub cmd: String,
     /// Receives the guest's `/out` (cleared first). Default: `target/vm-out`.
     pub out_dir: PathBuf,
-    /// Wall-clock limit for the whole guest run, boot included (boot takes ~5 s under TCG).
+    /// Wall-clock limit for the whole guest run, boot included (boot takes ~5 s under TCG),
+    /// under the wall clock; [`GuestClock::timeout_factor`] times this under another.
     pub timeout: Duration,
     /// Exported in the guest before the command runs.
     pub env: Vec<(String, String)>,
@@ -90,6 +91,73 @@ pub struct VmOptions {
     /// reached, with that system's tools (and no `damon-trace` put on PATH: install it).
     /// [`VmOptions::trees`] and [`VmOptions::interactive`] are not supported there.
     pub systemd: bool,
+    /// The guest's clock: the host's time, or QEMU's instruction counter (see [`GuestClock`]).
+    pub clock: GuestClock,
+}
+
+/// The environment variable that tells the guest's `damon-trace` its clock (`record --clock`).
+pub const CLOCK_ENV: &str = "DAMON_TRACE_CLOCK";
+
+/// The clock a guest runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GuestClock {
+    /// The host's time, as QEMU's TCG gives it by default: a call lasts as long as the host
+    /// took to emulate it, whatever else the host was doing.
+    #[default]
+    Wall,
+    /// QEMU's instruction counter ([`ICOUNT`]): the guest's clock advances one nanosecond per
+    /// instruction executed, so a duration is a path length, the same in every boot. The
+    /// guest's `damon-trace` is told so (`DAMON_TRACE_CLOCK=instructions`) and labels its
+    /// captures with it.
+    Instructions,
+}
+
+/// QEMU's `-icount` for [`GuestClock::Instructions`]: `shift=0`, one instruction per
+/// nanosecond of the guest's clock, so that a duration reads as an instruction count;
+/// `sleep=on` (QEMU's default, stated), so that an idle guest's clock follows the host's and a
+/// guest's sleeps and `--duration`s last about as long as they say (with `sleep=off` the clock
+/// jumps to the next timer whenever the guest idles). `align` stays off: it only delays the
+/// host to keep the two clocks close, it does not change what is counted. Measured in
+/// docs/accuracy.md ("The instruction clock").
+pub const ICOUNT: &str = "shift=0,sleep=on";
+
+/// `--clock` of every command that boots a guest.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ClockArgs {
+    /// The guests' clock: wall (the host's time) or instructions (QEMU's instruction counter,
+    /// one ns per instruction executed: durations are path lengths, the same in every boot,
+    /// shown in insn; boots take about three times as long). damon-trace in the guest is told
+    /// (DAMON_TRACE_CLOCK) and labels its captures; compare refuses to mix the two.
+    #[arg(long, value_enum, default_value_t = GuestClock::Wall)]
+    pub clock: GuestClock,
+}
+
+impl GuestClock {
+    /// How much longer a guest may take under this clock than under the wall clock: its
+    /// timeout is scaled by this (a boot took 16.7 s instead of 4.6 s under the instruction
+    /// clock, and busy stretches run about as much slower).
+    pub fn timeout_factor(self) -> u32 {
+        match self {
+            GuestClock::Wall => 1,
+            GuestClock::Instructions => 4,
+        }
+    }
+
+    /// A default output directory's name under this clock: `name`, or `name-instructions`,
+    /// so that the two clocks' results of one comparison sit side by side.
+    pub fn dir_name(self, name: &str) -> String {
+        match self {
+            GuestClock::Wall => name.to_owned(),
+            c => format!("{name}-{}", c.as_str()),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuestClock::Wall => "wall",
+            GuestClock::Instructions => "instructions",
+        }
+    }
 }
 
 impl VmOptions {
@@ -108,6 +176,7 @@ impl VmOptions {
             echo: true,
             interactive: None,
             systemd: false,
+            clock: GuestClock::Wall,
         }
     }
 }
@@ -187,6 +256,7 @@ pub fn guest_binary(opts: &VmOptions) -> Result<PathBuf> {
 
 /// Boots a guest, runs `opts.cmd`, copies `/out` back and returns the command's status.
 pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
+    let opts = &for_the_clock(opts);
     let binary = guest_binary(opts)?;
     crate::elf::ensure_static(&binary)?;
     let tools = host::ensure()?;
@@ -317,6 +387,22 @@ fn qemu_command(
     qemu_rest(opts, tools, kernel, work, &initrd, &out_tar, &append)
 }
 
+/// `opts` under its clock: beyond the wall clock, the timeout scaled by
+/// [`GuestClock::timeout_factor`] and the guest's damon-trace told the clock ([`CLOCK_ENV`])
+/// unless the caller's environment already says which.
+fn for_the_clock(opts: &VmOptions) -> std::borrow::Cow<'_, VmOptions> {
+    if opts.clock == GuestClock::Wall {
+        return std::borrow::Cow::Borrowed(opts);
+    }
+    let mut o = opts.clone();
+    o.timeout *= opts.clock.timeout_factor();
+    if !o.env.iter().any(|(k, _)| k == CLOCK_ENV) {
+        o.env
+            .insert(0, (CLOCK_ENV.to_owned(), opts.clock.as_str().to_owned()));
+    }
+    std::borrow::Cow::Owned(o)
+}
+
 /// The busybox /init's initramfs (see [`initramfs::write`]).
 fn write_busybox_initrd(
     opts: &VmOptions,
@@ -355,9 +441,11 @@ fn qemu_rest(
     append: &str,
 ) -> Result<(Command, Option<hostterm::WinsizeLink>)> {
     let mut qemu = Command::new(&tools.qemu);
-    qemu.args(memory_args(opts.memory_mib))
-        .args(QEMU_MACHINE)
-        .arg("-chardev")
+    qemu.args(memory_args(opts.memory_mib)).args(QEMU_MACHINE);
+    if opts.clock == GuestClock::Instructions {
+        qemu.args(["-icount", ICOUNT]);
+    }
+    qemu.arg("-chardev")
         .arg(format!("file,id=out,path={}", out_tar.display()))
         .arg("-device")
         .arg(format!("virtserialport,chardev=out,name={OUT_PORT}"))

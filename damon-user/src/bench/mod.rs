@@ -360,6 +360,7 @@ fn measure_capture_write(
         args: Vec::new(),
         filter: Default::default(),
         disturbance: None,
+        clock: Default::default(),
     };
     let result = (|| {
         let mut writer = CaptureWriter::create(&path, false, &meta)

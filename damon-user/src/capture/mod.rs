@@ -26,6 +26,56 @@ use std::collections::BTreeMap;
 use damon_common::CallRecord;
 use serde::{Deserialize, Serialize};
 
+/// The clock a session's durations were read from. Under QEMU's instruction counter
+/// (`-icount shift=0`) the guest's clock advances one nanosecond per instruction executed, so
+/// a "duration" is a path length, counted in instructions (`insn`), not a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// The kernel's monotonic clock: nanoseconds.
+    #[default]
+    Wall,
+    /// A guest clock driven by QEMU's instruction counter: instructions executed.
+    Instructions,
+}
+
+impl Clock {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Clock::Wall => "wall",
+            Clock::Instructions => "instructions",
+        }
+    }
+
+    /// The unit of a duration under this clock, as every view prints it: `ns` or `insn`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Clock::Wall => "ns",
+            Clock::Instructions => "insn",
+        }
+    }
+
+    /// The header line of the live screen and replay: the kernel release, and the clock
+    /// unless it is the wall clock.
+    pub fn with_release(self, release: &str) -> String {
+        match self {
+            Clock::Wall => release.to_owned(),
+            Clock::Instructions => format!("{release} · instruction clock (insn)"),
+        }
+    }
+
+    /// The clock as a headline states it: `wall clock (ns)` or `instruction clock (insn:
+    /// instructions executed, QEMU icount)`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Clock::Wall => "wall clock (ns)",
+            Clock::Instructions => {
+                "instruction clock (insn: instructions executed under QEMU's icount, not time)"
+            }
+        }
+    }
+}
+
 /// Release, version string, boot id and command line of the running kernel.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct KernelIdentity {
@@ -145,6 +195,10 @@ pub struct Meta {
     /// carry no such fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disturbance: Option<DisturbanceStatus>,
+    /// The clock the durations were read from; `wall` in captures written before the
+    /// instruction clock existed.
+    #[serde(default)]
+    pub clock: Clock,
 }
 
 /// What a session's records say about disturbance.

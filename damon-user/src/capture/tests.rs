@@ -37,6 +37,7 @@ pub fn meta() -> Meta {
         args: Vec::new(),
         filter: Default::default(),
         disturbance: None,
+        clock: Default::default(),
     }
 }
 

@@ -2,8 +2,8 @@
 //! (`crate::trace`): each conversion once, so that nothing past a command's entry point needs
 //! a clap type.
 use super::{
-    AttachArg, CalibrationArgs, DebugProbesArg, ModeArg, ModeArgs, Selection, TaskFilterArgs,
-    TraceArgs,
+    AttachArg, CalibrationArgs, ClockArg, DebugProbesArg, ModeArg, ModeArgs, Selection,
+    TaskFilterArgs, TraceArgs,
 };
 use crate::trace::{
     AttachChoice, AttachMethod, CalibrationPlan, FunctionNames, ModeConfig, ProbeLogLevel,
@@ -38,6 +38,15 @@ impl From<DebugProbesArg> for ProbeLogLevel {
             DebugProbesArg::Off => ProbeLogLevel::Off,
             DebugProbesArg::Debug => ProbeLogLevel::Debug,
             DebugProbesArg::Trace => ProbeLogLevel::Trace,
+        }
+    }
+}
+
+impl From<ClockArg> for crate::capture::Clock {
+    fn from(c: ClockArg) -> crate::capture::Clock {
+        match c {
+            ClockArg::Wall => crate::capture::Clock::Wall,
+            ClockArg::Instructions => crate::capture::Clock::Instructions,
         }
     }
 }
@@ -87,6 +96,7 @@ impl Selection {
             calibration: calibration.map(CalibrationPlan::from),
             filter: tasks.to_filter()?,
             debug_probes: Default::default(),
+            clock: Default::default(),
         })
     }
 }
@@ -101,6 +111,7 @@ impl TraceArgs {
             &self.tasks,
         )?;
         config.debug_probes = self.debug_probes.into();
+        config.clock = self.clock.into();
         Ok(config)
     }
 }

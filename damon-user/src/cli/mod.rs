@@ -126,6 +126,21 @@ pub struct TraceArgs {
     /// Off, the log calls are removed when the programs load.
     #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, default_value_t = DebugProbesArg::Off, default_missing_value = "debug", hide_default_value = true)]
     pub debug_probes: DebugProbesArg,
+    /// The clock this machine's time runs on, stored in the capture and named by every view:
+    /// wall (time, ns) or instructions (a QEMU guest started with `-icount shift=0`, whose
+    /// clock advances one ns per instruction executed: durations are path lengths, shown in
+    /// insn). `cargo xtask vm --clock instructions` starts such a guest and sets
+    /// DAMON_TRACE_CLOCK in it.
+    #[arg(long, value_enum, env = "DAMON_TRACE_CLOCK", default_value_t = ClockArg::Wall)]
+    pub clock: ClockArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClockArg {
+    /// Time: nanoseconds.
+    Wall,
+    /// Instructions executed, in a guest under QEMU's instruction counter.
+    Instructions,
 }
 
 /// Whose calls are timed. The filters apply in the kernel, at each entry before any stamp is
@@ -571,30 +586,4 @@ pub struct WorkloadArgs {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn live_flags() {
-        let parse = |args: &[&str]| {
-            Cli::try_parse_from(["damon-trace", "live"].iter().chain(args)).map(|c| c.command)
-        };
-        let Ok(Command::Live(a)) = parse(&[]) else {
-            panic!("bare live parses")
-        };
-        assert_eq!((a.bucket_ns, a.window, a.speed), (20, 10, 1.0));
-        assert!(a.replay.is_none() && a.record.is_none());
-        assert!(parse(&["--replay", "x", "--record", "y"]).is_err());
-        assert!(parse(&["--speed", "10"]).is_err(), "--speed needs --replay");
-        assert!(parse(&["--force"]).is_err(), "--force needs --record");
-        assert!(parse(&["--bucket-ns", "0"]).is_err());
-        assert!(parse(&["--window", "0"]).is_err());
-        assert!(parse(&["--replay", "x", "--speed", "0", "--window", "30"]).is_ok());
-    }
-
-    #[test]
-    fn cli_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-    }
-}
+mod tests;

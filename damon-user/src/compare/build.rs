@@ -9,7 +9,7 @@ use super::{
     warnings::{header_warnings, workload_warnings},
 };
 use crate::{
-    capture::Capture,
+    capture::{Capture, Clock},
     error::UsageError,
     report::{ReportOptions, check_functions, disturbance, select},
     stats::{buckets::BucketGrid, ranktest},
@@ -23,6 +23,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         ));
     }
     let all: Vec<&Capture> = inp.before.iter().chain(&inp.after).map(|r| r.1).collect();
+    let clock = one_clock(inp)?;
     check_wanted(&all, opts)?;
     if opts.clean_only {
         check_clean(inp)?;
@@ -46,7 +47,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         warnings.extend(w);
         functions.push(f);
     }
-    let tested = judge(&mut functions, resolution, opts.clean_only);
+    let tested = judge(&mut functions, resolution, opts.clean_only, clock);
     let (runs_before, runs_after) = (inp.before.len(), inp.after.len());
     let only = |mine: &[String], other: &[String]| -> Vec<String> {
         mine.iter()
@@ -62,7 +63,35 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         functions,
         warnings,
         method: method(runs_before, runs_after, tested, opts.clean_only),
+        clock,
+        unit: clock.unit(),
     })
+}
+
+/// The one clock every capture was taken under. Instructions executed and nanoseconds are not
+/// the same quantity: captures of both are refused, naming which capture had which.
+fn one_clock(inp: &Inputs) -> Result<Clock, UsageError> {
+    let runs: Vec<(&str, Clock)> = inp
+        .before
+        .iter()
+        .chain(&inp.after)
+        .map(|&(file, c)| (file, c.meta.clock))
+        .collect();
+    let first = runs[0].1;
+    if runs.iter().all(|r| r.1 == first) {
+        return Ok(first);
+    }
+    let list: Vec<String> = runs
+        .iter()
+        .map(|(file, c)| format!("{file} ({})", c.as_str()))
+        .collect();
+    Err(UsageError(format!(
+        "the captures were taken under different clocks: {}. Under the instruction clock a \
+         duration is the instructions executed (insn), not time, so it cannot be set against \
+         wall-clock ns; compare captures of one clock (record both sides in guests started \
+         with the same `--clock`, e.g. `cargo xtask ab --clock instructions`)",
+        list.join(", ")
+    )))
 }
 
 /// The runs of both sides that traced one function.
@@ -348,6 +377,7 @@ fn judge(
     functions: &mut [FunctionComparison],
     resolution: Option<kernel::Resolution>,
     clean_only: bool,
+    clock: Clock,
 ) -> usize {
     let tested: Vec<usize> = (0..functions.len())
         .filter(|&i| functions[i].test.is_some())
@@ -362,7 +392,7 @@ fn judge(
         functions[i].p_holm = Some(p);
     }
     for f in functions.iter_mut() {
-        let (significant, text, needed) = verdict::verdict(f, tested.len());
+        let (significant, text, needed) = verdict::verdict(f, tested.len(), clock);
         f.significant = significant;
         f.runs_needed = needed;
         f.verdict = match resolution {

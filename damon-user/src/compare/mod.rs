@@ -63,6 +63,10 @@ pub struct Comparison {
     pub only_after: Vec<String>,
     pub warnings: Vec<String>,
     pub method: Method,
+    /// The clock of every capture (compare refuses mixed clocks), and the unit of every
+    /// `*_ns` value under it: `ns`, or `insn` (instructions executed).
+    pub clock: crate::capture::Clock,
+    pub unit: &'static str,
 }
 
 #[derive(Debug, Serialize)]

@@ -1,6 +1,6 @@
 //! The one-line verdict of a comparison: what may honestly be said about one function.
 use super::{ALPHA, FEW, FunctionComparison, PercentileDelta, runs::RunsNeeded};
-use crate::stats::ranktest;
+use crate::{capture::Clock, stats::ranktest};
 
 /// Formats ns with a sign, for deltas.
 pub fn signed(v: f64) -> String {
@@ -17,7 +17,12 @@ pub fn p_text(p: f64) -> String {
 
 /// The one-line verdict of a function, whether its difference is significant, and the runs a
 /// side would need to resolve it. `tests`: how many functions were tested (Holm's family).
-pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<RunsNeeded>) {
+pub fn verdict(
+    f: &FunctionComparison,
+    tests: usize,
+    clock: Clock,
+) -> (bool, String, Option<RunsNeeded>) {
+    let unit = clock.unit();
     let (nb, na) = (f.runs.before.len(), f.runs.after.len());
     let (mb, ma) = (f.before.matched, f.after.matched);
     let p50 = f.percentiles.iter().find(|d| d.label == "p50");
@@ -35,8 +40,13 @@ pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<Ru
     };
     let Some(t) = f.test else {
         // One run on a side: no variation to test against. Describe, and say what it takes.
-        return described(f, p50, &few);
+        return described(f, p50, &few, unit);
     };
+    if clock == Clock::Instructions
+        && let Some(text) = in_every_run(f, unit)
+    {
+        return (true, format!("{text}{few}"), None);
+    }
     let p_holm = f.p_holm.unwrap_or(t.p_value);
     let p = if tests > 1 {
         format!(
@@ -64,8 +74,8 @@ pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<Ru
         return (
             false,
             format!(
-                "no significant difference over {runs}: median {} ns [95% CI {}, {}], {p}; \
-                 run-to-run SD of the median {:.0} / {:.0} ns{advice}{few}",
+                "no significant difference over {runs}: median {} {unit} [95% CI {}, {}], {p}; \
+                 run-to-run SD of the median {:.0} / {:.0} {unit}{advice}{few}",
                 signed(t.estimate),
                 signed(t.lo),
                 signed(t.hi),
@@ -75,11 +85,17 @@ pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<Ru
             needed,
         );
     }
-    let word = if t.estimate < 0.0 { "faster" } else { "slower" };
+    // Under the instruction clock a duration is a path length: shorter, not faster.
+    let word = match (clock, t.estimate < 0.0) {
+        (Clock::Wall, true) => "faster",
+        (Clock::Wall, false) => "slower",
+        (Clock::Instructions, true) => "shorter",
+        (Clock::Instructions, false) => "longer",
+    };
     (
         true,
         format!(
-            "after is {word} by {:.0} ns at the median [95% CI {:.0}, {:.0}] over {runs}, {p}{few}",
+            "after is {word} by {:.0} {unit} at the median [95% CI {:.0}, {:.0}] over {runs}, {p}{few}",
             t.estimate.abs(),
             t.lo.abs().min(t.hi.abs()),
             t.lo.abs().max(t.hi.abs()),
@@ -88,12 +104,45 @@ pub fn verdict(f: &FunctionComparison, tests: usize) -> (bool, String, Option<Ru
     )
 }
 
+/// Under the instruction clock, a side whose per-run medians are all the same is exact, and a
+/// difference with every run of the other side beyond it is stated as such (see
+/// [`crate::stats::runs::every_run`]): `after is shorter in every run: by 20–25 insn at the
+/// median (per-run medians before 251, 256; after 231, 231)`.
+fn in_every_run(f: &FunctionComparison, unit: &str) -> Option<String> {
+    let medians = |runs: &[super::runs::RunSummary]| -> Option<Vec<f64>> {
+        runs.iter().map(|r| r.p50_ns.map(|v| v as f64)).collect()
+    };
+    let (b, a) = (medians(&f.runs.before)?, medians(&f.runs.after)?);
+    let [lo, hi] = crate::stats::runs::every_run(&b, &a)?;
+    let word = if hi < 0.0 { "shorter" } else { "longer" };
+    let (near, far) = (lo.abs().min(hi.abs()), lo.abs().max(hi.abs()));
+    let size = if near == far {
+        format!("{near:.0}")
+    } else {
+        format!("{near:.0}–{far:.0}")
+    };
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "after is {word} in every run: by {size} {unit} at the median (per-run medians before \
+         {}; after {}): under the instruction clock a side whose runs all give one value is \
+         exact; stated from these runs, not a test over runs",
+        list(&b),
+        list(&a)
+    ))
+}
+
 /// The verdict with one run on a side: the difference described, never judged, and the runs
 /// it would take to resolve it.
 fn described(
     f: &FunctionComparison,
     p50: &PercentileDelta,
     few: &str,
+    unit: &str,
 ) -> (bool, String, Option<RunsNeeded>) {
     let (nb, na) = (f.runs.before.len(), f.runs.after.len());
     let d = p50.after_ns as f64 - p50.before_ns as f64;
@@ -133,7 +182,7 @@ fn described(
         false,
         format!(
             "{which}: run-to-run variation unknown, nothing is claimed about the kernels; \
-             these runs differ by {} ns at the median{rel}{delta}{advice}{few}",
+             these runs differ by {} {unit} at the median{rel}{delta}{advice}{few}",
             signed(d)
         ),
         needed,

@@ -28,9 +28,11 @@ impl Exporter for Calls {
         } else {
             ""
         };
+        // The duration's column names its unit: `duration_insn` under the instruction clock.
         writeln!(
             out,
-            "function,cpu,pid,tid,entry_ns,duration_ns,value{extra}"
+            "function,cpu,pid,tid,entry_ns,duration_{},value{extra}",
+            c.meta.clock.unit()
         )?;
         let names: std::collections::BTreeMap<u32, String> = c
             .meta

@@ -72,6 +72,22 @@ fn per_call_csv() {
     );
 }
 
+/// Under the instruction clock the duration column names its unit.
+#[test]
+fn per_call_csv_names_the_instruction_clock() {
+    let mut c = fixture();
+    c.meta.clock = crate::capture::Clock::Instructions;
+    let mut out = Vec::new();
+    exporter(ExportFormat::Csv, opts())
+        .export(&c, &mut out)
+        .expect("export");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(
+        text.lines().next(),
+        Some("function,cpu,pid,tid,entry_ns,duration_insn,value")
+    );
+}
+
 #[test]
 fn per_bucket_csv_adds_up() {
     let text = export(ExportFormat::CsvBuckets, opts());

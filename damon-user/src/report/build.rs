@@ -223,6 +223,8 @@ fn meta(capture: &Capture, opts: &ReportOptions, calibration: Option<&Calibratio
         }),
         damon: damon::context(capture),
         disturbance: disturbance::status(capture),
+        clock: m.clock,
+        unit: m.clock.unit(),
     }
 }
 

@@ -16,7 +16,9 @@ use damon_common::{CallRecord, FunctionId};
 use serde::Serialize;
 
 use crate::{
-    capture::{Capture, DisturbanceStatus, FunctionCounters, FunctionStatus, format::load_file},
+    capture::{
+        Capture, Clock, DisturbanceStatus, FunctionCounters, FunctionStatus, format::load_file,
+    },
     cli::{BucketArgs, RecordFilter, ReportArgs, ReportFormat},
     error::UsageError,
     stats::{
@@ -74,6 +76,11 @@ pub struct ReportMeta {
     /// Whether the records say which calls were disturbed (`measured`), why not
     /// (`why_not`), and what the hard-interrupt count sums (`hardirq_sources`).
     pub disturbance: DisturbanceStatus,
+    /// The clock the durations were read from (`wall` or `instructions`), and the unit of
+    /// every `*_ns` value under it: `ns`, or `insn` (instructions executed) under the
+    /// instruction clock, where the fields keep their names but hold path lengths.
+    pub clock: Clock,
+    pub unit: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]

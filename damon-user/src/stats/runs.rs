@@ -101,6 +101,36 @@ pub fn welch(before: &[f64], after: &[f64]) -> Option<RunTest> {
     })
 }
 
+/// A difference in every run, where one side's runs do not vary at all: its per-run value
+/// is then exact (under the instruction clock a path length, the same in every boot), and
+/// every run of the other side lies beyond it in one direction. Returns the smallest and
+/// largest `after − before` over all pairs of runs (same sign), or `None`: fewer than two
+/// runs a side, neither side constant, or the sides overlapping.
+///
+/// Welch's t cannot state this: with one side's SD at 0 its degrees of freedom fall to the
+/// other side's runs less one (1 with two runs), and a difference present in every call of
+/// every run came out unresolved. Two varying sides never qualify, however they separate:
+/// two runs a side of one kernel separate by chance one time in three.
+pub fn every_run(before: &[f64], after: &[f64]) -> Option<[f64; 2]> {
+    if before.len() < 2 || after.len() < 2 {
+        return None;
+    }
+    let constant = |v: &[f64]| v.iter().all(|x| *x == v[0]);
+    if !constant(before) && !constant(after) {
+        return None;
+    }
+    let diffs: Vec<f64> = after
+        .iter()
+        .flat_map(|a| before.iter().map(move |b| a - b))
+        .collect();
+    let (lo, hi) = diffs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), d| {
+            (lo.min(*d), hi.max(*d))
+        });
+    (lo > 0.0 || hi < 0.0).then_some([lo, hi])
+}
+
 /// Holm's step-down adjustment of a family of p-values (same order as given): controls the
 /// chance of any false "significant" among them at the nominal level, whatever their
 /// dependence.
@@ -166,6 +196,34 @@ mod tests {
         // Identical constant runs: no difference, p = 1.
         let same = welch(&[3.0, 3.0], &[3.0, 3.0]).expect("test");
         assert_eq!((same.p_value, same.estimate), (1.0, 0.0));
+    }
+
+    /// The instruction clock's case: one side the same in every run, the other beyond it in
+    /// every run; not when both vary (a chance separation of two runs a side), not when they
+    /// overlap or touch, not with one run.
+    #[test]
+    fn every_run_needs_a_constant_side_and_no_overlap() {
+        // patch-ab seed-000 under icount: after 231 in every call of both loads.
+        assert_eq!(
+            every_run(&[251.0, 256.0], &[231.0, 231.0]),
+            Some([-25.0, -20.0])
+        );
+        assert_eq!(
+            every_run(&[231.0, 231.0], &[245.0, 245.0]),
+            Some([14.0, 14.0])
+        );
+        assert_eq!(every_run(&[251.0, 256.0], &[231.0, 233.0]), None);
+        assert_eq!(every_run(&[231.0, 256.0], &[231.0, 231.0]), None);
+        assert_eq!(every_run(&[568.0, 568.0], &[568.0, 568.0]), None);
+        assert_eq!(every_run(&[251.0], &[231.0, 231.0]), None);
+        // Welch on the same numbers: df 1, unresolved; and with both constant, no NaN.
+        let w = welch(&[251.0, 256.0], &[231.0, 231.0]).expect("two a side");
+        assert!((w.df - 1.0).abs() < 1e-9 && w.p_value > 0.05, "{w:?}");
+        let w = welch(&[568.0, 568.0], &[568.0, 568.0]).expect("two a side");
+        assert!(
+            w.p_value == 1.0 && w.estimate == 0.0 && !w.lo.is_nan(),
+            "{w:?}"
+        );
     }
 
     #[test]

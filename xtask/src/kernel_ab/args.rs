@@ -35,6 +35,8 @@ pub struct KernelAbArgs {
     /// Use this static damon-trace (in the guests and for the compare) instead of building one.
     #[arg(long = "bin")]
     pub binary: Option<PathBuf>,
+    #[command(flatten)]
+    pub clock: crate::vm::ClockArgs,
 }
 
 impl KernelAbArgs {
@@ -49,6 +51,7 @@ impl KernelAbArgs {
             binary: Some(binary),
             compare_only: self.compare_only,
             jobs: self.jobs,
+            clock: self.clock.clock,
             ..KernelAbOptions::new(&self.patch)
         }
     }

@@ -58,6 +58,8 @@ pub struct KernelAbOptions {
     pub compare_only: bool,
     /// `make -j`; 0: the number of CPUs.
     pub jobs: usize,
+    /// The guests' clock (`--clock`).
+    pub clock: crate::vm::GuestClock,
 }
 
 impl KernelAbOptions {
@@ -72,6 +74,7 @@ impl KernelAbOptions {
             binary: None,
             compare_only: false,
             jobs: 0,
+            clock: crate::vm::GuestClock::Wall,
         }
     }
 }
@@ -155,6 +158,7 @@ pub fn ab_options(
     ab.out_dir = out_dir.to_path_buf();
     ab.binary = opts.binary.clone();
     ab.compare_only = opts.compare_only;
+    ab.clock = opts.clock;
     ab
 }
 
@@ -177,10 +181,11 @@ pub fn main(opts: &KernelAbOptions) -> Result<bool> {
         "kernel-ab needs at least 2 runs a side (the verdict is over runs)"
     );
     let (patch, header) = load_patch(&patches_dir(), &opts.patch, opts.reverse)?;
-    let out = opts
-        .out_dir
-        .clone()
-        .unwrap_or_else(|| util::target_dir().join("kernel-ab").join(&patch.name));
+    let out = opts.out_dir.clone().unwrap_or_else(|| {
+        util::target_dir()
+            .join("kernel-ab")
+            .join(opts.clock.dir_name(&patch.name))
+    });
     let start = Instant::now();
     let (images, before, after) = if opts.compare_only {
         (None, out.join("before.bzImage"), out.join("after.bzImage"))

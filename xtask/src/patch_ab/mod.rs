@@ -73,6 +73,8 @@ pub struct PatchAbOptions {
     pub binary: Option<PathBuf>,
     /// Boot nothing: compare the `--runs` captures already in `out_dir` again.
     pub compare_only: bool,
+    /// The guest's clock (`--clock`).
+    pub clock: crate::vm::GuestClock,
 }
 
 impl PatchAbOptions {
@@ -85,6 +87,7 @@ impl PatchAbOptions {
             out_dir: util::target_dir().join("patch-ab").join(patch),
             binary: None,
             compare_only: false,
+            clock: crate::vm::GuestClock::Wall,
         }
     }
 }
@@ -263,6 +266,7 @@ fn boot_and_record(opts: &PatchAbOptions, binary: &Path) -> Result<()> {
         ),
     )
     .out_dir(out.join("guest"))
+    .clock(opts.clock)
     .timeout(Duration::from_secs(
         guest_seconds(opts.runs, opts.seconds) + 300,
     ))

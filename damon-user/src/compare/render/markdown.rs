@@ -5,7 +5,10 @@ use super::{
     ci_head, clean_rows, closing, corrected_rows, disturbance_line, grid_note, range_cells,
     side_line, stat_rows, test_lines,
 };
-use crate::compare::{Comparison, FunctionComparison};
+use crate::{
+    capture::Clock,
+    compare::{Comparison, FunctionComparison},
+};
 
 /// Markdown for a pull request or a mail that renders it.
 pub fn markdown(c: &Comparison) -> String {
@@ -13,8 +16,11 @@ pub fn markdown(c: &Comparison) -> String {
     let _ = writeln!(out, "**damon-trace compare**\n");
     let _ = writeln!(out, "- before: {}", side_line(&c.before));
     let _ = writeln!(out, "- after: {}", side_line(&c.after));
+    if c.clock != Clock::Wall {
+        let _ = writeln!(out, "- clock: {}", c.clock.describe());
+    }
     for f in &c.functions {
-        function(&mut out, f, c.method.clean_only);
+        function(&mut out, f, c.method.clean_only, c.unit);
     }
     closing(c, &mut out, true);
     out
@@ -22,7 +28,7 @@ pub fn markdown(c: &Comparison) -> String {
 
 /// One function: verdict, disturbed calls, range table, latency table, corrected and clean
 /// rows, tests, time per interval.
-fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
+fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &str) {
     let (b, a) = (&f.before, &f.after);
     let _ = writeln!(
         out,
@@ -34,35 +40,35 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
     }
     let _ = writeln!(
         out,
-        "| Range (ns) | Before | % | After | % |\n|---|--:|--:|--:|--:|"
+        "| Range ({unit}) | Before | % | After | % |\n|---|--:|--:|--:|--:|"
     );
     for cells in range_cells(f) {
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
-    if let Some(note) = grid_note(f) {
+    if let Some(note) = grid_note(f, unit) {
         let _ = writeln!(out, "\n_{note}_");
     }
     let _ = writeln!(
         out,
-        "\n| ns | before | after | after − before | {} |\n|---|--:|--:|--:|---|",
+        "\n| {unit} | before | after | after − before | {} |\n|---|--:|--:|--:|---|",
         ci_head(f)
     );
     for [l, vb, va, d, ci] in stat_rows(f) {
         let _ = writeln!(out, "| {l} | {vb} | {va} | {d} | {ci} |");
     }
-    for (head, rows) in [corrected_rows(f), clean_rows(f, clean_only)]
+    for (head, rows) in [corrected_rows(f, unit), clean_rows(f, clean_only)]
         .into_iter()
         .flatten()
     {
         let _ = writeln!(
             out,
-            "\n{head}:\n\n| ns | before | after | after − before |\n|---|--:|--:|--:|"
+            "\n{head}:\n\n| {unit} | before | after | after − before |\n|---|--:|--:|--:|"
         );
         for [l, vb, va, d] in rows {
             let _ = writeln!(out, "| {l} | {vb} | {va} | {d} |");
         }
     }
-    let tests = test_lines(f);
+    let tests = test_lines(f, unit);
     if !tests.is_empty() {
         let _ = writeln!(out);
     }

@@ -152,10 +152,10 @@ fn brief_rows(b: [f64; 5], a: [f64; 5]) -> Vec<[String; 4]> {
 }
 
 /// Rows of the corrected table (raw minus each side's floor): label, before, after, delta.
-fn corrected_rows(f: &FunctionComparison) -> Option<(String, Vec<[String; 4]>)> {
+fn corrected_rows(f: &FunctionComparison, unit: &str) -> Option<(String, Vec<[String; 4]>)> {
     let (b, a) = (f.before.corrected?, f.after.corrected?);
     let head = format!(
-        "corrected (raw − probe floor: before {} ± {} ns, after {} ± {} ns)",
+        "corrected (raw − probe floor: before {} ± {} {unit}, after {} ± {} {unit})",
         format_ns(b.floor_ns),
         format_ns(b.uncertainty_ns.round()),
         format_ns(a.floor_ns),
@@ -210,7 +210,7 @@ fn disturbance_line(f: &FunctionComparison) -> Option<String> {
 }
 
 /// The per-run medians and the test on them, then the pooled calls' effect size.
-fn test_lines(f: &FunctionComparison) -> Vec<String> {
+fn test_lines(f: &FunctionComparison, unit: &str) -> Vec<String> {
     let mut out = Vec::new();
     let medians = |runs: &[super::runs::RunSummary]| {
         runs.iter()
@@ -220,18 +220,23 @@ fn test_lines(f: &FunctionComparison) -> Vec<String> {
     };
     if f.runs.before.len() > 1 || f.runs.after.len() > 1 {
         out.push(format!(
-            "per-run medians (ns): before {}; after {}",
+            "per-run medians ({unit}): before {}; after {}",
             medians(&f.runs.before),
             medians(&f.runs.after)
         ));
     }
     if let Some(t) = f.test {
+        // Both sides the same in every run: no variation, so no degrees of freedom to state.
+        let df = if t.df.is_finite() {
+            format!("df {:.1}", t.df)
+        } else {
+            "no run-to-run variation on either side".to_owned()
+        };
         out.push(format!(
-            "Welch's t on per-run medians: {} ns [95% CI {}, {}], df {:.1}, {}{}",
+            "Welch's t on per-run medians: {} {unit} [95% CI {}, {}], {df}, {}{}",
             signed(t.estimate),
             signed(t.lo),
             signed(t.hi),
-            t.df,
             p_text(t.p_value),
             f.p_holm
                 .filter(|&h| h != t.p_value)
@@ -267,8 +272,8 @@ fn range_cells(f: &FunctionComparison) -> Vec<[String; 5]> {
         .collect()
 }
 
-fn grid_note(f: &FunctionComparison) -> Option<String> {
-    crate::report::render::note_for(&f.grid)
+fn grid_note(f: &FunctionComparison, unit: &str) -> Option<String> {
+    crate::report::render::note_for(&f.grid, unit)
 }
 
 /// The legend under the tables, then what only one side has: the same words in both
@@ -281,8 +286,9 @@ fn closing(c: &Comparison, out: &mut String, markdown: bool) {
     };
     let _ = writeln!(
         out,
-        "\n{l}atencies in ns, raw (they include the probe's own cost){}; [a–b]: smallest and \
+        "\n{l}atencies in {}, raw (they include the probe's own cost){}; [a–b]: smallest and \
          largest per-run value{verdicts}: {}{end}",
+        c.unit,
         corrected_note(c),
         c.method.verdict
     );

@@ -6,6 +6,7 @@ use super::{
     side_line, stat_rows, test_lines,
 };
 use crate::{
+    capture::Clock,
     compare::{Comparison, FunctionComparison, values::DistComparison},
     report::{render::range_label, values::ValueDist},
 };
@@ -15,8 +16,11 @@ pub fn table(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "before: {}", side_line(&c.before));
     let _ = writeln!(out, "after:  {}", side_line(&c.after));
+    if c.clock != Clock::Wall {
+        let _ = writeln!(out, "clock:  {}", c.clock.describe());
+    }
     for f in &c.functions {
-        function(&mut out, f, c.method.clean_only);
+        function(&mut out, f, c.method.clean_only, c.unit);
     }
     closing(c, &mut out, false);
     out
@@ -24,7 +28,7 @@ pub fn table(c: &Comparison) -> String {
 
 /// One function: disturbed calls, range table, latency table, corrected and clean rows,
 /// tests, verdict, time per interval and values.
-fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
+fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &str) {
     let (b, a) = (&f.before, &f.after);
     let _ = writeln!(
         out,
@@ -34,9 +38,9 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
     if let Some(line) = disturbance_line(f) {
         let _ = writeln!(out, "{line}");
     }
-    ranges(out, f);
-    latencies(out, f);
-    for (head, rows) in [corrected_rows(f), clean_rows(f, clean_only)]
+    ranges(out, f, unit);
+    latencies(out, f, unit);
+    for (head, rows) in [corrected_rows(f, unit), clean_rows(f, clean_only)]
         .into_iter()
         .flatten()
     {
@@ -45,7 +49,7 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
             let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}");
         }
     }
-    for t in test_lines(f) {
+    for t in test_lines(f, unit) {
         let _ = writeln!(out, "{t}");
     }
     let _ = writeln!(out, "verdict: {}", f.verdict);
@@ -59,7 +63,7 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool) {
 }
 
 /// The side-by-side range table.
-fn ranges(out: &mut String, f: &FunctionComparison) {
+fn ranges(out: &mut String, f: &FunctionComparison, unit: &str) {
     let w = if f.rows.iter().any(|r| r.before_runs_pct.is_some()) {
         22
     } else {
@@ -68,7 +72,7 @@ fn ranges(out: &mut String, f: &FunctionComparison) {
     let _ = writeln!(
         out,
         "{:<22} {:>b$} {:>b$}",
-        "Range (ns)",
+        format!("Range ({unit})"),
         "Before",
         "After",
         b = w + 9
@@ -76,13 +80,13 @@ fn ranges(out: &mut String, f: &FunctionComparison) {
     for [range, before, pb, after, pa] in range_cells(f) {
         let _ = writeln!(out, "{range:<22} {before:>8} {pb:>w$} {after:>8} {pa:>w$}");
     }
-    if let Some(note) = grid_note(f) {
+    if let Some(note) = grid_note(f, unit) {
         let _ = writeln!(out, "({note})");
     }
 }
 
 /// The latency table: min, percentiles, mean and max, their difference and interval.
-fn latencies(out: &mut String, f: &FunctionComparison) {
+fn latencies(out: &mut String, f: &FunctionComparison, unit: &str) {
     let rows = stat_rows(f);
     let w = rows
         .iter()
@@ -93,7 +97,7 @@ fn latencies(out: &mut String, f: &FunctionComparison) {
     let _ = writeln!(
         out,
         "\n{:<6} {:>w$} {:>w$} {:>12}  {}",
-        "ns",
+        unit,
         "before",
         "after",
         "after−before",

@@ -1,3 +1,4 @@
+mod clock;
 mod disturbance;
 mod intervals;
 mod kernel;

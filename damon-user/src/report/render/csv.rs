@@ -12,6 +12,10 @@ pub fn csv(r: &Report) -> String {
          corrected_p95_ns,corrected_p99_ns,corrected_p999_ns,corrected_max_ns,stale_entries,\
          skipped_entries,skipped_exits\n",
     );
+    if r.meta.unit != "ns" {
+        // The header names the unit its durations are in.
+        out = out.replace("_ns,", &format!("_{},", r.meta.unit));
+    }
     let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for f in &r.functions {
         let corrected = f.corrected.map_or_else(

@@ -30,7 +30,7 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "| ↳ clean | | {} |", c.join(" | "));
         }
     }
-    let _ = writeln!(out, "\nLatencies in ns, {}.", r.meta.latencies);
+    let _ = writeln!(out, "\nLatencies in {}, {}.", r.meta.unit, r.meta.latencies);
     for f in &r.functions {
         if let Some(res) = &f.resolution {
             let _ = writeln!(out, "\n{}", resolution_line(&f.name, res));
@@ -46,11 +46,15 @@ pub fn markdown(r: &Report) -> String {
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n### `{}` ({} records)\n", f.name, f.matched);
-            let _ = writeln!(out, "| Range (ns) | Count | Percent |\n|---|--:|--:|");
+            let _ = writeln!(
+                out,
+                "| Range ({}) | Count | Percent |\n|---|--:|--:|",
+                r.meta.unit
+            );
             for [range, count, pct] in range_cells(f, t) {
                 let _ = writeln!(out, "| {range} | {count} | {pct} |");
             }
-            if let Some(note) = grid_note(t) {
+            if let Some(note) = grid_note(t, r.meta.unit) {
                 let _ = writeln!(out, "\n_{note}_");
             }
         }
@@ -90,7 +94,8 @@ fn per_interval(out: &mut String, r: &Report) {
     );
     let _ = writeln!(
         out,
-        "| function | intervals | with calls | calls/interval | mean ns | p50 ns | p99 ns | max ns | calls outside |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+        "| function | intervals | with calls | calls/interval | mean {u} | p50 {u} | p99 {u} | max {u} | calls outside |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+        u = r.meta.unit
     );
     for f in &r.functions {
         let Some(p) = &f.per_interval else { continue };

@@ -11,7 +11,7 @@ pub(in crate::report) use table::context_lines;
 pub use table::table;
 
 use super::{BucketTable, FunctionReport, Report, kernel::BucketResolution};
-use crate::{probe::calibration_text::format_ns, stats::intervals::PerInterval};
+use crate::{capture::Clock, probe::calibration_text::format_ns, stats::intervals::PerInterval};
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| v.to_string())
@@ -45,8 +45,12 @@ pub fn headline(r: &Report) -> String {
         || "unknown duration".to_owned(),
         |d| format!("{:.1} s", d as f64 / 1e9),
     );
+    let clock = match r.meta.clock {
+        Clock::Wall => String::new(),
+        c => format!(" · {}", c.describe()),
+    };
     format!(
-        "kernel {} · {} · captured by damon-trace {}{}",
+        "kernel {} · {}{clock} · captured by damon-trace {}{}",
         r.meta.kernel_release,
         dur,
         r.meta.capture_tool_version,
@@ -59,24 +63,24 @@ pub fn headline(r: &Report) -> String {
 }
 
 /// Why the rows are as wide as they are, when it is not what was asked.
-pub fn grid_note(t: &BucketTable) -> Option<String> {
-    note_for(&t.grid)
+pub fn grid_note(t: &BucketTable, unit: &str) -> Option<String> {
+    note_for(&t.grid, unit)
 }
 
 /// The note of a grid: widened rows, and where the kernel's log2 buckets take over.
-pub fn note_for(grid: &crate::stats::buckets::BucketGrid) -> Option<String> {
+pub fn note_for(grid: &crate::stats::buckets::BucketGrid, unit: &str) -> Option<String> {
     // Rows as wide as the kernel's whole linear range: the log2 buckets are all there is.
     let linear_rows = grid.log2_from_ns.is_none_or(|from| grid.width_ns < from);
     let widened = grid.widened_from.filter(|_| linear_rows).map(|asked| {
         format!(
-            "rows are {} ns wide: {asked} ns rows up to the p99 would take more than 40 lines \
+            "rows are {} {unit} wide: {asked} {unit} rows up to the p99 would take more than 40 lines \
              (choose with --bucket-ns and --max-ns)",
             grid.width_ns
         )
     });
     let log2 = grid.log2_from_ns.map(|from| {
         format!(
-            "from {from} ns up the rows are the kernel's log2 buckets, each twice as wide as \
+            "from {from} {unit} up the rows are the kernel's log2 buckets, each twice as wide as \
              the one before (kernel mode; --hist-width widens the linear range)"
         )
     });

@@ -36,11 +36,12 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n{} ({}, {} records)", f.name, f.attach, f.matched);
-            let _ = writeln!(out, "{:<22} {:>9} {:>8}", "Range (ns)", "Count", "Percent");
+            let range = format!("Range ({})", r.meta.unit);
+            let _ = writeln!(out, "{range:<22} {:>9} {:>8}", "Count", "Percent");
             for [range, count, pct] in range_cells(f, t) {
                 let _ = writeln!(out, "{range:<22} {count:>9} {pct:>8}");
             }
-            if let Some(note) = grid_note(t) {
+            if let Some(note) = grid_note(t, r.meta.unit) {
                 let _ = writeln!(out, "({note})");
             }
         }
@@ -104,15 +105,15 @@ fn notes(out: &mut String, r: &Report) {
     if r.meta.mode == "kernel" {
         let _ = writeln!(
             out,
-            "latencies in ns, {}; kernel mode: `records` counts calls added to the in-kernel \
+            "latencies in {}, {}; kernel mode: `records` counts calls added to the in-kernel \
              histograms, count, min, mean and max are exact",
-            r.meta.latencies
+            r.meta.unit, r.meta.latencies
         );
     } else {
         let _ = writeln!(
             out,
-            "latencies in ns (nearest-rank percentiles over every record), {}",
-            r.meta.latencies
+            "latencies in {} (nearest-rank percentiles over every record), {}",
+            r.meta.unit, r.meta.latencies
         );
     }
     for f in &r.functions {
@@ -319,10 +320,10 @@ fn per_interval(out: &mut String, r: &Report, iv: &IntervalsReport) {
         "intervals",
         "w/calls",
         "calls/int",
-        "mean ns/int",
-        "p50 ns/int",
-        "p99 ns/int",
-        "max ns/int",
+        format!("mean {}/int", r.meta.unit),
+        format!("p50 {}/int", r.meta.unit),
+        format!("p99 {}/int", r.meta.unit),
+        format!("max {}/int", r.meta.unit),
         "outside"
     );
     for f in &r.functions {

@@ -97,6 +97,7 @@ pub(crate) fn stream_capture(
             args: Vec::new(),
             filter: Default::default(),
             disturbance: None,
+            clock: Default::default(),
         },
         records,
         summary: end.map(|(duration_ns, counters)| Summary::new(duration_ns, "duration", counters)),
@@ -237,6 +238,53 @@ fn csv_and_markdown() {
     let md = render::markdown(&r);
     assert!(md.contains("| `damon_hot_score` | fentry | 13 |"), "{md}");
     assert!(md.contains("| Range (ns) | Count | Percent |"), "{md}");
+}
+
+/// A capture of the instruction clock: every format names it and its unit (`insn`), the CSV
+/// header's duration columns too; the real wall-clock capture reads as `wall` (captures written
+/// before the clock existed have no field) and its text is as before.
+#[test]
+fn the_clock_and_its_unit_are_named_in_every_format() {
+    let mut c = capture(true);
+    c.meta.clock = crate::capture::Clock::Instructions;
+    let r = build(&c, &opts()).expect("report");
+    let text = render::table(&r, None);
+    for want in [
+        "· instruction clock (insn",
+        "latencies in insn",
+        "Range (insn)",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    let md = render::markdown(&r);
+    assert!(
+        md.contains("Latencies in insn") && md.contains("| Range (insn) |"),
+        "{md}"
+    );
+    let csv = render::csv(&r);
+    let header = csv.lines().next().expect("header");
+    assert!(
+        header.contains(",min_insn,mean_insn,") && !header.contains("_ns"),
+        "{header}"
+    );
+    let json = serde_json::to_value(&r).expect("json");
+    assert_eq!(json["meta"]["clock"], "instructions");
+    assert_eq!(json["meta"]["unit"], "insn");
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/migrate-hot-7.2.dtcap");
+    let wall = build(&read_file(&path).expect("fixture"), &opts()).expect("report");
+    assert_eq!(
+        serde_json::to_value(&wall).expect("json")["meta"]["clock"],
+        "wall"
+    );
+    let text = render::table(&wall, None);
+    assert!(
+        !text.contains("clock") && text.contains("Range (ns)"),
+        "{text}"
+    );
+    assert!(render::csv(&wall).starts_with(
+        "name,attach,mode,calls,count,matched,dropped,in_flight,orphan_exits,min_ns,"
+    ));
 }
 
 /// The real 7.2 capture (the one docs/live.md replays): its numbers, and tables that add up.
