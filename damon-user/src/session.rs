@@ -183,7 +183,7 @@ impl Session {
             }
         }
         if let (Some(cal), Some(c)) = (floor.as_mut(), config.calibration) {
-            calibrate::after_attach(cal, tracer.statuses(), c, mode);
+            calibrate::after_attach(cal, tracer.statuses(), c, mode, config.clock.unit());
         }
         if !tracer.any_attached() {
             bail!(

@@ -68,6 +68,9 @@ pub struct BenchOptions {
     /// The same build without the probes' log calls, for [`Config::StreamKsessionNoLog`].
     pub binary_no_log: Option<PathBuf>,
     pub out_dir: PathBuf,
+    /// The guests' clock (`--clock`): under the instruction clock every time is the
+    /// instructions executed, so "added per call" is the instructions a tracer adds.
+    pub clock: crate::vm::GuestClock,
 }
 
 /// The configurations `--configs` names, in table order, with untraced and bpftrace (the
@@ -380,6 +383,7 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
             .collect(),
     )
     .trees(vec![root])
+    .clock(opts.clock)
     .out_dir(&guest_out)
     .timeout(Duration::from_secs(600 + u64::from(opts.rounds) * 600))
     .run()?;
@@ -398,10 +402,19 @@ fn overhead(opts: &BenchOptions, md: &mut String, report: &mut Value) -> Result<
     let _ = writeln!(
         md,
         "## Per-call overhead\n\n`{}` traced in a loop of {calls} `getppid` calls, {} rounds, \
-         one boot of {} (QEMU TCG: ratios matter, absolute times do not); {version}.\n",
-        opts.func, opts.rounds, outcome.kernel_release
+         one boot of {} ({}); {version}.\n",
+        opts.func,
+        opts.rounds,
+        outcome.kernel_release,
+        match opts.clock {
+            crate::vm::GuestClock::Wall => "QEMU TCG: ratios matter, absolute times do not",
+            crate::vm::GuestClock::Instructions =>
+                "QEMU TCG under the instruction clock: every number is instructions executed \
+                 (insn), exact and the same in every boot; what they cost in time on hardware \
+                 is the wall clock's question",
+        }
     );
-    md.push_str(&table::markdown(&rows));
+    md.push_str(&table::markdown(&rows, opts.clock.unit()));
     let above = above_floor::above_floor(&runs);
     let _ = writeln!(
         md,
@@ -437,7 +450,13 @@ pub fn run(opts: &BenchOptions) -> Result<bool> {
         return boots::combine(opts);
     }
     let mut md = String::from("# damon-trace benchmarks\n\n");
-    let mut report = json!({ "func": opts.func, "calls": opts.calls, "rounds": opts.rounds });
+    let mut report = json!({
+        "func": opts.func,
+        "calls": opts.calls,
+        "rounds": opts.rounds,
+        "clock": opts.clock.as_str(),
+        "unit": opts.clock.unit(),
+    });
     let mut ok = true;
 
     if !opts.skip_overhead {

@@ -277,6 +277,8 @@ enum Cmd {
         /// Use this static damon-trace instead of building one.
         #[arg(long = "bin")]
         binary: Option<PathBuf>,
+        #[command(flatten)]
+        clock: ClockArgs,
     },
     /// The code's shape: no import cycle among damon-user's top-level modules, the domain
     /// importing neither commands nor cli nor clap, no file over 600 lines without a stated
@@ -559,6 +561,7 @@ fn bench_command(cmd: Cmd) -> Result<bool> {
         skip_overhead,
         configs,
         binary,
+        clock,
     } = cmd
     else {
         unreachable!("bench_command takes bench only")
@@ -585,7 +588,8 @@ fn bench_command(cmd: Cmd) -> Result<bool> {
         configs,
         binary,
         binary_no_log,
-        out_dir: xtask::util::target_dir().join("bench"),
+        out_dir: xtask::util::target_dir().join(clock.clock.dir_name("bench")),
+        clock: clock.clock,
     };
     bench::run(&opts)
 }

@@ -152,6 +152,14 @@ impl GuestClock {
         }
     }
 
+    /// The unit of a duration measured under this clock, as damon-trace names it.
+    pub fn unit(self) -> &'static str {
+        match self {
+            GuestClock::Wall => "ns",
+            GuestClock::Instructions => "insn",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             GuestClock::Wall => "wall",

@@ -14,11 +14,12 @@ pub fn format_ns(v: f64) -> String {
     }
 }
 
-/// `fentry/stream floor 812 ± 40 ns (80000 calls of 4 empty functions)`.
-pub fn describe_floor(f: &Floor) -> String {
+/// `fentry/stream floor 812 ± 40 ns (80000 calls of 4 empty functions)`, in `unit` (`ns`, or
+/// `insn` under the instruction clock).
+pub fn describe_floor(f: &Floor, unit: &str) -> String {
     match (&f.floor, &f.error) {
         (Some(d), _) => format!(
-            "{}/{} floor {} ± {} ns ({} calls of {}{})",
+            "{}/{} floor {} ± {} {unit} ({} calls of {}{})",
             f.attach,
             f.mode,
             format_ns(d.median_ns),

@@ -216,7 +216,7 @@ fn meta(capture: &Capture, opts: &ReportOptions, calibration: Option<&Calibratio
         ring_size: m.ring_size,
         complete: capture.summary.is_some(),
         calibration: m.calibration.clone(),
-        latencies: latencies_note(calibration),
+        latencies: latencies_note(calibration, m.clock.unit()),
         filter: filtered.then(|| FilterEcho {
             cpu: opts.cpu.clone(),
             pid: opts.pid.clone(),
@@ -229,7 +229,7 @@ fn meta(capture: &Capture, opts: &ReportOptions, calibration: Option<&Calibratio
 }
 
 /// What the latency columns are, and what corrected ones subtract (for every format).
-pub fn latencies_note(calibration: Option<&Calibration>) -> String {
+pub fn latencies_note(calibration: Option<&Calibration>, unit: &str) -> String {
     let raw = "raw: measured by the probes, including their own cost";
     match calibration {
         None => format!("{raw}; the capture has no calibration, so there is no corrected value"),
@@ -250,7 +250,7 @@ pub fn latencies_note(calibration: Option<&Calibration>) -> String {
              the probe's cost; negative: below the floor); {}",
             c.floors
                 .iter()
-                .map(describe_floor)
+                .map(|f| describe_floor(f, unit))
                 .collect::<Vec<_>>()
                 .join("; ")
         ),

@@ -472,12 +472,14 @@ fn ratio_cell(r: &Row) -> String {
     }
 }
 
-/// The Markdown table of the overhead rows.
-pub fn markdown(rows: &[Row]) -> String {
+/// The Markdown table of the overhead rows, times in `unit` (`ns`, or `insn` under the
+/// instruction clock: instructions per call).
+pub fn markdown(rows: &[Row], unit: &str) -> String {
     let mut s = String::new();
-    s.push_str(
-        "| configuration | ns/call (median) | added ns/call (median) | × untraced | added / bpftrace's [95 % interval] | target | calls traced (min) |\n\
-         |---|---:|---:|---:|---:|---|---:|\n",
+    let _ = writeln!(
+        s,
+        "| configuration | {unit}/call (median) | added {unit}/call (median) | × untraced | added / bpftrace's [95 % interval] | target | calls traced (min) |\n\
+         |---|---:|---:|---:|---:|---|---:|",
     );
     for r in rows {
         let target = match (r.target_vs_bpftrace, r.verdict) {

@@ -220,7 +220,7 @@ fn settle_status(cal: &mut Calibration) {
 
 /// One line per floor for stderr: `probe floor fentry/stream 812 ± 40 ns (20000 calls of
 /// bpf_fentry_test1); held-out bpf_fentry_test2 +2.0 ns; 1.9 s`.
-pub fn summary_lines(cal: &Calibration) -> Vec<String> {
+pub fn summary_lines(cal: &Calibration, unit: &str) -> Vec<String> {
     use crate::probe::calibration_text::describe_floor;
     if cal.status == CalibrationStatus::Skipped {
         return vec!["probe floor not measured (--no-calibrate): latencies are raw only".into()];
@@ -228,10 +228,10 @@ pub fn summary_lines(cal: &Calibration) -> Vec<String> {
     cal.floors
         .iter()
         .map(|f| {
-            let mut line = format!("probe {}", describe_floor(f));
+            let mut line = format!("probe {}", describe_floor(f, unit));
             if let Some(h) = &f.held_out {
                 line.push_str(&format!(
-                    "; held-out {} corrected {:+.1} ns",
+                    "; held-out {} corrected {:+.1} {unit}",
                     h.function, h.corrected_median_ns
                 ));
             }
@@ -270,6 +270,7 @@ pub fn after_attach(
     statuses: &[crate::capture::FunctionStatus],
     plan: CalibrationPlan,
     mode: ModeConfig,
+    unit: &str,
 ) {
     if let CalibrationPlan::Measure { calls } = plan {
         let used: Vec<AttachState> = statuses.iter().map(|s| s.attach).collect();
@@ -283,7 +284,7 @@ pub fn after_attach(
         }
         settle_status(cal);
     }
-    for line in summary_lines(cal) {
+    for line in summary_lines(cal, unit) {
         eprintln!("{line}");
     }
 }

@@ -70,7 +70,7 @@ fn describes_a_floor() {
     };
     f.settle_uncertainty();
     assert_eq!(
-        describe_floor(&f),
+        describe_floor(&f, "ns"),
         "kprobe/stream floor 120 ± 20 ns (5 calls of an empty function, 2 not timed)"
     );
     let failed = Floor {
@@ -79,7 +79,7 @@ fn describes_a_floor() {
         ..f
     };
     assert_eq!(
-        describe_floor(&failed),
+        describe_floor(&failed, "ns"),
         "kprobe/stream floor not measured: EPERM"
     );
 }
