@@ -43,7 +43,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
             after: side_runs(name, &inp.after, &mut sel_a, resolution),
         };
         warnings.extend(run_warnings(name, inp, &runs, resolution.is_some()));
-        let (f, w) = function(name, inp, &runs, opts, resolution.is_some())?;
+        let (f, w) = function(name, inp, &runs, opts, resolution.is_some(), clock.unit())?;
         warnings.extend(w);
         functions.push(f);
     }
@@ -223,6 +223,7 @@ fn function(
     runs: &Sides,
     opts: &ReportOptions,
     kernel_mode: bool,
+    unit: &'static str,
 ) -> Result<(FunctionComparison, Vec<String>), UsageError> {
     let (rb, ra) = (&runs.before, &runs.after);
     let (before, b, kb) = pooled(rb, methods(rb)[0]);
@@ -277,7 +278,7 @@ fn function(
         verdict: String::new(),
         runs_needed: None,
         workload_differs,
-        per_interval: intervals::compare(&Run::intervals(rb), &Run::intervals(ra)),
+        per_interval: intervals::compare(&Run::intervals(rb), &Run::intervals(ra), unit),
         values,
     };
     Ok((f, warnings))

@@ -70,6 +70,9 @@ pub struct IntervalComparison {
     pub mean_total_delta: Option<RunTest>,
     /// What may be said about the time per interval, in one line.
     pub verdict: String,
+    /// The unit of its times: `ns`, or `insn` under the instruction clock.
+    #[serde(skip)]
+    pub unit: &'static str,
 }
 
 /// One run's per-interval numbers of function `id`, when it has complete intervals.
@@ -81,7 +84,11 @@ pub fn of_run(c: &Capture, id: u32) -> Option<PerInterval> {
 
 /// Per-interval comparison of one function over each side's runs (those with intervals, as
 /// [`of_run`] gives them), when at least one run has intervals.
-pub fn compare(before: &[&PerInterval], after: &[&PerInterval]) -> Option<IntervalComparison> {
+pub fn compare(
+    before: &[&PerInterval],
+    after: &[&PerInterval],
+    unit: &'static str,
+) -> Option<IntervalComparison> {
     let (b, a) = (Side::pooled(before), Side::pooled(after));
     if b.is_none() && a.is_none() {
         return None;
@@ -90,19 +97,20 @@ pub fn compare(before: &[&PerInterval], after: &[&PerInterval]) -> Option<Interv
         (Some(b), Some(a)) => runs::welch(&b.run_mean_total_ns, &a.run_mean_total_ns),
         _ => None,
     };
-    let verdict = verdict(before.len(), after.len(), mean_total_delta.as_ref());
+    let verdict = verdict(before.len(), after.len(), mean_total_delta.as_ref(), unit);
     Some(IntervalComparison {
         before: b,
         after: a,
         mean_total_delta,
         verdict,
+        unit,
     })
 }
 
 /// The per-interval verdict: Welch's t on the runs' mean time per interval, at the
 /// comparison's level. Not adjusted with the medians' family: it is a second question (the
 /// time a DAMON interval spends in the function), asked of the same runs.
-fn verdict(nb: usize, na: usize, t: Option<&RunTest>) -> String {
+fn verdict(nb: usize, na: usize, t: Option<&RunTest>, unit: &str) -> String {
     use super::{p_text, signed};
     let Some(t) = t else {
         return format!(
@@ -113,7 +121,7 @@ fn verdict(nb: usize, na: usize, t: Option<&RunTest>) -> String {
     let runs = format!("{nb} and {na} runs");
     if t.p_value >= super::ALPHA {
         return format!(
-            "per-interval verdict: no significant difference over {runs}: mean {} ns an interval \
+            "per-interval verdict: no significant difference over {runs}: mean {} {unit} an interval \
              [95% CI {}, {}], Welch {}",
             signed(t.estimate),
             signed(t.lo),
@@ -123,7 +131,7 @@ fn verdict(nb: usize, na: usize, t: Option<&RunTest>) -> String {
     }
     let word = if t.estimate < 0.0 { "less" } else { "more" };
     format!(
-        "per-interval verdict: after spends {:.0} ns {word} an interval [95% CI {:.0}, {:.0}] \
+        "per-interval verdict: after spends {:.0} {unit} {word} an interval [95% CI {:.0}, {:.0}] \
          over {runs}, Welch {}",
         t.estimate.abs(),
         t.lo.abs().min(t.hi.abs()),
@@ -140,15 +148,16 @@ pub fn lines(c: &IntervalComparison) -> Vec<String> {
         "per interval", "before", "after", "after−before"
     )];
     type Get<'a> = &'a dyn Fn(&Side) -> f64;
-    let rows: [(&str, Get); 6] = [
-        ("intervals", &|s| s.intervals as f64),
-        ("calls (mean)", &|s| s.mean_calls),
-        ("ns mean", &|s| s.mean_total_ns),
-        ("ns p50", &|s| s.p50_total_ns as f64),
-        ("ns p99", &|s| s.p99_total_ns as f64),
-        ("ns max", &|s| s.max_total_ns as f64),
+    let u = c.unit;
+    let rows: [(String, Get); 6] = [
+        ("intervals".into(), &|s| s.intervals as f64),
+        ("calls (mean)".into(), &|s| s.mean_calls),
+        (format!("{u} mean"), &|s| s.mean_total_ns),
+        (format!("{u} p50"), &|s| s.p50_total_ns as f64),
+        (format!("{u} p99"), &|s| s.p99_total_ns as f64),
+        (format!("{u} max"), &|s| s.max_total_ns as f64),
     ];
-    for (label, get) in rows {
+    for (i, (label, get)) in rows.into_iter().enumerate() {
         let one = |s: &Side| {
             let v = get(s);
             if v.fract() == 0.0 {
@@ -166,7 +175,7 @@ pub fn lines(c: &IntervalComparison) -> Vec<String> {
             fmt(&c.before, &one),
             fmt(&c.after, &one)
         );
-        if label == "ns mean"
+        if i == 2
             && let Some(i) = c.mean_total_delta
         {
             line.push_str(&format!(

@@ -201,4 +201,14 @@ fn the_control_is_detected_only_by_a_slower_verdict() {
     assert!(!control_detected(
         "verdict: after is faster by 90 ns at the median\n"
     ));
+    // Under the instruction clock the delay is a longer path, tested or in every run.
+    assert!(control_detected(
+        "verdict: after is longer in every run: by 1001 insn at the median\n"
+    ));
+    assert!(control_detected(
+        "verdict: after is longer by 990 insn at the median [95% CI 900, 1080]\n"
+    ));
+    assert!(!control_detected(
+        "verdict: after is shorter in every run: by 20 insn at the median\n"
+    ));
 }

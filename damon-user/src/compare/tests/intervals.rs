@@ -38,7 +38,11 @@ fn cmp(before: &[&Capture], after: &[&Capture]) -> Option<IntervalComparison> {
         side.iter().filter_map(|c| of_run(c, 0)).collect()
     };
     let (b, a) = (runs(before), runs(after));
-    compare(&b.iter().collect::<Vec<_>>(), &a.iter().collect::<Vec<_>>())
+    compare(
+        &b.iter().collect::<Vec<_>>(),
+        &a.iter().collect::<Vec<_>>(),
+        "ns",
+    )
 }
 
 #[test]

@@ -33,7 +33,7 @@ fn medians_pair_each_round_with_its_own_untraced_run() {
     // 0.5 > 0.4: kernel mode misses its target.
     assert_eq!(get(Config::KernelFentry).target_met, Some(false));
     assert!(!rows.iter().any(|r| r.config == Config::StreamKprobe));
-    let md = markdown(&rows);
+    let md = markdown(&rows, "ns");
     assert!(md.contains("| damon-trace --mode stream --attach fentry (reader paused) | 200.0 | 100.0 | 2.00 | 0.50 [0.50, 0.50] | ≤ 0.7 ✓ met | 1000 |"), "{md}");
     assert!(md.contains("≤ 0.4 ✗ not met"), "{md}");
 }
@@ -49,7 +49,13 @@ fn a_tracer_that_missed_calls_cannot_meet_its_target() {
     let s = &rows[2];
     assert!(!s.all_traced);
     assert_eq!(s.target_met, Some(false));
-    assert!(markdown(&rows).contains("3 (short!)"));
+    assert!(markdown(&rows, "ns").contains("3 (short!)"));
+    // Under the instruction clock the header counts instructions.
+    let insn = markdown(&rows, "insn");
+    assert!(
+        insn.starts_with("| configuration | insn/call (median) | added insn/call (median) |"),
+        "{insn}"
+    );
     assert!(super::rows(&runs[1..], 1000).is_err());
 }
 
@@ -95,7 +101,7 @@ fn noisy_rounds_give_an_interval_and_a_verdict_only_when_it_is_clear() {
     let f = get(Config::FloorFentry);
     assert!(f.all_traced && f.verdict.is_none());
     assert!((f.vs_bpftrace.unwrap() - 0.2).abs() < 1e-9);
-    let md = markdown(&rows);
+    let md = markdown(&rows, "ns");
     // Its half-width 0.145 at 4 rounds, 0.05 from the target: ≈ 4 × 8.4 rounds.
     assert!(
         md.contains("≤ 0.4 ? unresolved — run more rounds (≈ 34 rounds)"),
