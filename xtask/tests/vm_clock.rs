@@ -127,7 +127,9 @@ fn vm_7_2_instruction_clock_gives_exact_path_lengths_named_in_every_view() {
     let err = read(dir, "mixed.err");
     assert_eq!(status.trim(), "2", "{err}");
     assert!(
-        err.contains("different clocks") && err.contains("(wall)") && err.contains("--clock"),
+        err.contains("different clocks")
+            && err.contains("(wall)")
+            && err.contains("under the same clock"),
         "{err}"
     );
     eprintln!(

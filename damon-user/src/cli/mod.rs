@@ -129,8 +129,7 @@ pub struct TraceArgs {
     /// The clock this machine's time runs on, stored in the capture and named by every view:
     /// wall (time, ns) or instructions (a QEMU guest started with `-icount shift=0`, whose
     /// clock advances one ns per instruction executed: durations are path lengths, shown in
-    /// insn). `cargo xtask vm --clock instructions` starts such a guest and sets
-    /// DAMON_TRACE_CLOCK in it.
+    /// insn). A harness that starts such a guest sets DAMON_TRACE_CLOCK=instructions in it.
     #[arg(long, value_enum, env = "DAMON_TRACE_CLOCK", default_value_t = ClockArg::Wall)]
     pub clock: ClockArg,
 }

@@ -88,8 +88,8 @@ fn one_clock(inp: &Inputs) -> Result<Clock, UsageError> {
     Err(UsageError(format!(
         "the captures were taken under different clocks: {}. Under the instruction clock a \
          duration is the instructions executed (insn), not time, so it cannot be set against \
-         wall-clock ns; compare captures of one clock (record both sides in guests started \
-         with the same `--clock`, e.g. `cargo xtask ab --clock instructions`)",
+         wall-clock ns; compare captures of one clock (record both sides under the same \
+         clock: in guests that all run QEMU's -icount, or all on the wall clock)",
         list.join(", ")
     )))
 }

@@ -84,6 +84,7 @@ mod openmetrics_exporter {
         let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses)
             .with_disturbance(crate::capture::DisturbanceStatus::measured(&c.meta));
         snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
+        snap.clock = c.meta.clock;
         if let Some(cal) = Calibration::from_meta(c.meta.calibration.as_ref()) {
             snap.process.probe_floors = ProcessMetrics::floors_from(&cal);
         }

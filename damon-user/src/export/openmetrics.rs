@@ -16,7 +16,7 @@ use damon_common::CallRecord;
 
 pub use self::{damon::DamonMetrics, process::ProcessMetrics};
 use crate::{
-    capture::{FunctionCounters, FunctionStatus},
+    capture::{Clock, FunctionCounters, FunctionStatus},
     report::disturbance::Disturbance,
 };
 
@@ -157,6 +157,9 @@ pub struct MetricsSnapshot {
     pub damon: DamonMetrics,
     /// The tool's own cost and probe floor; each rendered when set.
     pub process: ProcessMetrics,
+    /// The clock the durations were read from: under the instruction clock the families of
+    /// guest-clock values are `_instructions`, not `_seconds`.
+    pub clock: Clock,
 }
 
 impl MetricsSnapshot {
@@ -239,13 +242,38 @@ enum Kind {
     Info,
 }
 
-/// The exposition being written: the text and its format.
+/// The exposition being written: the text, its format, and the clock its guest times were
+/// read from.
 struct Text {
     out: String,
     format: Exposition,
+    clock: Clock,
 }
 
 impl Text {
+    /// A family of guest-clock values: `{stem}_seconds` in seconds, or under the instruction
+    /// clock `{stem}_instructions` in instructions executed (so that no scrape can take a path
+    /// length for a time), with its unit and what its help says the values are.
+    fn timed(&self, stem: &str) -> (String, &'static str, &'static str) {
+        match self.clock {
+            Clock::Wall => (format!("{stem}_seconds"), "seconds", "time"),
+            Clock::Instructions => (
+                format!("{stem}_instructions"),
+                "instructions",
+                "instructions executed, under QEMU's instruction clock (not time)",
+            ),
+        }
+    }
+
+    /// A guest-clock value (ns of the clock) as this exposition writes it: seconds, or whole
+    /// instructions.
+    fn time_value(&self, ns: u128) -> String {
+        match self.clock {
+            Clock::Wall => seconds(ns),
+            Clock::Instructions => ns.to_string(),
+        }
+    }
+
     /// A family's metadata. `name` is the OpenMetrics family name (a counter's without
     /// `_total`, an info's without `_info`); 0.0.4 names the sample series instead, calls an
     /// info metric a gauge, has no units and escapes only `\\` and newlines in help.
@@ -290,6 +318,7 @@ pub fn render_as(s: &MetricsSnapshot, format: Exposition) -> String {
     let mut t = Text {
         out: String::new(),
         format,
+        clock: s.clock,
     };
     histogram(&mut t, s);
     counters(&mut t, s);
@@ -329,32 +358,40 @@ fn per_function(
 
 /// The latency histogram of every function.
 fn histogram(t: &mut Text, s: &MetricsSnapshot) {
-    let h = "damon_trace_call_duration_seconds";
+    let (h, unit, what) = t.timed("damon_trace_call_duration");
     let help = if s.mode == "kernel" {
-        "Per-call latency of traced kernel functions (raw: includes the probe's own cost; \
-         kernel mode: from in-kernel buckets, each counted at the first `le` its whole bucket lies under)."
+        format!(
+            "Per-call latency of traced kernel functions, in {what} (raw: includes the probe's \
+             own cost; kernel mode: from in-kernel buckets, each counted at the first `le` its \
+             whole bucket lies under)."
+        )
     } else {
-        "Per-call latency of traced kernel functions (raw: includes the probe's own cost)."
+        format!(
+            "Per-call latency of traced kernel functions, in {what} (raw: includes the probe's \
+             own cost)."
+        )
     };
-    t.family(h, Kind::Histogram, Some("seconds"), help);
+    t.family(&h, Kind::Histogram, Some(unit), &help);
     for f in &s.functions {
         duration_samples(
             t,
-            h,
+            &h,
             &format!("function=\"{}\"", escape(&f.name)),
             &f.latency,
         );
     }
 }
 
-/// The samples of one histogram over [`BOUNDS_NS`], in seconds.
+/// The samples of one histogram over [`BOUNDS_NS`], in seconds (instructions under the
+/// instruction clock).
 fn duration_samples(t: &mut Text, name: &str, labels: &str, d: &DurationHistogram) {
     let les = BOUNDS_NS
         .iter()
-        .map(|&b| seconds(u128::from(b)))
+        .map(|&b| t.time_value(u128::from(b)))
         .chain(std::iter::once("+Inf".to_owned()));
     let buckets: Vec<(String, u64)> = les.zip(d.buckets.iter().copied()).collect();
-    histogram_samples(t, name, labels, &buckets, &seconds(d.sum_ns), d.count);
+    let sum = t.time_value(d.sum_ns);
+    histogram_samples(t, name, labels, &buckets, &sum, d.count);
 }
 
 /// The samples of one histogram: `buckets` are `(le, observations in the bucket)` in order,

@@ -88,6 +88,59 @@ fn per_call_csv_names_the_instruction_clock() {
     );
 }
 
+/// Under the instruction clock the guest-clock families count instructions: their names,
+/// units and help say so, their bounds and sums are whole instructions, and none of them is
+/// left in seconds; the counts are the wall-clock export's.
+#[test]
+fn openmetrics_names_the_instruction_clock() {
+    let mut c = fixture();
+    c.meta.clock = crate::capture::Clock::Instructions;
+    let mut out = Vec::new();
+    exporter(ExportFormat::Openmetrics, opts())
+        .export(&c, &mut out)
+        .expect("export");
+    let text = String::from_utf8(out).expect("utf-8");
+    let insn = "damon_trace_call_duration_instructions";
+    assert!(
+        text.contains(&format!("# UNIT {insn} instructions")),
+        "{text}"
+    );
+    assert!(
+        text.contains("under QEMU's instruction clock (not time)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("damon_trace_call_duration_seconds"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("damon_trace_interval_cost_seconds"),
+        "{text}"
+    );
+    let samples = parse_samples(&text);
+    let wall = parse_samples(&export(ExportFormat::Openmetrics, opts()));
+    let count = |s: &[(String, BTreeMap<String, String>, f64)], name: &str| -> f64 {
+        s.iter().filter(|(n, ..)| n == name).map(|(.., v)| v).sum()
+    };
+    assert_eq!(
+        count(&samples, &format!("{insn}_count")),
+        count(&wall, "damon_trace_call_duration_seconds_count")
+    );
+    let sum = count(&samples, &format!("{insn}_sum"));
+    let wall_sum = count(&wall, "damon_trace_call_duration_seconds_sum");
+    assert!(
+        (sum - wall_sum * 1e9).abs() < 1.0 && sum.fract() == 0.0,
+        "{sum} {wall_sum}"
+    );
+    assert!(
+        samples
+            .iter()
+            .filter(|(n, ..)| n == &format!("{insn}_bucket"))
+            .all(|(_, l, _)| l["le"] == "+Inf" || !l["le"].contains('.')),
+        "whole-instruction bounds"
+    );
+}
+
 #[test]
 fn per_bucket_csv_adds_up() {
     let text = export(ExportFormat::CsvBuckets, opts());

@@ -148,6 +148,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut snapshot = MetricsSnapshot::new(&meta.kernel.release, &meta.mode, &meta.functions)
         .with_disturbance(crate::capture::DisturbanceStatus::measured(&meta));
+    snapshot.clock = meta.clock;
     if let Some(cal) = Calibration::from_meta(meta.calibration.as_ref()) {
         snapshot.process.probe_floors = ProcessMetrics::floors_from(&cal);
     }

@@ -23,7 +23,7 @@ fn mixed_clocks_are_refused_with_cause_and_remedy() {
         "different clocks",
         "before.dtcap (wall)",
         "after.dtcap (instructions)",
-        "--clock",
+        "under the same clock",
     ] {
         assert!(err.0.contains(want), "{want}: {}", err.0);
     }

@@ -78,10 +78,11 @@ const INTERVAL_COST_HELP: &str = "Time a DAMON function took per complete aggreg
 
 pub(super) fn render(t: &mut Text, d: &DamonMetrics) {
     if !d.interval_cost.is_empty() {
-        let name = "damon_trace_interval_cost_seconds";
-        t.family(name, Kind::Histogram, Some("seconds"), INTERVAL_COST_HELP);
+        let (name, unit, what) = t.timed("damon_trace_interval_cost");
+        let help = format!("{INTERVAL_COST_HELP} In {what}.");
+        t.family(&name, Kind::Histogram, Some(unit), &help);
         for (f, h) in &d.interval_cost {
-            duration_samples(t, name, &format!("function=\"{}\"", escape(f)), h);
+            duration_samples(t, &name, &format!("function=\"{}\"", escape(f)), h);
         }
     }
     if let Some(pages) = d.migrated_pages {

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{Kind, Text, escape};
+use crate::capture::Clock;
 
 /// The probe floor of one attach method and trace mode: the median duration of an empty
 /// function, which every latency of that kind includes.
@@ -67,15 +68,20 @@ pub(super) fn render(t: &mut Text, p: &ProcessMetrics) {
         let _ = writeln!(t.out, "process_resident_memory_bytes {rss}");
     }
     if !p.probe_floors.is_empty() {
-        let name = "damon_trace_probe_floor_seconds";
-        t.family(name, Kind::Gauge, Some("seconds"), FLOOR_HELP);
+        let (name, unit, what) = t.timed("damon_trace_probe_floor");
+        let help = format!("{FLOOR_HELP} In {what}.");
+        t.family(&name, Kind::Gauge, Some(unit), &help);
         for f in &p.probe_floors {
+            // Kept in seconds; under the instruction clock each "second" is 1e9 instructions.
+            let value = match t.clock {
+                Clock::Wall => f.seconds.to_string(),
+                Clock::Instructions => format!("{}", (f.seconds * 1e9).round()),
+            };
             let _ = writeln!(
                 t.out,
-                "{name}{{attach=\"{}\",mode=\"{}\"}} {}",
+                "{name}{{attach=\"{}\",mode=\"{}\"}} {value}",
                 escape(&f.attach),
                 escape(&f.mode),
-                f.seconds
             );
         }
     }

@@ -141,6 +141,7 @@ fn escaping_follows_each_format() {
     let mut t = Text {
         out: String::new(),
         format: Exposition::PrometheusText004,
+        clock: Default::default(),
     };
     t.family("x", Kind::Gauge, None, "a \\ b \"c\"\nd");
     // 0.0.4 help escapes only backslash and newline; quotes stay.
@@ -148,6 +149,7 @@ fn escaping_follows_each_format() {
     let mut t = Text {
         out: String::new(),
         format: Exposition::OpenMetrics,
+        clock: Default::default(),
     };
     t.family("x", Kind::Gauge, None, "a \\ b \"c\"\nd");
     assert_eq!(t.out, "# TYPE x gauge\n# HELP x a \\\\ b \\\"c\\\"\\nd\n");
