@@ -62,7 +62,7 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         only_after: only(&na, &nb),
         functions,
         warnings,
-        method: method(runs_before, runs_after, tested, opts.clean_only),
+        method: method(runs_before, runs_after, tested, opts.clean_only, clock),
         clock,
         unit: clock.unit(),
     })
@@ -421,7 +421,21 @@ fn judged_on_clean(f: &FunctionComparison) -> String {
 }
 
 /// How the comparison was made, for the reader of the JSON and the tables' footers.
-fn method(runs_before: usize, runs_after: usize, tested: usize, clean_only: bool) -> Method {
+fn method(
+    runs_before: usize,
+    runs_after: usize,
+    tested: usize,
+    clean_only: bool,
+    clock: Clock,
+) -> Method {
+    let every_run = match clock {
+        Clock::Wall => "",
+        Clock::Instructions => {
+            "; under the instruction clock, a side whose runs all give one median is exact, \
+             and a difference with every run of the other side beyond it is stated as a \
+             difference in every run, without a test"
+        }
+    };
     Method {
         unit: "run",
         runs_before,
@@ -431,7 +445,7 @@ fn method(runs_before: usize, runs_after: usize, tested: usize, clean_only: bool
             format!(
                 "Welch's t on the per-run medians ({runs_before} and {runs_after} runs), \
                  two-sided; significant when the Holm-adjusted p-value across the {tested} \
-                 functions tested is below {ALPHA}",
+                 functions tested is below {ALPHA}{every_run}",
             )
         } else {
             "none: a side has one run, so the run-to-run variation is unknown; the \

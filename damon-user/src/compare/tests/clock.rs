@@ -102,7 +102,17 @@ fn a_difference_in_every_run_is_stated_under_the_instruction_clock() {
         "{}",
         t.verdict
     );
+    assert!(
+        c.method.verdict.contains("difference in every run"),
+        "{}",
+        c.method.verdict
+    );
     let wall = compare_runs(&[run(300, 60), run(300, 80)], &[run(300, 0), run(300, 0)]);
+    assert!(
+        !wall.method.verdict.contains("every run"),
+        "{}",
+        wall.method.verdict
+    );
     let w = timer(&wall);
     assert!(
         !w.significant && !w.verdict.contains("every run"),
