@@ -117,8 +117,9 @@ pub enum GuestClock {
 /// `sleep=on` (QEMU's default, stated), so that an idle guest's clock follows the host's and a
 /// guest's sleeps and `--duration`s last about as long as they say (with `sleep=off` the clock
 /// jumps to the next timer whenever the guest idles). `align` stays off: it only delays the
-/// host to keep the two clocks close, it does not change what is counted. Measured in
-/// docs/accuracy.md ("The instruction clock").
+/// host to keep the two clocks close, it does not change what is counted. What was measured
+/// with these options, and what only QEMU's documentation says: docs/accuracy.md ("The
+/// instruction clock").
 pub const ICOUNT: &str = "shift=0,sleep=on";
 
 /// `--clock` of every command that boots a guest.
