@@ -431,9 +431,9 @@ fn method(
     let every_run = match clock {
         Clock::Wall => "",
         Clock::Instructions => {
-            "; under the instruction clock, a side whose runs all give one median is exact, \
-             and a difference with every run of the other side beyond it is stated as a \
-             difference in every run, without a test"
+            "; under the instruction clock, a side whose calls all take one path length (its \
+             runs' medians equal, its p50 = p99) is exact, and a difference with every run of \
+             the other side beyond it is stated as a difference in every run, without a test"
         }
     };
     Method {

@@ -86,14 +86,39 @@ fn instruction_captures_are_labelled_in_every_format() {
     assert_eq!(serde_json::to_value(&w).expect("json")["clock"], "wall");
 }
 
-/// A side the same in every run and the other beyond it in every run: under the instruction
-/// clock said as a difference in every run with its size, under the wall clock left to Welch
-/// (whose one degree of freedom leaves it unresolved), and an A/A of identical runs is no
-/// difference, with nothing undefined in the text.
+/// One path length: every call of a run `d` instructions (the after side of seed-000).
+fn exact(d: u64) -> Capture {
+    under(
+        Clock::Instructions,
+        capture(&[d; 300], AttachState::Fentry, AttachState::Fentry, "cpu"),
+    )
+}
+
+/// A side whose calls all take one value, and the other beyond it in every run: under the
+/// instruction clock said as a difference in every run with its size, under the wall clock
+/// left to Welch (whose one degree of freedom leaves it unresolved). A side whose calls vary
+/// but whose medians agree by chance is not exact: Welch decides. An A/A of identical runs is
+/// no difference, with nothing undefined in the text.
 #[test]
 fn a_difference_in_every_run_is_stated_under_the_instruction_clock() {
     let insn = |shift| under(Clock::Instructions, run(300, shift));
+    let c = compare_runs(&[insn(49), insn(69)], &[exact(1500), exact(1500)]);
+    let t = timer(&c);
+    assert!(t.significant, "{}", t.verdict);
+    assert!(
+        t.verdict
+            .starts_with("after is shorter in every run: by 60–80 insn at the median"),
+        "{}",
+        t.verdict
+    );
+    // Equal medians from varying calls (p50 ≠ p99): not exact, so Welch's df 1 decides.
     let c = compare_runs(&[insn(60), insn(80)], &[insn(0), insn(0)]);
+    assert!(
+        !timer(&c).verdict.contains("every run"),
+        "{}",
+        timer(&c).verdict
+    );
+    let c = compare_runs(&[insn(49), insn(69)], &[exact(1500), exact(1500)]);
     let t = timer(&c);
     assert!(t.significant, "{}", t.verdict);
     assert!(
@@ -120,7 +145,7 @@ fn a_difference_in_every_run_is_stated_under_the_instruction_clock() {
         w.verdict
     );
 
-    let aa = compare_runs(&[insn(0), insn(0)], &[insn(0), insn(0)]);
+    let aa = compare_runs(&[exact(568), exact(568)], &[exact(568), exact(568)]);
     let t = timer(&aa);
     assert!(!t.significant, "{}", t.verdict);
     assert!(
