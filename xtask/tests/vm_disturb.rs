@@ -134,9 +134,11 @@ fn median<T: PartialOrd + Copy>(mut v: Vec<T>) -> T {
 }
 
 /// Calls made in turn without and with a disturbance (even- and odd-numbered): how much longer
-/// a clean call with it is than the clean calls just before and after it, without it. Per
-/// odd-numbered clean call whose two neighbours are clean, its duration over their mean; the
-/// median of those ratios, and how many there were.
+/// a clean call with it is than the clean calls nearest before and after it, without it. Per
+/// odd-numbered clean call, the nearest clean even-numbered call on each side within
+/// [`NEAREST`] calls of that kind (on 6.1 a 1 MiB read takes milliseconds and meets the tick
+/// often, so the very next call is often not clean): its duration over their mean (or over
+/// the one found); the median of those ratios, and how many there were.
 ///
 /// Under TCG the guest's clock is the host's, so whatever slows the host's thread (another
 /// guest, a compiler beside it) stretches calls with no event the guest could see: such calls
@@ -144,30 +146,42 @@ fn median<T: PartialOrd + Copy>(mut v: Vec<T>) -> T {
 /// for a while and 111 µs after, or spread from 144 to 315 µs; the median of each half then
 /// falls in one mode or the other, and once the halves' medians were 171 and 141 µs. Neighbours
 /// a millisecond apart share the host's speed: over 28 such runs the median ratio stayed
-/// within 0.7 % of 1 while the halves' medians moved by up to 3 %, and on a run's calls with
+/// within 0.8 % of 1 while the halves' medians moved by up to 3 %, and on a run's calls with
 /// every other one slowed by 1.2 or 1.5 it was 1.20 and 1.50 (docs/accuracy.md).
 fn beside_neighbours(calls: &[Call]) -> (f64, usize) {
-    let ratios: Vec<f64> = calls
-        .windows(3)
+    let clean_at = |j: usize| calls.get(j).filter(|c| c.clean()).map(|c| c.duration_ns);
+    let ratios: Vec<f64> = (1..calls.len())
         .step_by(2)
-        .filter(|w| w.iter().all(Call::clean))
-        .map(|w| w[1].duration_ns as f64 * 2.0 / (w[0].duration_ns + w[2].duration_ns) as f64)
+        .filter(|&i| calls[i].clean())
+        .filter_map(|i| {
+            let before = (0..NEAREST).find_map(|k| clean_at(i.checked_sub(2 * k + 1)?));
+            let after = (0..NEAREST).find_map(|k| clean_at(i + 2 * k + 1));
+            let near: Vec<u64> = before.into_iter().chain(after).collect();
+            (!near.is_empty()).then(|| {
+                calls[i].duration_ns as f64 * near.len() as f64 / near.iter().sum::<u64>() as f64
+            })
+        })
         .collect();
     let n = ratios.len();
     (if n == 0 { f64::NAN } else { median(ratios) }, n)
 }
 
+/// How far [`beside_neighbours`] looks for a clean call without the disturbance, in calls of
+/// that kind, on each side.
+const NEAREST: usize = 3;
+
 /// Clean calls of workload `calls` (alternately without and with `what`) are as long with it
-/// as without: [`beside_neighbours`] within 15 %, over at least 20 triples of clean calls.
+/// as without: [`beside_neighbours`] within 15 %, over at least 10 clean calls with it.
 fn same_when_clean(calls: &[Call], what: &str, ctx: &str) -> (f64, usize) {
     let (ratio, n) = beside_neighbours(calls);
     assert!(
-        n >= 20,
-        "{ctx}: only {n} calls {what} clean with both neighbours clean, too few to compare"
+        n >= 10,
+        "{ctx}: only {n} calls {what} clean with a clean call near them without it, too few \
+         to compare"
     );
     assert!(
         (ratio - 1.0).abs() < 0.15,
-        "{ctx}: clean calls {what} last {ratio:.3} times as long as the clean calls just \
+        "{ctx}: clean calls {what} last {ratio:.3} times as long as the clean calls nearest \
          before and after them without it (median over {n})"
     );
     (ratio, n)
