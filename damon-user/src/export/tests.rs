@@ -72,16 +72,17 @@ fn per_call_csv() {
     );
 }
 
+/// The fixture as if recorded under the instruction clock.
+fn instruction_clock() -> Capture {
+    let mut c = fixture();
+    c.meta.clock = crate::capture::Clock::Instructions;
+    c
+}
+
 /// Under the instruction clock the duration column names its unit.
 #[test]
 fn per_call_csv_names_the_instruction_clock() {
-    let mut c = fixture();
-    c.meta.clock = crate::capture::Clock::Instructions;
-    let mut out = Vec::new();
-    exporter(ExportFormat::Csv, opts())
-        .export(&c, &mut out)
-        .expect("export");
-    let text = String::from_utf8(out).expect("utf-8");
+    let text = export_capture(&instruction_clock(), ExportFormat::Csv).expect("export");
     assert_eq!(
         text.lines().next(),
         Some("function,cpu,pid,tid,entry_ns,duration_insn,value")
@@ -93,13 +94,7 @@ fn per_call_csv_names_the_instruction_clock() {
 /// left in seconds; the counts are the wall-clock export's.
 #[test]
 fn openmetrics_names_the_instruction_clock() {
-    let mut c = fixture();
-    c.meta.clock = crate::capture::Clock::Instructions;
-    let mut out = Vec::new();
-    exporter(ExportFormat::Openmetrics, opts())
-        .export(&c, &mut out)
-        .expect("export");
-    let text = String::from_utf8(out).expect("utf-8");
+    let text = export_capture(&instruction_clock(), ExportFormat::Openmetrics).expect("export");
     let insn = "damon_trace_call_duration_instructions";
     assert!(
         text.contains(&format!("# UNIT {insn} instructions")),

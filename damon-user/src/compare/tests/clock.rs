@@ -111,26 +111,17 @@ fn a_difference_in_every_run_is_stated_under_the_instruction_clock() {
         "{}",
         t.verdict
     );
+    assert!(
+        c.method.verdict.contains("difference in every run"),
+        "{}",
+        c.method.verdict
+    );
     // Equal medians from varying calls (p50 ≠ p99): not exact, so Welch's df 1 decides.
     let c = compare_runs(&[insn(60), insn(80)], &[insn(0), insn(0)]);
     assert!(
         !timer(&c).verdict.contains("every run"),
         "{}",
         timer(&c).verdict
-    );
-    let c = compare_runs(&[insn(49), insn(69)], &[exact(1500), exact(1500)]);
-    let t = timer(&c);
-    assert!(t.significant, "{}", t.verdict);
-    assert!(
-        t.verdict
-            .starts_with("after is shorter in every run: by 60–80 insn at the median"),
-        "{}",
-        t.verdict
-    );
-    assert!(
-        c.method.verdict.contains("difference in every run"),
-        "{}",
-        c.method.verdict
     );
     let wall = compare_runs(&[run(300, 60), run(300, 80)], &[run(300, 0), run(300, 0)]);
     assert!(
