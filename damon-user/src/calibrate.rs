@@ -5,19 +5,34 @@ use std::process::ExitCode;
 use anyhow::bail;
 
 use crate::{
+    capture::Clock,
     cli::CalibrateArgs,
     probe::calibrate::{FloorRequest, HELD_OUT_FUNCTION, calibrate, progress_line},
     stats::calibration::CalibrationStatus,
     trace::{AttachChoice, AttachMethod, ModeConfig, TraceMode},
 };
 
+/// `calibrate --format json`: a capture's meta.calibration, and the clock its values count.
+#[derive(serde::Serialize)]
+struct Document<'a> {
+    clock: &'static str,
+    unit: &'static str,
+    #[serde(flatten)]
+    calibration: &'a crate::stats::calibration::Calibration,
+}
+
 /// Exit 1 when no floor could be measured.
 pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
     let cal = calibrate(&requests(args), args.calls, &mut progress_line);
+    let clock = Clock::from(args.clock);
     let text = if args.format.json() {
-        crate::output::json_document(&cal)?
+        crate::output::json_document(&Document {
+            clock: clock.as_str(),
+            unit: clock.unit(),
+            calibration: &cal,
+        })?
     } else {
-        crate::probe::calibration_text::render_text(&cal)
+        crate::probe::calibration_text::render_text(&cal, clock)
     };
     crate::output::write_stdout(&text)?;
     if cal.status != CalibrationStatus::Ok {

@@ -95,6 +95,17 @@ pub struct VmOptions {
     pub clock: GuestClock,
 }
 
+/// A guest script as a status line shows it: a one-line command whole, a longer script by its
+/// first line and its length (the script itself is in the test or command that wrote it).
+fn first_line(cmd: &str) -> String {
+    let mut lines = cmd.trim().lines();
+    let first = lines.next().unwrap_or_default();
+    match lines.count() {
+        0 => first.to_owned(),
+        more => format!("{first} … ({} lines)", more + 1),
+    }
+}
+
 /// The environment variable that tells the guest's `damon-trace` its clock (`record --clock`).
 pub const CLOCK_ENV: &str = "DAMON_TRACE_CLOCK";
 
@@ -287,11 +298,15 @@ pub fn run(opts: &VmOptions) -> Result<VmOutcome> {
     status(
         "vm",
         format!(
-            "booting {} ({}), timeout {} s: {}",
+            "booting {} ({}){}, timeout {} s: {}",
             kernel.release,
             opts.kernel,
+            match opts.clock {
+                GuestClock::Wall => "",
+                GuestClock::Instructions => ", instruction clock",
+            },
             opts.timeout.as_secs(),
-            opts.cmd
+            first_line(&opts.cmd)
         ),
     );
     let start = Instant::now();

@@ -8,12 +8,18 @@
 //! - A/A: two sessions a side of the same loop in this boot compare as no difference, with
 //!   finite numbers (identical per-run medians, a run-to-run SD of 0, must not make a verdict);
 //! - a capture stated to be of the wall clock (`record --clock wall`) is refused beside them,
-//!   with the cause and the remedy.
+//!   with the cause and the remedy;
+//! - `calibrate` under this clock: every attach method's floor in instructions, checked as
+//!   `vm_calibrate` checks wall-clock floors (the held-out empty function within the stated ±).
 use std::time::Duration;
 
 mod common;
-use common::{boot_ok, function, guest, json, read, u};
+use common::{boot_ok, floor::check_floor, function, guest, json, read, u};
 use xtask::{kernel::Kernel, vm::GuestClock};
+
+/// Test runs per calibration function: under this clock a floor is nearly one value per
+/// function, so a few thousand calls say as much as `vm_calibrate`'s 20 000.
+const CAL_CALLS: u64 = 2000;
 
 const SCRIPT: &str = r#"
 set -e
@@ -28,6 +34,8 @@ session() {
   kill -INT $rec
   wait $rec
 }
+damon-trace calibrate --calls {CAL_CALLS} --attach auto --json > /out/cal.json 2> /out/cal.err
+damon-trace calibrate --calls 200 --attach fentry > /out/cal.txt 2>> /out/cal.err
 session loop 20000
 damon-trace report /out/loop.dtcap --format json > /out/loop.report.json
 damon-trace report /out/loop.dtcap > /out/loop.txt
@@ -46,7 +54,11 @@ echo $? > /out/mixed.status
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_instruction_clock_gives_exact_path_lengths_named_in_every_view() {
-    let script = format!("{}{SCRIPT}", common::RECORDER_HELPERS);
+    let script = format!(
+        "{}{}",
+        common::RECORDER_HELPERS,
+        SCRIPT.replace("{CAL_CALLS}", &CAL_CALLS.to_string())
+    );
     let run = boot_ok(
         guest(Kernel::Debian72, script, Duration::from_secs(900)).clock(GuestClock::Instructions),
     );
@@ -132,8 +144,44 @@ fn vm_7_2_instruction_clock_gives_exact_path_lengths_named_in_every_view() {
             && err.contains("under the same clock"),
         "{err}"
     );
+    check_calibration(dir, &run.kernel_release);
     eprintln!(
         "{}: {same} of 20000 getppid calls at {mode} insn; A/A: {verdict}",
         run.kernel_release
+    );
+}
+
+/// Calibration under the instruction clock: one floor per attach method 7.2 has, in
+/// instructions, each as sound as a wall-clock one (`common::floor::check_floor`).
+fn check_calibration(dir: &std::path::Path, release: &str) {
+    // Calibration: one floor per attach method, in instructions, each as sound as a wall one.
+    let cal = json(dir, "cal.json");
+    assert_eq!(
+        (&cal["clock"], &cal["unit"]),
+        (
+            &serde_json::json!("instructions"),
+            &serde_json::json!("insn")
+        ),
+        "{}",
+        read(dir, "cal.err")
+    );
+    let attaches: Vec<&str> = cal["floors"]
+        .as_array()
+        .expect("floors")
+        .iter()
+        .map(|fl| fl["attach"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        attaches,
+        ["fentry", "kprobe", "kprobe-session", "fsession"],
+        "{cal}"
+    );
+    for fl in cal["floors"].as_array().expect("floors") {
+        eprintln!("{} {}", release, check_floor(fl, CAL_CALLS, "insn"));
+    }
+    let cal_text = read(dir, "cal.txt");
+    assert!(
+        cal_text.starts_with("clock: instruction clock") && cal_text.contains(" insn (raw median"),
+        "{cal_text}"
     );
 }

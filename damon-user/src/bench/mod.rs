@@ -295,6 +295,7 @@ pub fn run_decode(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
 fn measure_aggregation(image: &RingImage, total: u64, batch: usize) -> anyhow::Result<Measured> {
     let mut app = App::new(AppConfig {
         kernel_release: "bench".into(),
+        clock: crate::capture::Clock::Wall,
         origin: Origin::Live,
         recording: None,
         functions: statuses(),

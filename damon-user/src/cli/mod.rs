@@ -451,7 +451,12 @@ pub struct CalibrateArgs {
     /// will use it.
     #[arg(long, value_name = "NS", default_value_t = damon_common::DEFAULT_HIST_WIDTH_NS, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), allow_hyphen_values = true)]
     pub hist_width: u64,
-    /// json: the shape of a capture's meta.calibration.
+    /// The clock this machine's time runs on: wall (ns) or instructions (a QEMU guest under
+    /// `-icount shift=0`: floors are instructions, shown in insn). Set by
+    /// DAMON_TRACE_CLOCK as for record.
+    #[arg(long, value_enum, env = "DAMON_TRACE_CLOCK", default_value_t = ClockArg::Wall)]
+    pub clock: ClockArg,
+    /// json: the shape of a capture's meta.calibration, with the clock beside it.
     #[command(flatten)]
     pub format: FormatArgs,
 }

@@ -2,7 +2,10 @@
 //! `damon-trace calibrate` prints (the numbers are `stats::calibration`'s).
 use std::fmt::Write as _;
 
-use crate::stats::calibration::{Calibration, CalibrationStatus, Floor};
+use crate::{
+    capture::Clock,
+    stats::calibration::{Calibration, CalibrationStatus, Floor},
+};
 
 /// A corrected value for a table: whole ns when the floor is exact, one decimal otherwise;
 /// the sign kept (`-3`).
@@ -40,9 +43,13 @@ pub fn describe_floor(f: &Floor, unit: &str) -> String {
     }
 }
 
-/// What `damon-trace calibrate` prints: per floor its distribution and the held-out check.
-pub fn render_text(c: &Calibration) -> String {
+/// What `damon-trace calibrate` prints: per floor its distribution and the held-out check,
+/// in the unit of `clock` (named on its own line first unless it is the wall clock).
+pub fn render_text(c: &Calibration, clock: Clock) -> String {
     let mut out = String::new();
+    if clock != Clock::Wall {
+        let _ = writeln!(out, "clock: {}", clock.describe());
+    }
     // Floors that failed say why on their own line; the detail is for when there are none.
     if c.status != CalibrationStatus::Ok && c.floors.is_empty() {
         let _ = writeln!(
@@ -54,26 +61,33 @@ pub fn render_text(c: &Calibration) -> String {
                 .unwrap_or_default()
         );
     }
-    header(&mut out, c);
+    // The widest `attach/mode` label sets the first column (`kprobe-session/kernel`).
+    let w = c
+        .floors
+        .iter()
+        .map(|f| f.attach.len() + 1 + f.mode.len())
+        .fold(14, usize::max);
+    header(&mut out, c, w);
     for f in &c.floors {
-        floor_lines(&mut out, c, f);
+        floor_lines(&mut out, c, f, clock.unit(), w);
     }
     let _ = writeln!(
         out,
-        "ns, timing {} (pooled) with the session's own programs; corrected = raw − median; \
+        "{}, timing {} (pooled) with the session's own programs; corrected = raw − median; \
          spread = (p95 − p5)/2 (+ half a bucket in kernel mode); betw.fn = 95 % prediction \
          half-width of a new function's median from the pooled ones'; ± = √(spread² + betw.fn²); \
          the held-out function's corrected median should be within ± of 0",
+        clock.unit(),
         c.functions.join(", ")
     );
     out
 }
 
 /// The column heads, naming the held-out function.
-fn header(out: &mut String, c: &Calibration) {
+fn header(out: &mut String, c: &Calibration, w: usize) {
     let _ = writeln!(
         out,
-        "{:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7}  held-out {}",
+        "{:<w$} {:>7} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7}  held-out {}",
         "probe floor",
         "calls",
         "p5",
@@ -92,13 +106,13 @@ fn header(out: &mut String, c: &Calibration) {
 }
 
 /// One floor's row, its functions' medians and untimed calls; or why it was not measured.
-fn floor_lines(out: &mut String, c: &Calibration, f: &Floor) {
+fn floor_lines(out: &mut String, c: &Calibration, f: &Floor, unit: &str, w: usize) {
     let label = format!("{}/{}", f.attach, f.mode);
     let took = format!("{:.1} s", f.took_ns as f64 / 1e9);
     let Some(d) = &f.floor else {
         let _ = writeln!(
             out,
-            "{label:<14} not measured: {}",
+            "{label:<w$} not measured: {}",
             f.error.as_deref().unwrap_or("unknown reason")
         );
         return;
@@ -107,7 +121,7 @@ fn floor_lines(out: &mut String, c: &Calibration, f: &Floor) {
         || "-".to_owned(),
         |h| {
             format!(
-                "{:+.1} ± {} ns (raw median {})",
+                "{:+.1} ± {} {unit} (raw median {})",
                 h.corrected_median_ns,
                 format_ns(h.uncertainty_ns.round()),
                 format_ns(h.median_ns)
@@ -116,7 +130,7 @@ fn floor_lines(out: &mut String, c: &Calibration, f: &Floor) {
     );
     let _ = writeln!(
         out,
-        "{label:<14} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>7} {:>7} {:>7} {took:>7}  {held}",
+        "{label:<w$} {:>7} {:>8} {:>8} {:>8} {:>8.1} {:>7} {:>7} {:>7} {took:>7}  {held}",
         d.count,
         format_ns(d.p5_ns),
         format_ns(d.median_ns),
@@ -132,12 +146,12 @@ fn floor_lines(out: &mut String, c: &Calibration, f: &Floor) {
             .iter()
             .map(|m| format!("{} {}", m.function, format_ns(m.median_ns)))
             .collect();
-        let _ = writeln!(out, "{:<14} medians: {}", "", per.join(", "));
+        let _ = writeln!(out, "{:<w$} medians: {}", "", per.join(", "));
     }
     if f.untimed > 0 {
         let _ = writeln!(
             out,
-            "{label:<14} warning: {} calls of {} were not timed (dropped or in flight)",
+            "{label:<w$} warning: {} calls of {} were not timed (dropped or in flight)",
             f.untimed,
             c.functions.join(", ")
         );

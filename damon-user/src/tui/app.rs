@@ -12,7 +12,7 @@ use damon_common::{CallRecord, FunctionId};
 use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
-    capture::{FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
+    capture::{Clock, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
     report::disturbance::Disturbance,
     session::StopReason,
     stats::{
@@ -80,7 +80,10 @@ pub enum Origin {
 /// What the screen is set up with.
 #[derive(Debug, Clone)]
 pub struct AppConfig {
+    /// The kernel release; the header adds the clock unless it is the wall clock.
     pub kernel_release: String,
+    /// What a duration counts: every value on screen is shown in its unit.
+    pub clock: Clock,
     pub origin: Origin,
     /// The capture being written by `--record`.
     pub recording: Option<String>,
@@ -170,7 +173,9 @@ impl Panel {
 
 #[derive(Debug, Clone)]
 pub struct App {
+    /// The header's kernel release and, unless wall, clock.
     pub kernel_release: String,
+    pub clock: Clock,
     pub origin: Origin,
     pub recording: Option<String>,
     panels: Vec<Panel>,
@@ -238,7 +243,8 @@ impl App {
     pub fn new(config: AppConfig) -> App {
         let window_secs = config.window_secs.max(1);
         App {
-            kernel_release: config.kernel_release,
+            kernel_release: config.clock.with_release(&config.kernel_release),
+            clock: config.clock,
             origin: config.origin,
             recording: config.recording,
             panels: config

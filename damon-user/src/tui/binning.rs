@@ -1,5 +1,6 @@
 //! Which display bins a histogram gets for the current mode and the room on screen (pure).
 use crate::{
+    capture::Clock,
     stats::{
         histogram::{Bins, octave},
         window::Distribution,
@@ -33,9 +34,9 @@ pub struct Binned {
 
 impl Binned {
     /// "linear 20ns bins (auto)", "log2 bins": what the panel says about its bins.
-    pub fn label(&self) -> String {
+    pub fn label(&self, clock: Clock) -> String {
         let kind = match self.width_ns {
-            Some(w) => format!("linear {} bins", format::ns(w)),
+            Some(w) => format!("linear {} bins", format::duration(clock, w)),
             None => "log2 bins".to_owned(),
         };
         if self.auto {
@@ -237,7 +238,7 @@ mod tests {
             (Some(50), true),
             "20 ns is too narrow"
         );
-        assert_eq!(b.label(), "linear 50ns bins (auto)");
+        assert_eq!(b.label(Clock::Wall), "linear 50ns bins (auto)");
         assert!(b.bins.below + b.bins.above <= 20, "{:?}", b.bins);
         let wide = choose(&d, None, false, 100, |_| 40).expect("bins");
         assert_eq!(wide.width_ns, Some(100), "never narrower than --bucket-ns");
@@ -252,11 +253,11 @@ mod tests {
         let room = |scale| if scale == Scale::Log2 { 30 } else { 100 };
         let b = choose(&d, None, false, 20, room).expect("bins");
         assert_eq!((b.width_ns, b.auto), (None, true));
-        assert_eq!(b.label(), "log2 bins (auto)");
+        assert_eq!(b.label(Clock::Wall), "log2 bins (auto)");
         assert_eq!((b.bins.below, b.bins.above), (0, 0));
         let fixed = choose(&d, Some(Scale::Linear), false, 20, room).expect("bins");
         assert_eq!((fixed.width_ns, fixed.auto), (Some(20), false));
-        assert_eq!(fixed.label(), "linear 20ns bins");
+        assert_eq!(fixed.label(Clock::Wall), "linear 20ns bins");
         assert_eq!(fixed.bins.bins.len(), 100);
     }
 

@@ -1,16 +1,33 @@
 //! Compact number formats for a screen that must fit 80 columns.
 use std::time::Duration;
 
+use crate::capture::Clock;
+
 /// A duration in ns with three significant digits and its unit: `661ns`, `1.05µs`, `24.4µs`,
 /// `1.68ms`, `2.50s`.
-pub fn ns(v: u64) -> String {
+fn ns(v: u64) -> String {
     if v < 1000 {
         return format!("{v}ns");
     }
-    let (value, unit) = match v {
-        1_000..=999_999 => (v as f64 / 1e3, "µs"),
-        1_000_000..=999_999_999 => (v as f64 / 1e6, "ms"),
-        _ => (v as f64 / 1e9, "s"),
+    three_digits(v, ["µs", "ms", "s"])
+}
+
+/// An instruction count, so that it cannot be read as a time: exact below 10 000 (`568 insn`,
+/// `9999 insn`), then three digits (`12.3k insn`, `4.57M insn`). The instruction clock's
+/// durations are path lengths.
+fn insn(v: u64) -> String {
+    if v < 10_000 {
+        return format!("{v} insn");
+    }
+    three_digits(v, ["k insn", "M insn", "G insn"])
+}
+
+/// `v` ≥ 1000 with three significant digits, in thousands, millions or billions of its unit.
+fn three_digits(v: u64, units: [&str; 3]) -> String {
+    let (value, step) = match v {
+        0..=999_999 => (v as f64 / 1e3, 0),
+        1_000_000..=999_999_999 => (v as f64 / 1e6, 1),
+        _ => (v as f64 / 1e9, 2),
     };
     // Rounding can carry into the next unit (999.96µs); say so rather than print "1000µs".
     let digits = |x: f64| {
@@ -23,17 +40,34 @@ pub fn ns(v: u64) -> String {
         }
     };
     let text = format!("{value:.*}", digits(value));
-    if text == "1000" && unit != "s" {
-        let next = if unit == "µs" { "ms" } else { "s" };
-        return format!("1.00{next}");
+    if text == "1000" && step < 2 {
+        return format!("1.00{}", units[step + 1]);
     }
-    format!("{text}{unit}")
+    format!("{text}{}", units[step])
 }
 
-/// A corrected duration (raw minus the probe floor): as [`ns`], with a `-` when below the
-/// floor.
-pub fn signed_ns(v: f64) -> String {
-    let magnitude = ns(v.abs().round() as u64);
+/// A duration in the unit of the capture's clock: nanoseconds as `ns`/`µs`/`ms`/`s` with
+/// three digits (wall clock), instructions as `insn` (instruction clock).
+pub fn duration(clock: Clock, v: u64) -> String {
+    match clock {
+        Clock::Wall => ns(v),
+        Clock::Instructions => insn(v),
+    }
+}
+
+/// The most characters [`duration`] prints under `clock` (`999.9µs` is 6, `9999 insn` 9,
+/// `17.9k insn` 10), so columns of durations line up.
+pub fn duration_width(clock: Clock) -> usize {
+    match clock {
+        Clock::Wall => 7,
+        Clock::Instructions => 10,
+    }
+}
+
+/// A corrected duration (raw minus the probe floor): as [`duration`], with a `-` when below
+/// the floor.
+pub fn signed_duration(clock: Clock, v: f64) -> String {
+    let magnitude = duration(clock, v.abs().round() as u64);
     if v.round() < 0.0 {
         format!("-{magnitude}")
     } else {
@@ -81,6 +115,20 @@ mod tests {
         assert_eq!(ns(141_071_506), "141ms");
         assert_eq!(ns(2_500_000_000), "2.50s");
         assert_eq!(ns(u64::MAX), "18446744074s");
+    }
+
+    #[test]
+    fn instruction_counts_never_read_as_time() {
+        let i = Clock::Instructions;
+        assert_eq!(duration(i, 568), "568 insn");
+        assert_eq!(duration(i, 9_999), "9999 insn");
+        assert_eq!(duration(i, 12_345), "12.3k insn");
+        assert_eq!(duration(i, 4_567_890), "4.57M insn");
+        assert_eq!(duration(i, 999_960), "1.00M insn");
+        assert_eq!(duration(i, 45_678_901), "45.7M insn");
+        assert_eq!(signed_duration(i, -76.4), "-76 insn");
+        assert_eq!(signed_duration(Clock::Wall, -76.4), "-76ns");
+        assert_eq!(duration(Clock::Wall, 1051), "1.05µs");
     }
 
     #[test]

@@ -199,7 +199,8 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     };
     let meta = collector.meta();
     let mut app = App::new(AppConfig {
-        kernel_release: meta.clock.with_release(&meta.kernel.release),
+        kernel_release: meta.kernel.release.clone(),
+        clock: meta.clock,
         origin,
         recording: spool.recording().map(|p| p.display().to_string()),
         functions: meta.functions.clone(),

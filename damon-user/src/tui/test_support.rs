@@ -50,10 +50,8 @@ pub const INTERVALS: &str = "intervals-7.2.dtcap";
 /// An app replaying `capture`, read from the file named `file` (the header shows that name).
 pub fn app_for(capture: &Capture, file: &str) -> App {
     let mut app = App::new(AppConfig {
-        kernel_release: capture
-            .meta
-            .clock
-            .with_release(&capture.meta.kernel.release),
+        kernel_release: capture.meta.kernel.release.clone(),
+        clock: capture.meta.clock,
         origin: Origin::Replay {
             file: file.to_owned(),
             speed: 1.0,

@@ -1,6 +1,8 @@
 //! Helpers shared by the VM test files (`xtask/tests/vm*.rs`): booting a guest, reading what
 //! it wrote under /out and checking the report's invariants.
 #![allow(dead_code)] // each test file uses a subset
+pub mod floor;
+
 use std::{fs, time::Duration};
 
 use xtask::{

@@ -225,13 +225,16 @@ fn test_lines(f: &FunctionComparison, unit: &str) -> Vec<String> {
             medians(&f.runs.after)
         ));
     }
-    if let Some(t) = f.test {
-        // Both sides the same in every run: no variation, so no degrees of freedom to state.
-        let df = if t.df.is_finite() {
-            format!("df {:.1}", t.df)
-        } else {
-            "no run-to-run variation on either side".to_owned()
-        };
+    if let Some(t) = f.test.filter(|t| !t.df.is_finite()) {
+        // Both sides the same in every run: no variation, so no interval, degrees of freedom
+        // or p-value to state; the difference is the runs' own.
+        out.push(format!(
+            "Welch's t on per-run medians: {} {unit}, no run-to-run variation on either side \
+             (every run of a side gave the same median: no interval or p-value to state)",
+            signed(t.estimate)
+        ));
+    } else if let Some(t) = f.test {
+        let df = format!("df {:.1}", t.df);
         out.push(format!(
             "Welch's t on per-run medians: {} {unit} [95% CI {}, {}], {df}, {}{}",
             signed(t.estimate),

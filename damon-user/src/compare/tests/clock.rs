@@ -154,3 +154,31 @@ fn a_difference_in_every_run_is_stated_under_the_instruction_clock() {
         "{text}"
     );
 }
+
+/// seed-001 under the instruction clock: both sides exact, one instruction apart in every run.
+/// The difference is stated in every run; the Welch line states no interval or p-value, which
+/// no variation could support (not `p=0`).
+#[test]
+fn two_exact_sides_one_instruction_apart() {
+    let c = compare_runs(
+        &[exact(528), exact(528), exact(528)],
+        &[exact(527), exact(527), exact(527)],
+    );
+    let t = timer(&c);
+    assert!(
+        t.verdict
+            .starts_with("after is shorter in every run: by 1 insn"),
+        "{}",
+        t.verdict
+    );
+    let text = render::table(&c);
+    let welch = text
+        .lines()
+        .find(|l| l.starts_with("Welch's t"))
+        .expect("the Welch line");
+    assert!(
+        welch.contains("-1 insn, no run-to-run variation") && !welch.contains("p="),
+        "{welch}"
+    );
+    assert!(!text.contains("NaN") && !text.contains("inf"), "{text}");
+}

@@ -198,21 +198,37 @@ fn fixtures() -> Vec<(String, crate::capture::Capture)> {
 }
 
 /// `(le in ns, cumulative count)` of one function's exported histogram, `+Inf` as `u64::MAX`.
-fn exported_buckets(text: &str, function: &str) -> Vec<(u64, u64)> {
+fn exported_buckets(text: &str, function: &str, clock: Clock) -> Vec<(u64, u64)> {
+    let (family, ns_per_unit) = timed("damon_trace_call_duration", clock);
+    let family = format!("{family}_bucket");
     crate::export::tests::parse_samples(text)
         .into_iter()
-        .filter(|(n, l, _)| {
-            n == "damon_trace_call_duration_seconds_bucket"
-                && l.get("function").map(String::as_str) == Some(function)
-        })
+        .filter(|(n, l, _)| *n == family && l.get("function").map(String::as_str) == Some(function))
         .map(|(_, l, v)| {
             let le = match l["le"].as_str() {
                 "+Inf" => u64::MAX,
-                s => (s.parse::<f64>().expect("le") * 1e9).round() as u64,
+                s => (s.parse::<f64>().expect("le") * ns_per_unit).round() as u64,
             };
             (le, v as u64)
         })
         .collect()
+}
+
+/// The family a guest-clock `stem` is exported as for a capture under `clock`, and how many
+/// of the capture's ns one of its units is: `_seconds` (1e9), or `_instructions` (1).
+fn timed(stem: &str, clock: Clock) -> (String, f64) {
+    match clock {
+        Clock::Wall => (format!("{stem}_seconds"), 1e9),
+        Clock::Instructions => (format!("{stem}_instructions"), 1.0),
+    }
+}
+
+/// The `le` label of the bucket bound `ns` under `clock`.
+fn le_label(ns: u64, clock: Clock) -> String {
+    match clock {
+        Clock::Wall => seconds(u128::from(ns)),
+        Clock::Instructions => ns.to_string(),
+    }
 }
 
 /// The bug: lock_timer_base's `le="0.00005"` counted calls of the kernel's
@@ -231,7 +247,7 @@ fn kernel_mode_le_never_counts_a_call_above_its_bound() {
             let Some((_, h)) = end.functions.get(&f.id) else {
                 continue;
             };
-            let buckets = exported_buckets(&text, &f.name);
+            let buckets = exported_buckets(&text, &f.name, c.meta.clock);
             assert_eq!(buckets.len(), BOUNDS_NS.len() + 1, "{name} {}", f.name);
             for (le, cumulative) in buckets {
                 let known_below: u64 = h
@@ -318,7 +334,7 @@ fn promql_quantiles_are_within_15_percent_of_report() {
         let report = crate::report::build(c, &opts).expect("report");
         let text = render(&crate::export::openmetrics_exporter::snapshot(c, &opts));
         for f in report.functions.iter().filter(|f| f.matched >= MIN_CALLS) {
-            let buckets: Vec<(f64, f64)> = exported_buckets(&text, &f.name)
+            let buckets: Vec<(f64, f64)> = exported_buckets(&text, &f.name, c.meta.clock)
                 .into_iter()
                 .map(|(le, n)| {
                     let le = if le == u64::MAX {
@@ -381,13 +397,8 @@ fn damon_metrics_equal_report() {
         check(&text, Exposition::OpenMetrics);
         for f in &report.functions {
             let fl = [("function", f.name.as_str())];
-            let cost = |suffix: &str| {
-                sample(
-                    &text,
-                    &format!("damon_trace_interval_cost_seconds{suffix}"),
-                    &fl,
-                )
-            };
+            let (cost_family, ns_per_unit) = timed("damon_trace_interval_cost", c.meta.clock);
+            let cost = |suffix: &str| sample(&text, &format!("{cost_family}{suffix}"), &fl);
             match &f.per_interval {
                 Some(p) => {
                     assert_eq!(
@@ -398,7 +409,7 @@ fn damon_metrics_equal_report() {
                     );
                     let sum = cost("_sum").expect("sum");
                     assert!(
-                        (sum - p.total_ns_in_intervals as f64 / 1e9).abs() < 1e-12,
+                        (sum - p.total_ns_in_intervals as f64 / ns_per_unit).abs() < 1e-12,
                         "{name} {}: {sum}",
                         f.name
                     );
@@ -406,8 +417,8 @@ fn damon_metrics_equal_report() {
                     let le = BOUNDS_NS[BOUNDS_NS.partition_point(|&b| b < max)];
                     let at = sample(
                         &text,
-                        "damon_trace_interval_cost_seconds_bucket",
-                        &[("function", &f.name), ("le", &seconds(u128::from(le)))],
+                        &format!("{cost_family}_bucket"),
+                        &[("function", &f.name), ("le", &le_label(le, c.meta.clock))],
                     );
                     assert_eq!(at, Some(p.intervals as f64), "{name} {}: le {le}", f.name);
                     intervals += 1;

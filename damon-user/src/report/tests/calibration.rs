@@ -1,4 +1,5 @@
 use crate::{
+    capture::Clock,
     probe::calibration_text::{describe_floor, format_ns, render_text},
     stats::calibration::{Calibration, CalibrationStatus, Floor, FloorDistribution, HeldOut},
 };
@@ -35,7 +36,7 @@ fn renders_floors_held_out_and_failures() {
             },
         ],
     );
-    let text = render_text(&cal);
+    let text = render_text(&cal, Clock::Wall);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].ends_with("held-out bpf_fentry_test2"), "{text}");
     assert!(
@@ -49,14 +50,29 @@ fn renders_floors_held_out_and_failures() {
         "kprobe/stream  not measured: kernel has no kprobes"
     );
     let failed = Calibration::not_run(CalibrationStatus::Failed, "fentry/stream: EPERM".into());
-    assert!(render_text(&failed).starts_with("no probe floor measured: fentry/stream: EPERM"));
+    assert!(
+        render_text(&failed, Clock::Wall)
+            .starts_with("no probe floor measured: fentry/stream: EPERM")
+    );
     // With floors, each failed one says why on its line, once.
     let mut both_failed = cal.clone();
     both_failed.status = CalibrationStatus::Failed;
     both_failed.floors.remove(0);
-    let text = render_text(&both_failed);
+    let text = render_text(&both_failed, Clock::Wall);
     assert!(!text.contains("no probe floor measured"), "{text}");
     assert_eq!(text.matches("kernel has no kprobes").count(), 1, "{text}");
+    // Under the instruction clock the same floors are instructions, and say so.
+    let insn = render_text(&cal, Clock::Instructions);
+    assert!(insn.starts_with("clock: instruction clock (insn"), "{insn}");
+    assert!(insn.contains("+2.0 ± 9 insn (raw median 102)"), "{insn}");
+    assert!(
+        insn.lines()
+            .last()
+            .expect("legend")
+            .starts_with("insn, timing"),
+        "{insn}"
+    );
+    assert!(!insn.contains(" ns"), "{insn}");
 }
 
 #[test]

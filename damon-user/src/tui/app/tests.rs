@@ -75,6 +75,7 @@ fn enter_focuses_and_esc_goes_back() {
 fn test_config() -> AppConfig {
     AppConfig {
         kernel_release: "k".into(),
+        clock: crate::capture::Clock::Wall,
         origin: Origin::Live,
         recording: None,
         functions: fixture().meta.functions,

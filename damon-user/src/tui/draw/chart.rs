@@ -6,6 +6,7 @@ use ratatui::{
 };
 
 use crate::{
+    capture::Clock,
     stats::histogram::Bins,
     tui::{binning::Binned, format},
 };
@@ -66,22 +67,26 @@ pub fn columns(bins: &Bins, area: Rect, buf: &mut Buffer) {
 
 /// The axis under [`columns`]: lowest edge at the left, then which bins these are, octave
 /// labels where they fit, the calls outside the bins in the middle, highest edge at the right.
-pub fn axis(binned: &Binned, area: Rect, buf: &mut Buffer) {
+pub fn axis(binned: &Binned, clock: Clock, area: Rect, buf: &mut Buffer) {
     let bins = &binned.bins.bins;
     let (Some(first), Some(last)) = (bins.first(), bins.last()) else {
         return;
     };
     let cw = column_width(bins.len(), area.width);
     let span = (cw * bins.len() as u16).min(area.width);
-    let right = format::ns(last.hi);
-    let left = format!("{}  {}", format::ns(first.lo), binned.label());
+    let right = format::duration(clock, last.hi);
+    let left = format!(
+        "{}  {}",
+        format::duration(clock, first.lo),
+        binned.label(clock)
+    );
     let mut taken = left.chars().count() as u16 + 2;
     buf.set_stringn(area.x, area.y, &left, area.width as usize, DIM);
     if binned.width_ns.is_none() {
         // log2: label every bin whose label fits before the next one.
         for (i, bin) in bins.iter().enumerate().skip(1) {
             let x = i as u16 * cw;
-            let label = format::ns(bin.lo);
+            let label = format::duration(clock, bin.lo);
             if x >= taken && x + label.chars().count() as u16 + 1 < span - right.len() as u16 {
                 buf.set_string(area.x + x, area.y, &label, DIM);
                 taken = x + label.chars().count() as u16 + 1;

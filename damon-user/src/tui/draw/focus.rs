@@ -38,7 +38,7 @@ pub fn render(app: &App, panel: &Panel, area: Rect, buf: &mut Buffer) {
     .areas(area);
     header(panel, 0, true, top, buf);
     rate_line(panel, rates, buf);
-    super::intervals::row(panel, per_interval, buf);
+    super::intervals::row(panel, app.clock, per_interval, buf);
     if !panel.traced() {
         let detail = panel.status.detail.as_deref().unwrap_or("not traced");
         buf.set_stringn(
@@ -115,7 +115,7 @@ fn histogram_table(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buf
     // The title is short on a serial console: "5.00µs bins" says linear by itself.
     let buckets = binned.as_ref().map_or_else(
         || "no bins".to_owned(),
-        |b| b.label().replacen("linear ", "", 1),
+        |b| b.label(app.clock).replacen("linear ", "", 1),
     );
     let zoom = if app.zoom { "zoom 99% · " } else { "" };
     let title = format!(
@@ -130,7 +130,10 @@ fn histogram_table(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buf
     let bins = &binned.bins;
     let max = bins.max_count().max(1);
     let total = dist.count.max(1);
-    let bar_width = area.width.saturating_sub(2 + 9 + 9 + 8);
+    let label_width = format::duration_width(app.clock) + 1;
+    let bar_width = area
+        .width
+        .saturating_sub(2 + label_width as u16 + 1 + 9 + 8);
     let mut y = area.y + 1;
     let mut cumulative = bins.below;
     let mut row = |label: String, count: u64, cumulative: u64, style: Style| {
@@ -138,7 +141,7 @@ fn histogram_table(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buf
             return;
         }
         let line = Line::from(vec![
-            Span::styled(format!("  {label:>8} "), chart::DIM),
+            Span::styled(format!("  {label:>label_width$} "), chart::DIM),
             Span::styled(chart::hbar(count, max, bar_width), style),
             Span::raw(format!("{:>9}", format::count(count))),
             Span::styled(
@@ -153,7 +156,7 @@ fn histogram_table(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buf
         && bins.below > 0
     {
         row(
-            format!("<{}", format::ns(first.lo)),
+            format!("<{}", format::duration(app.clock, first.lo)),
             bins.below,
             cumulative,
             chart::OUTSIDE,
@@ -161,13 +164,18 @@ fn histogram_table(app: &App, dist: &Distribution<'_>, area: Rect, buf: &mut Buf
     }
     for bin in &bins.bins {
         cumulative += bin.count;
-        row(format::ns(bin.lo), bin.count, cumulative, chart::BAR);
+        row(
+            format::duration(app.clock, bin.lo),
+            bin.count,
+            cumulative,
+            chart::BAR,
+        );
     }
     if let Some(last) = bins.bins.last()
         && bins.above > 0
     {
         row(
-            format!("≥{}", format::ns(last.hi)),
+            format!("≥{}", format::duration(app.clock, last.hi)),
             bins.above,
             cumulative + bins.above,
             chart::OUTSIDE,
@@ -217,8 +225,8 @@ fn percentiles(
                 "floor".to_owned(),
                 format!(
                     "{}±{}",
-                    format::ns(median.round() as u64),
-                    format::ns(u.round() as u64)
+                    format::duration(app.clock, median.round() as u64),
+                    format::duration(app.clock, u.round() as u64)
                 ),
             ));
         }

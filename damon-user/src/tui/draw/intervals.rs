@@ -4,32 +4,33 @@ use ratatui::{buffer::Buffer, layout::Rect, style::Style};
 
 use super::chart;
 use crate::{
+    capture::Clock,
     stats::interval_tracker::INTERVAL_HISTORY,
     tui::{app::Panel, format},
 };
 
 /// `per interval (129): mean 34.7µs · last 30.1µs in 12 calls · max 310µs`
-pub fn summary(panel: &Panel) -> String {
+pub fn summary(panel: &Panel, clock: Clock) -> String {
     let t = &panel.intervals;
     let mean = t
         .mean_ns()
-        .map_or_else(|| "-".to_owned(), |m| format::ns(m as u64));
+        .map_or_else(|| "-".to_owned(), |m| format::duration(clock, m as u64));
     let last = t.last.map_or_else(String::new, |(calls, ns)| {
-        format!(" · last {} in {calls} calls", format::ns(ns))
+        format!(" · last {} in {calls} calls", format::duration(clock, ns))
     });
     format!(
         "per interval ({}): mean {mean}{last} · max {}",
         format::count(t.intervals),
-        format::ns(t.max_ns)
+        format::duration(clock, t.max_ns)
     )
 }
 
 /// One row: the summary, then as much of the sparkline as fits.
-pub fn row(panel: &Panel, area: Rect, buf: &mut Buffer) {
+pub fn row(panel: &Panel, clock: Clock, area: Rect, buf: &mut Buffer) {
     if area.height == 0 || area.width < 4 {
         return;
     }
-    let text = format!("  {} ", summary(panel));
+    let text = format!("  {} ", summary(panel, clock));
     buf.set_stringn(area.x, area.y, &text, area.width as usize, chart::DIM);
     let used = text.chars().count() as u16;
     let room = area.width.saturating_sub(used + 1) as usize;

@@ -69,7 +69,7 @@ fn status_line(app: &App, area: Rect, buf: &mut Buffer) {
     let throughput = match app.kernel_width_ns {
         Some(w) => format!(
             "KERNEL {}  {} calls/s",
-            format::ns(w),
+            format::duration(app.clock, w),
             format::count(app.records_per_sec)
         ),
         None => format!("{} rec/s", format::count(app.records_per_sec)),
@@ -136,7 +136,10 @@ fn footer_line(app: &App, area: Rect, buf: &mut Buffer) {
     if let Some(w) = app.kernel_width_ns {
         // Percentiles are the tops of the kernel's buckets: this much too high at most
         // (linear buckets; log2 ones above 512 of them).
-        modes.push(Span::raw(format!(" · pct to {} buckets", format::ns(w))));
+        modes.push(Span::raw(format!(
+            " · pct to {} buckets",
+            format::duration(app.clock, w)
+        )));
     }
     if app.frozen() {
         modes.push(Span::raw(" · "));
@@ -183,8 +186,10 @@ fn latency_label(app: &App) -> &'static str {
 /// A percentile as shown: raw, or minus the panel's floor when corrected values are on.
 pub fn shown(app: &App, panel: &Panel, raw: u64) -> String {
     match panel.floor {
-        Some((median, _)) if app.corrected => format::signed_ns(raw as f64 - median),
-        _ => format::ns(raw),
+        Some((median, _)) if app.corrected => {
+            format::signed_duration(app.clock, raw as f64 - median)
+        }
+        _ => format::duration(app.clock, raw),
     }
 }
 
@@ -200,7 +205,7 @@ pub fn scale_label(app: &App) -> String {
     let mut s = match app.scale {
         None => "bins auto".to_owned(),
         Some(Scale::Linear) if app.zoom => "linear".to_owned(),
-        Some(Scale::Linear) => format!("linear {}", format::ns(app.bucket_ns)),
+        Some(Scale::Linear) => format!("linear {}", format::duration(app.clock, app.bucket_ns)),
         Some(Scale::Log2) => "log2".to_owned(),
     };
     if app.zoom {
@@ -314,13 +319,15 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
     spans.extend(item("max", max));
     if let (true, Some((_, u))) = (app.corrected, panel.floor) {
         spans.push(Span::styled(
-            format!("  ±{}", format::ns(u.round() as u64)),
+            format!("  ±{}", format::duration(app.clock, u.round() as u64)),
             chart::DIM,
         ));
     }
     Line::from(spans)
 }
 
+#[cfg(test)]
+mod clock_tests;
 #[cfg(test)]
 mod first_view_tests;
 #[cfg(test)]

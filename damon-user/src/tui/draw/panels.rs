@@ -103,6 +103,7 @@ fn panel(
     let rest = if panel.shows_intervals() && rest.height >= MIN_PANEL_ROWS {
         super::intervals::row(
             panel,
+            app.clock,
             Rect {
                 y: rest.y + 1,
                 height: 1,
@@ -132,6 +133,6 @@ fn panel(
     };
     if let Some(binned) = binning::choose(&dist, app.scale, app.zoom, app.bucket_ns, room) {
         chart::columns(&binned.bins, bars, buf);
-        chart::axis(&binned, axis, buf);
+        chart::axis(&binned, app.clock, axis, buf);
     }
 }
