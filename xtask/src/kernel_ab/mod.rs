@@ -254,13 +254,14 @@ fn seed_view(
         ..VmOptions::new(KERNEL, "")
     };
     let binary = fs::canonicalize(vm::guest_binary(&probe)?)?;
-    let text = if header.compare_args.is_empty() {
+    let view = header.compare_args(opts.clock);
+    let text = if view.is_empty() {
         None
     } else {
-        let args: Vec<&str> = header.compare_args.iter().map(String::as_str).collect();
+        let args: Vec<&str> = view.iter().map(String::as_str).collect();
         let t = ab::run_compare(&binary, out, &outcome.before, &outcome.after, &args)?;
         fs::write(out.join("seed.txt"), &t)?;
-        println!("--- {} ---\n{t}", header.compare_args.join(" "));
+        println!("--- {} ---\n{t}", view.join(" "));
         Some(t)
     };
     if opts.patch == CONTROL {

@@ -149,15 +149,29 @@ pub fn missing_options(fragment: &str, config: &str) -> Vec<String> {
 
 /// What a patch file says about itself in its header (the text before the diff, which
 /// `patch` ignores): `kernel-ab-reverse: yes` (the source as shipped is the after kernel),
-/// `kernel-ab-functions: a,b`, `kernel-ab-scenario: ARGS`, `kernel-ab-compare: ARGS`.
+/// `kernel-ab-functions: a,b`, `kernel-ab-scenario: ARGS`, `kernel-ab-compare: ARGS`, and
+/// `kernel-ab-compare-instructions: ARGS` for the view under the instruction clock, where a
+/// call is a path length, not the emulator's time (seed-001: 500 ns rows, but 20 insn rows).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Header {
     pub reverse: Option<bool>,
     pub functions: Vec<String>,
     pub scenario_args: String,
     pub compare_args: Vec<String>,
+    /// Under the instruction clock, when the patch's view needs other rows there.
+    pub compare_args_instructions: Option<Vec<String>>,
     /// The free text before the keys: what the patch is.
     pub description: String,
+}
+
+impl Header {
+    /// The patch's own view's `compare` arguments under `clock`.
+    pub fn compare_args(&self, clock: crate::vm::GuestClock) -> &[String] {
+        match (clock, &self.compare_args_instructions) {
+            (crate::vm::GuestClock::Instructions, Some(args)) => args,
+            _ => &self.compare_args,
+        }
+    }
 }
 
 pub fn parse_header(text: &str) -> Header {
@@ -187,6 +201,10 @@ pub fn parse_header(text: &str) -> Header {
             "kernel-ab-scenario" => h.scenario_args = value.to_owned(),
             "kernel-ab-compare" => {
                 h.compare_args = value.split_whitespace().map(String::from).collect();
+            }
+            "kernel-ab-compare-instructions" => {
+                h.compare_args_instructions =
+                    Some(value.split_whitespace().map(String::from).collect());
             }
             _ => {
                 h.description.push_str(line.trim());

@@ -217,3 +217,33 @@ fn progress_counts_compiled_objects() {
         "  CC      kernel/irq/matrix.o\n  LD      vmlinux.o\n  CC      mm/damon/core.o\nwarning\n";
     assert_eq!(plan::compiled_objects(log), 2);
 }
+
+/// The shipped patches' headers: each names its functions; seed-001's own view is 500 ns
+/// rows under the wall clock (its calls take microseconds under TCG) and the seed's 20-unit
+/// rows under the instruction clock (its calls are ~530 instructions).
+#[test]
+fn shipped_headers_choose_the_view_per_clock() {
+    use crate::vm::GuestClock;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernel-ab");
+    for name in ["seed-000", "seed-001", "seed-003", "control"] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.diff"))).expect(name);
+        let h = plan::parse_header(&text);
+        assert!(!h.functions.is_empty(), "{name}: {h:?}");
+        if name == "seed-001" {
+            assert_eq!(
+                h.compare_args(GuestClock::Wall).join(" "),
+                "--bucket-ns 500 --max-ns 20000"
+            );
+            assert_eq!(
+                h.compare_args(GuestClock::Instructions).join(" "),
+                "--bucket-ns 20 --max-ns 640"
+            );
+        } else {
+            assert_eq!(
+                h.compare_args(GuestClock::Instructions),
+                h.compare_args(GuestClock::Wall),
+                "{name}"
+            );
+        }
+    }
+}
