@@ -96,13 +96,18 @@ pub struct VmOptions {
 }
 
 /// A guest script as a status line shows it: a one-line command whole, a longer script by its
-/// first line and its length (the script itself is in the test or command that wrote it).
+/// first command (not `set -e`, a comment or a blank line) and its length (the script itself
+/// is in the test or command that wrote it).
 fn first_line(cmd: &str) -> String {
-    let mut lines = cmd.trim().lines();
-    let first = lines.next().unwrap_or_default();
-    match lines.count() {
-        0 => first.to_owned(),
-        more => format!("{first} … ({} lines)", more + 1),
+    let lines: Vec<&str> = cmd.trim().lines().collect();
+    let first = lines
+        .iter()
+        .map(|l| l.trim())
+        .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("set "))
+        .unwrap_or_default();
+    match lines.len() {
+        0 | 1 => cmd.trim().to_owned(),
+        n => format!("{first} … ({n} lines)"),
     }
 }
 
