@@ -13,7 +13,10 @@ use crate::{
 
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let functions = crate::selection::select_functions(&(&args.selection).into())?;
-    let d = diagnose(&functions);
+    let d = {
+        let _t = crate::timing::phase("diagnosis");
+        diagnose(&functions)
+    };
     let text = if args.format.json() {
         render_json(&d)?
     } else {

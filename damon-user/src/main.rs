@@ -21,6 +21,7 @@ mod selection;
 mod serve;
 mod session;
 mod stats;
+mod timing;
 mod trace;
 mod tui;
 
@@ -34,11 +35,21 @@ use crate::cli::{Cli, Command};
 pub const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
+    // `--debug-timing` counts from here.
+    let origin = std::time::Instant::now();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return clap_error(&err),
     };
-    let result = preflight(&cli.command).and_then(|()| match cli.command {
+    if debug_timing(&cli.command) {
+        timing::enable(origin);
+        timing::mark("arguments parsed");
+    }
+    let checked = {
+        let _t = timing::phase("preflight: names, output path, privileges");
+        preflight(&cli.command)
+    };
+    let result = checked.and_then(|()| match cli.command {
         Command::Doctor(args) => doctor::run(&args),
         Command::Live(args) => tui::run_live(&args),
         Command::Record(args) => record::run(&args),
@@ -56,6 +67,8 @@ fn main() -> ExitCode {
         Command::BenchDecode(args) => bench::run_decode(&args),
         Command::BenchFloor(args) => bench::run_floor(&args),
     });
+    // Unless a session printed it at its first record.
+    timing::print_once();
     match result {
         Ok(code) => code,
         // `damon-trace export … | head`: the reader has what it wanted.
@@ -65,6 +78,19 @@ fn main() -> ExitCode {
             ExitCode::from(exit_status(&err))
         }
     }
+}
+
+/// Whether the command asks for `--debug-timing` (or `DAMON_TRACE_DEBUG_TIMING=1`).
+fn debug_timing(command: &Command) -> bool {
+    let args = match command {
+        Command::Record(a) => a.trace.timing,
+        Command::Live(a) => a.trace.timing,
+        Command::Serve(a) => a.trace.timing,
+        Command::Doctor(a) => a.timing,
+        Command::Calibrate(a) => a.timing,
+        _ => return false,
+    };
+    args.debug_timing
 }
 
 /// Whether the error is stdout's reader going away (EPIPE), wherever it was wrapped: an

@@ -22,6 +22,7 @@ use crate::{
         ring::RingReader,
         tracer::{LoadOptions, Tracer},
     },
+    timing,
     trace::{ModeConfig, SessionConfig, TraceMode},
 };
 
@@ -134,6 +135,39 @@ fn damon_config() -> Option<serde_json::Value> {
     .ok()
 }
 
+/// The capture's metadata of a session whose probes are attached.
+fn session_meta(
+    config: &SessionConfig,
+    tracer: &Tracer,
+    floor: Option<crate::stats::calibration::Calibration>,
+) -> anyhow::Result<Meta> {
+    let mode = config.mode;
+    Ok(Meta {
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        kernel: KernelIdentity::read(),
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        start_unix_ns: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
+        command_line: std::env::args().collect(),
+        mode: mode.mode.as_str().to_owned(),
+        ring_size: config.ring_size,
+        functions: tracer.statuses().to_vec(),
+        damon: damon_config(),
+        cpu_model: crate::capture::host_cpu_model(),
+        calibration: floor.map(serde_json::to_value).transpose()?,
+        intervals: Some(tracer.interval_hook().clone()),
+        args: tracer.arg_statuses().to_vec(),
+        filter: config.filter.clone(),
+        disturbance: Some(tracer.disturbance().clone()),
+        clock: config.clock,
+    })
+}
+
 pub struct Session {
     tracer: Tracer,
     reader: RingReader,
@@ -142,6 +176,11 @@ pub struct Session {
     meta: Meta,
     started: Instant,
     mode: ModeConfig,
+    /// `--debug-timing`: whether a record of a call has been drained yet.
+    first_record_seen: bool,
+    /// `--debug-timing`: print the table at the first record (`record`, `serve`), or leave it
+    /// to the end (`live`, whose screen is on the terminal then).
+    timing_at_first_record: bool,
 }
 
 impl Session {
@@ -152,23 +191,30 @@ impl Session {
     /// With a calibration, the probe floor is measured first (see `probe::calibrate`) and
     /// stored in the metadata; `serve` gives none (it writes no capture).
     pub fn start(config: &SessionConfig) -> anyhow::Result<Session> {
-        let found = diagnosis::diagnose(&config.functions);
+        let found = {
+            let _t = timing::phase("diagnosis");
+            diagnosis::diagnose(&config.functions)
+        };
         if !found.can_trace {
             eprint!("{}", diagnosis::render_text(&found));
             bail!("the selected functions cannot be traced here (diagnosis above)");
         }
         let mode = config.mode;
-        let mut floor = config
-            .calibration
-            .map(|c| calibrate::before_session(c, config.attach, mode));
-        let mut tracer = Tracer::load(&LoadOptions {
-            functions: config.functions.clone(),
-            attach: config.attach,
-            ring_size: config.ring_size,
-            mode,
-            filter: config.filter.clone(),
-            debug_probes: config.debug_probes,
-        })?;
+        let mut floor = config.calibration.map(|c| {
+            let _t = timing::phase("calibration before the attach");
+            calibrate::before_session(c, config.attach, mode)
+        });
+        let mut tracer = {
+            let _t = timing::phase("the session's probes: Tracer::load");
+            Tracer::load(&LoadOptions {
+                functions: config.functions.clone(),
+                attach: config.attach,
+                ring_size: config.ring_size,
+                mode,
+                filter: config.filter.clone(),
+                debug_probes: config.debug_probes,
+            })?
+        };
         if !config.filter.is_off() {
             eprintln!(
                 "task filter {}: only these tasks' calls are timed; other tasks' calls are \
@@ -183,6 +229,7 @@ impl Session {
             }
         }
         if let (Some(cal), Some(c)) = (floor.as_mut(), config.calibration) {
+            let _t = timing::phase("calibration after the attach");
             calibrate::after_attach(cal, tracer.statuses(), c, mode, config.clock.unit());
         }
         if !tracer.any_attached() {
@@ -190,30 +237,11 @@ impl Session {
                 "none of the selected functions could be attached (reasons above); see `damon-trace doctor`"
             );
         }
-        let meta = Meta {
-            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-            kernel: KernelIdentity::read(),
-            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .unwrap_or_default()
-                .trim()
-                .to_owned(),
-            start_unix_ns: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-            start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
-            command_line: std::env::args().collect(),
-            mode: mode.mode.as_str().to_owned(),
-            ring_size: config.ring_size,
-            functions: tracer.statuses().to_vec(),
-            damon: damon_config(),
-            cpu_model: crate::capture::host_cpu_model(),
-            calibration: floor.map(serde_json::to_value).transpose()?,
-            intervals: Some(tracer.interval_hook().clone()),
-            args: tracer.arg_statuses().to_vec(),
-            filter: config.filter.clone(),
-            disturbance: Some(tracer.disturbance().clone()),
-            clock: config.clock,
+        let meta = {
+            let _t = timing::phase("metadata: kernel identity, DAMON's sysfs");
+            session_meta(config, &tracer, floor)?
         };
+        let _t = timing::phase("ring buffer: registered with epoll; probe log");
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;
         let probe_log = match config.debug_probes {
@@ -227,7 +255,30 @@ impl Session {
             meta,
             started: Instant::now(),
             mode,
+            first_record_seen: false,
+            timing_at_first_record: true,
         })
+    }
+
+    /// `--debug-timing`: the table is printed at the end, not at the first record (`live`:
+    /// the screen is on the terminal then).
+    pub fn timing_report_at_end(&mut self) {
+        self.timing_at_first_record = false;
+    }
+
+    /// `--debug-timing`: marks the first record of a call among `new`, and prints the table
+    /// then unless it waits for the end. Off, nothing.
+    fn note_first_record(&mut self, new: &[CallRecord]) {
+        if self.first_record_seen || !timing::enabled() {
+            return;
+        }
+        if new.iter().any(|r| r.func != damon_common::AGGREGATION_MARK) {
+            self.first_record_seen = true;
+            timing::mark("first record");
+            if self.timing_at_first_record {
+                timing::print_once();
+            }
+        }
     }
 
     pub fn meta(&self) -> &Meta {
@@ -240,10 +291,10 @@ impl Session {
 
     /// Waits for the kernel's wake-up, then appends every record in the ring to `out`.
     pub async fn wait_and_drain(&mut self, out: &mut Vec<CallRecord>) -> std::io::Result<()> {
-        self.reader
-            .drain_when_ready(&mut |r| out.push(r))
-            .await
-            .map(|_| ())
+        let before = out.len();
+        self.reader.drain_when_ready(&mut |r| out.push(r)).await?;
+        self.note_first_record(&out[before..]);
+        Ok(())
     }
 
     /// Appends every record now in the ring to `out` (the timer path, against missed wake-ups;
@@ -252,7 +303,9 @@ impl Session {
     /// so a long session's stamp map holds the live tasks only. That is housekeeping: a failure
     /// there costs nothing now (a map that then fills counts `StampFull`), so it is not fatal.
     pub fn drain(&mut self, out: &mut Vec<CallRecord>) {
+        let before = out.len();
         self.reader.drain(&mut |r| out.push(r));
+        self.note_first_record(&out[before..]);
         let _ = self.tracer.collect_stamps();
     }
 

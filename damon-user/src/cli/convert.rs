@@ -84,7 +84,10 @@ impl Selection {
         calibration: Option<&CalibrationArgs>,
         tasks: &TaskFilterArgs,
     ) -> anyhow::Result<SessionConfig> {
-        let (functions, expanded) = crate::selection::select_and_expand(&self.into())?;
+        let (functions, expanded) = {
+            let _t = crate::timing::phase("select functions (names, globs)");
+            crate::selection::select_and_expand(&self.into())?
+        };
         for line in expanded {
             eprintln!("{line}");
         }

@@ -8,8 +8,10 @@ mod convert;
 mod docs_tests;
 mod help;
 mod parse;
+mod scenario;
 
 pub use parse::{parse_duration, parse_ring_size, parse_speed, parse_whole_seconds};
+pub use scenario::{ScenarioArgs, ScenarioCommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -106,6 +108,20 @@ pub struct DoctorArgs {
     pub format: FormatArgs,
     #[command(flatten)]
     pub selection: Selection,
+    #[command(flatten)]
+    pub timing: DebugTimingArgs,
+}
+
+/// `--debug-timing` of the commands that start probes (`record`, `live`, `serve`, `doctor`,
+/// `calibrate`).
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct DebugTimingArgs {
+    /// Print on stderr where the start went: each phase (diagnosis, BTF and kallsyms parsing,
+    /// calibration, each program's load and attach, ...) with when it began and how long it
+    /// took, once the first record arrived (or at the end). Off, nothing is timed.
+    /// DAMON_TRACE_DEBUG_TIMING=1 (or true, yes, on) does the same.
+    #[arg(long, env = "DAMON_TRACE_DEBUG_TIMING", value_parser = clap::builder::BoolishValueParser::new())]
+    pub debug_timing: bool,
 }
 
 /// What `record`, `live` and `serve` trace and how, and whether they measure the probe floor
@@ -132,6 +148,8 @@ pub struct TraceArgs {
     /// insn). A harness that starts such a guest sets DAMON_TRACE_CLOCK=instructions in it.
     #[arg(long, value_enum, env = "DAMON_TRACE_CLOCK", default_value_t = ClockArg::Wall)]
     pub clock: ClockArg,
+    #[command(flatten)]
+    pub timing: DebugTimingArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -459,6 +477,8 @@ pub struct CalibrateArgs {
     /// json: the shape of a capture's meta.calibration, with the clock beside it.
     #[command(flatten)]
     pub format: FormatArgs,
+    #[command(flatten)]
+    pub timing: DebugTimingArgs,
 }
 
 /// How the `Range (ns) | Count | Percent` tables are cut.
@@ -485,83 +505,6 @@ pub struct RecordFilter {
     /// Only calls made by these processes (thread group ids, comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "PIDS")]
     pub pid: Vec<u32>,
-}
-
-/// Every preset runs the hot/cold workload (its pages on node 0 when there are two nodes),
-/// configures one kdamond with one quota-limited scheme, and restores DAMON's previous sysfs
-/// state afterwards, also on Ctrl-C/SIGTERM. lock_timer_base is called system-wide under any
-/// of them.
-#[derive(Debug, Subcommand)]
-pub enum ScenarioCommand {
-    /// Every preset: description, operations set, the traced functions it exercises on this
-    /// kernel and whether it can run here (probes DAMON's sysfs; needs root).
-    List(ScenarioListArgs),
-    /// Workload's hot pages to the other NUMA node (DAMOS migrate_hot) with a quota: exercises
-    /// damon_hot_score, damos_va_migrate_dests_add (vaddr, 6.16+) and damon_migrate_pages
-    /// (6.13+). Without vaddr migration (6.12) it runs on paddr: damon_hot_score only.
-    MigrateHot(MigrateArgs),
-    /// Workload's cold (never accessed) pages to the other NUMA node (DAMOS migrate_cold):
-    /// damon_cold_score calls damon_hot_score, then damos_va_migrate_dests_add and
-    /// damon_migrate_pages as for migrate-hot; paddr fallback on 6.12.
-    MigrateCold(MigrateArgs),
-    /// Physical address space (paddr), DAMOS pageout of never-accessed memory: exercises
-    /// damon_hot_score (through damon_cold_score); nothing is migrated.
-    Pageout(ScenarioArgs),
-    /// Physical address space (paddr), DAMOS lru_prio (activate the hottest memory first):
-    /// exercises damon_hot_score.
-    LruPrio(ScenarioArgs),
-    /// Physical address space (paddr), DAMOS lru_deprio of never-accessed memory: exercises
-    /// damon_hot_score (through damon_cold_score).
-    LruDeprio(ScenarioArgs),
-}
-
-#[derive(Debug, Args)]
-#[command(after_long_help = help::SCENARIO)]
-pub struct ScenarioListArgs {
-    #[command(flatten)]
-    pub format: FormatArgs,
-}
-
-#[derive(Debug, Args)]
-#[command(after_long_help = help::SCENARIO)]
-pub struct MigrateArgs {
-    #[command(flatten)]
-    pub common: ScenarioArgs,
-    /// Where pages go: `same` (node 0, where the workload's pages already are: DAMON walks
-    /// and isolates, little or nothing moves), `other` (node 1), or a node number.
-    /// Default: node 1 if it exists, else node 0.
-    #[arg(long, value_name = "same|other|N")]
-    pub dest_node: Option<crate::damon::DestNode>,
-}
-
-#[derive(Debug, Args)]
-#[command(after_long_help = help::SCENARIO)]
-pub struct ScenarioArgs {
-    /// How long to keep DAMON running before restoring the previous state (e.g. 30s, 2m).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
-    pub duration: Duration,
-    /// Size of the workload's mapping in MiB.
-    #[arg(long, default_value_t = 256)]
-    pub workload_mib: u64,
-    /// Size of its hot (repeatedly written) part in MiB.
-    #[arg(long, default_value_t = 32)]
-    pub hot_mib: u64,
-    /// DAMON sampling interval (monitoring_attrs/intervals/sample_us).
-    #[arg(long, value_name = "DURATION", default_value = "5ms", value_parser = parse_duration)]
-    pub sample_interval: Duration,
-    /// DAMON aggregation interval (aggr_us); the scheme is applied once per aggregation
-    /// unless --apply-interval says otherwise.
-    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration)]
-    pub aggr_interval: Duration,
-    /// How often the scheme is applied (schemes/0/apply_interval_us); each application scores
-    /// every region with damon_hot_score in one burst. Default: every aggregation.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub apply_interval: Option<Duration>,
-    /// Split the workload into at least N DAMON regions (nr_regions/min = N, max = max(N,
-    /// 1000)). Many regions with short intervals make damon_hot_score bursts of N calls:
-    /// a way to overload a small --ring-size on purpose. Default: the kernel's (10 to 1000).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(3..=1_000_000))]
-    pub regions: Option<u64>,
 }
 
 #[derive(Debug, Args)]

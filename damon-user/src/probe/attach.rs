@@ -299,13 +299,13 @@ pub(super) fn attach_fentry(
         AttachMethod::Fentry,
         |bpf, name| {
             let fexit: &mut FExit = program(bpf, name)?;
-            fexit.load(target, btf)?;
-            fexit.attach().map(|_| ())
+            timed_load(name, || fexit.load(target, btf))?;
+            timed_attach(name, target, || fexit.attach().map(|_| ()))
         },
         |bpf, name| {
             let fentry: &mut FEntry = program(bpf, name)?;
-            fentry.load(target, btf)?;
-            fentry.attach().map(|_| ())
+            timed_load(name, || fentry.load(target, btf))?;
+            timed_attach(name, target, || fentry.attach().map(|_| ()))
         },
     )
 }
@@ -315,10 +315,22 @@ pub(super) fn attach_kprobe(bpf: &mut Ebpf, func: &TracedFunction) -> Result<(),
     let target = func.symbol.as_str();
     let kprobe = |bpf: &mut Ebpf, name: &str| {
         let kprobe: &mut KProbe = program(bpf, name)?;
-        kprobe.load()?;
-        kprobe.attach(target, 0).map(|_| ())
+        timed_load(name, || kprobe.load())?;
+        timed_attach(name, target, || kprobe.attach(target, 0).map(|_| ()))
     };
     attach_pair(bpf, func, AttachMethod::Kprobe, kprobe, kprobe)
+}
+
+/// `load`, the program's load into the kernel (the verifier), as a `--debug-timing` phase.
+pub(super) fn timed_load<T>(name: &str, load: impl FnOnce() -> T) -> T {
+    let _t = crate::timing::phase(format_args!("verifier: {name} loaded"));
+    load()
+}
+
+/// `attach` of program `name` to `target`, as a `--debug-timing` phase.
+pub(super) fn timed_attach<T>(name: &str, target: &str, attach: impl FnOnce() -> T) -> T {
+    let _t = crate::timing::phase(format_args!("attach: {name} to {target}"));
+    attach()
 }
 
 pub(super) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: AttachMethod) {

@@ -21,6 +21,7 @@ pub(super) struct AutoFacts {
 
 impl AutoFacts {
     pub(super) fn read(btf: Option<&Btf>, streams: bool) -> AutoFacts {
+        let _t = crate::timing::phase("auto facts: preemption, kfuncs in BTF, fsession");
         let p = crate::probe::kernel::Preemption::read();
         AutoFacts {
             preemptible: p.preempts_trampolines(),

@@ -54,7 +54,9 @@ fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
 
 impl Btf {
     pub fn from_sys_fs() -> Result<Btf, String> {
-        Btf::parse(&super::sysfiles::vmlinux_btf()?)
+        let bytes = super::sysfiles::vmlinux_btf()?;
+        let _t = crate::timing::phase("btf: vmlinux parsed by our parser (field offsets)");
+        Btf::parse(&bytes)
     }
 
     /// Parses a little-endian BTF blob.

@@ -121,7 +121,10 @@ impl Kallsyms {
         }
         let text = super::sysfiles::kallsyms()?;
         Ok(PARSED
-            .get_or_init(|| std::sync::Arc::new(Kallsyms::parse(&text)))
+            .get_or_init(|| {
+                let _t = crate::timing::phase("kallsyms: parsed");
+                std::sync::Arc::new(Kallsyms::parse(&text))
+            })
             .clone())
     }
 
@@ -223,6 +226,7 @@ pub fn ftrace_functions() -> Result<std::collections::HashSet<String>, String> {
         }
         fs::read_to_string(FILE).map_err(|e| format!("cannot read {FILE}: {e}"))
     })?;
+    let _t = crate::timing::phase("tracefs: ftrace's function set built");
     Ok(text
         .lines()
         .filter_map(|l| l.split_whitespace().next())
@@ -266,6 +270,7 @@ pub fn has_cap(caps: u64, cap: u32) -> bool {
 
 /// Whether a function is in the kernel's BTF (fentry needs its prototype).
 pub fn btf_has_function(btf: &aya::Btf, name: &str) -> bool {
+    let _t = crate::timing::phase(format_args!("btf: {name} looked up"));
     btf.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
         .is_ok()
 }

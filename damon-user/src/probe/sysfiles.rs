@@ -24,6 +24,7 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 pub fn kallsyms() -> io::Result<Arc<str>> {
     static TEXT: OnceLock<Result<Arc<str>, (io::ErrorKind, String)>> = OnceLock::new();
     TEXT.get_or_init(|| {
+        let _t = crate::timing::phase("kallsyms: /proc/kallsyms read");
         std::fs::read_to_string(KALLSYMS)
             .map(Arc::from)
             .map_err(|e| (e.kind(), e.to_string()))
@@ -37,6 +38,7 @@ pub fn vmlinux_btf() -> Result<Arc<[u8]>, String> {
     static BYTES: OnceLock<Result<Arc<[u8]>, String>> = OnceLock::new();
     BYTES
         .get_or_init(|| {
+            let _t = crate::timing::phase("btf: /sys/kernel/btf/vmlinux read");
             std::fs::read(VMLINUX_BTF)
                 .map(Arc::from)
                 .map_err(|e| format!("reading {VMLINUX_BTF}: {e}"))
@@ -48,7 +50,11 @@ pub fn vmlinux_btf() -> Result<Arc<[u8]>, String> {
 /// knows where tracefs is and mounts it if needed).
 pub fn filter_functions(read: impl FnOnce() -> Result<String, String>) -> Result<Arc<str>, String> {
     static TEXT: OnceLock<Result<Arc<str>, String>> = OnceLock::new();
-    TEXT.get_or_init(|| read().map(Arc::from)).clone()
+    TEXT.get_or_init(|| {
+        let _t = crate::timing::phase("tracefs: available_filter_functions read");
+        read().map(Arc::from)
+    })
+    .clone()
 }
 
 /// The vmlinux BTF as aya parses it (what its loaders relocate against), parsed on first use;
@@ -58,6 +64,7 @@ pub fn aya_btf() -> Option<Arc<aya::Btf>> {
     PARSED
         .get_or_init(|| {
             let bytes = vmlinux_btf().ok()?;
+            let _t = crate::timing::phase("btf: vmlinux parsed by aya");
             aya::Btf::parse(&bytes, aya::Endianness::default())
                 .ok()
                 .map(Arc::new)

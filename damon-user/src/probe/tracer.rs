@@ -29,6 +29,7 @@ use crate::{
         programs::{CALIB_TRIGGER, CALIB_TRIGGER_TARGET, EBPF_OBJECT, program_names},
         session::links::{SessionCounts, SessionLinks, session_counters},
     },
+    timing,
     trace::{AttachChoice, AttachMethod, ModeConfig, TracedFunction},
 };
 
@@ -99,38 +100,23 @@ impl Tracer {
             .filter_map(TracedFunction::as_builtin)
             .collect();
         let parsed = crate::probe::btf::Btf::from_sys_fs();
+        let offsets_phase = timing::phase("field offsets, disturbance counters");
         let (mut offsets, mut globals64, node_ranges, args) = field_offsets(&builtins, &parsed);
         let disturbance = crate::probe::disturb::counters(opts.mode, &parsed)
             .into_globals(&mut offsets, &mut globals64);
-        let mut bpf = load_object(opts, &offsets, &globals64, &disturbance, btf.as_deref())?;
+        drop(offsets_phase);
+        let mut bpf = {
+            let _t = timing::phase("object: ELF parsed, maps created (EbpfLoader::load)");
+            load_object(opts, &offsets, &globals64, &disturbance, btf.as_deref())?
+        };
         crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
-        let interval_hook = Box::new(crate::probe::intervals::attach(&mut bpf));
-        let mut attached = Vec::new();
-        let mut statuses = Vec::new();
-        let mut sessions = SessionLinks::default();
-        let facts = AutoFacts::read(btf.as_deref(), opts.mode.mode.streams());
-        for func in &opts.functions {
-            let (order, auto_note) = resolve_auto(opts.attach, &facts, func);
-            let (state, detail) = attach_present(
-                &mut bpf,
-                &mut sessions,
-                &kallsyms,
-                func,
-                &order,
-                &auto_note,
-                btf.as_deref(),
-            );
-            if let Some(method) = AttachMethod::of_state(state) {
-                attached.push((func.clone(), method));
-            }
-            statuses.push(FunctionStatus {
-                name: func.symbol.clone(),
-                id: func.id,
-                attach: state,
-                detail,
-            });
-        }
+        let interval_hook = {
+            let _t = timing::phase("interval hook: tracepoint program loaded, attached");
+            Box::new(crate::probe::intervals::attach(&mut bpf))
+        };
+        let (attached, statuses, sessions) =
+            attach_functions(&mut bpf, opts, &kallsyms, btf.as_deref());
         // Arguments of functions that are not traced here are not in the capture.
         let mut args = args;
         args.retain(|a| attached.iter().any(|(f, _)| f.symbol == a.function));
@@ -461,6 +447,7 @@ impl Tracer {
             .map_err(|e| anyhow::anyhow!("{CALIB_TRIGGER}: {}", describe_error(&e)))?;
         if prog.fd().is_err() {
             let btf = super::sysfiles::aya_btf().context("reading the kernel's BTF")?;
+            let _t = timing::phase(format_args!("verifier: {CALIB_TRIGGER} loaded"));
             prog.load(CALIB_TRIGGER_TARGET, &btf).map_err(|e| {
                 anyhow::anyhow!(
                     "loading {CALIB_TRIGGER} against {CALIB_TRIGGER_TARGET}: {}",
@@ -470,6 +457,40 @@ impl Tracer {
         }
         Ok(prog.fd()?.as_fd())
     }
+}
+
+/// Attaches each function of `opts` its way (`--attach`, or what auto picks); the attached
+/// ones with their method, a status for each, and the session programs' links.
+fn attach_functions(
+    bpf: &mut Ebpf,
+    opts: &LoadOptions,
+    kallsyms: &Kallsyms,
+    btf: Option<&Btf>,
+) -> (
+    Vec<(TracedFunction, AttachMethod)>,
+    Vec<FunctionStatus>,
+    SessionLinks,
+) {
+    let mut attached = Vec::new();
+    let mut statuses = Vec::new();
+    let mut sessions = SessionLinks::default();
+    let facts = AutoFacts::read(btf, opts.mode.mode.streams());
+    for func in &opts.functions {
+        let _t = timing::phase(format_args!("{}: attached", func.symbol));
+        let (order, auto_note) = resolve_auto(opts.attach, &facts, func);
+        let (state, detail) =
+            attach_present(bpf, &mut sessions, kallsyms, func, &order, &auto_note, btf);
+        if let Some(method) = AttachMethod::of_state(state) {
+            attached.push((func.clone(), method));
+        }
+        statuses.push(FunctionStatus {
+            name: func.symbol.clone(),
+            id: func.id,
+            attach: state,
+            detail,
+        });
+    }
+    (attached, statuses, sessions)
 }
 
 /// Loads the eBPF object with the globals and map sizes of this session written into it (the

@@ -24,11 +24,13 @@ pub struct ProbeTrial {
 /// reports what the kernel really allows rather than a guess.
 pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
     let btf = super::sysfiles::aya_btf();
+    let object = crate::timing::phase("object: ELF parsed, maps created (EbpfLoader::load)");
     let mut loaded = EbpfLoader::new()
         .btf(btf.as_deref())
         .map_max_entries(MAP_EVENTS, 4096)
         .load(EBPF_OBJECT)
         .map_err(|e| format!("creating BPF maps failed: {e}"));
+    drop(object);
     let kallsyms = Kallsyms::read().unwrap_or_default();
     let mut trials = Vec::new();
     for func in functions {

@@ -181,7 +181,8 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         }
         _ => {
             let config = config.context("a live session has its configuration")?;
-            let session = Session::start(&config)?;
+            let mut session = Session::start(&config)?;
+            session.timing_report_at_end();
             let spool = match &args.record {
                 Some(path) => Spool::record(path, args.force, session.meta())?,
                 None => Spool::temporary(session.meta())?,

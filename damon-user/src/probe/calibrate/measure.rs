@@ -31,8 +31,14 @@ pub(super) fn measure(
     calls: u64,
     progress: &mut dyn FnMut(u64),
 ) -> anyhow::Result<Floor> {
-    let mut tracer = load_tracer(r)?;
-    let run = run_calls(&mut tracer, r, calls, progress)?;
+    let mut tracer = {
+        let _t = crate::timing::phase("calibration probes: Tracer::load");
+        load_tracer(r)?
+    };
+    let run = {
+        let _t = crate::timing::phase("test runs, drains, detach");
+        run_calls(&mut tracer, r, calls, progress)?
+    };
     let (per_function, pooled) = match &run.hists_before {
         None => stream_distributions(&run.timed),
         Some(before) => kernel_distributions(before, &tracer.kernel_histograms()?, r),

@@ -112,6 +112,11 @@ pub fn calibrate(
     let floors: Vec<Floor> = requests
         .iter()
         .map(|r| {
+            let _t = crate::timing::phase(format_args!(
+                "floor {}/{}: {calls} test runs",
+                r.attach_name(),
+                r.mode_name()
+            ));
             let started = Instant::now();
             let mut floor = match measure(r, calls, &mut |done| progress(r, done, calls)) {
                 Ok(f) => f,

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::{
     probe::{
+        attach::{timed_attach, timed_load},
         programs::{EBPF_OBJECT, program_names},
         skips,
     },
@@ -94,9 +95,11 @@ impl SessionLinks {
         let (name, _) = program_names(func, method);
         let mut insns = instructions(bpf, EBPF_OBJECT, &name)?;
         rewrite_kfunc_calls(&mut insns, &kfuncs)?;
-        let prog = load(kind, &name, &insns)?;
+        let prog = timed_load(&name, || load(kind, &name, &insns))?;
         drop(module_btf);
-        let link = attach(kind, prog.as_fd(), &func.symbol)?;
+        let link = timed_attach(&name, &func.symbol, || {
+            attach(kind, prog.as_fd(), &func.symbol)
+        })?;
         self.links.insert(
             func.id,
             Link {

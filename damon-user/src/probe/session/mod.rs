@@ -184,6 +184,7 @@ pub fn instructions(bpf: &Ebpf, elf: &[u8], prog: &str) -> Result<Vec<bpf_insn>,
         prog: prog.to_owned(),
         why,
     };
+    let _t = crate::timing::phase(format_args!("{prog}: ELF object parsed, maps relocated"));
     let mut obj = Object::parse(elf).map_err(|e| relocation(e.to_string()))?;
     let key = obj
         .programs
