@@ -8,7 +8,7 @@ use std::{
     time::{Instant, SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use damon_common::CallRecord;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -135,6 +135,21 @@ fn damon_config() -> Option<serde_json::Value> {
     .ok()
 }
 
+/// A session that could not start: `doctor`'s diagnosis, run only now (its attach trials and
+/// self-tests took 3.7–8.4 s of every start in the guests, `--debug-timing`), says why when it
+/// finds nothing traceable here; otherwise the session's own error stands.
+fn cannot_start(config: &SessionConfig, err: anyhow::Error) -> anyhow::Error {
+    let found = {
+        let _t = timing::phase("diagnosis (the session could not start)");
+        diagnosis::diagnose(&config.functions)
+    };
+    if found.can_trace {
+        return err;
+    }
+    eprint!("{}", diagnosis::render_text(&found));
+    anyhow::anyhow!("the selected functions cannot be traced here (diagnosis above): {err:#}")
+}
+
 /// The capture's metadata of a session whose probes are attached.
 fn session_meta(
     config: &SessionConfig,
@@ -184,27 +199,28 @@ pub struct Session {
 }
 
 impl Session {
-    /// Diagnoses the kernel (failing with the diagnosis when nothing can be traced), attaches
-    /// the configured functions and prints how each is traced. Must run inside a tokio runtime
-    /// (the ring buffer is registered with its reactor).
+    /// Attaches the configured functions and prints how each is traced; when that fails, the
+    /// diagnosis says why (see [`cannot_start`]). Must run inside a tokio runtime (the ring
+    /// buffer is registered with its reactor).
     ///
     /// With a calibration, the probe floor is measured first (see `probe::calibrate`) and
     /// stored in the metadata; `serve` gives none (it writes no capture).
     pub fn start(config: &SessionConfig) -> anyhow::Result<Session> {
-        let found = {
-            let _t = timing::phase("diagnosis");
-            diagnosis::diagnose(&config.functions)
-        };
-        if !found.can_trace {
-            eprint!("{}", diagnosis::render_text(&found));
-            bail!("the selected functions cannot be traced here (diagnosis above)");
+        // Locked down, no program loads: say why at once rather than after calibrating.
+        if crate::probe::kernel::read_lockdown()
+            == Some(crate::probe::kernel::Lockdown::Confidentiality)
+        {
+            return Err(cannot_start(
+                config,
+                anyhow::anyhow!("lockdown=confidentiality"),
+            ));
         }
         let mode = config.mode;
         let mut floor = config.calibration.map(|c| {
             let _t = timing::phase("calibration before the attach");
             calibrate::before_session(c, config.attach, mode)
         });
-        let mut tracer = {
+        let loaded = {
             let _t = timing::phase("the session's probes: Tracer::load");
             Tracer::load(&LoadOptions {
                 functions: config.functions.clone(),
@@ -213,8 +229,9 @@ impl Session {
                 mode,
                 filter: config.filter.clone(),
                 debug_probes: config.debug_probes,
-            })?
+            })
         };
+        let mut tracer = loaded.map_err(|e| cannot_start(config, e))?;
         if !config.filter.is_off() {
             eprintln!(
                 "task filter {}: only these tasks' calls are timed; other tasks' calls are \
@@ -233,9 +250,14 @@ impl Session {
             calibrate::after_attach(cal, tracer.statuses(), c, mode, config.clock.unit());
         }
         if !tracer.any_attached() {
-            bail!(
-                "none of the selected functions could be attached (reasons above); see `damon-trace doctor`"
-            );
+            drop(tracer);
+            return Err(cannot_start(
+                config,
+                anyhow::anyhow!(
+                    "none of the selected functions could be attached (reasons above); see \
+                     `damon-trace doctor`"
+                ),
+            ));
         }
         let meta = {
             let _t = timing::phase("metadata: kernel identity, DAMON's sysfs");

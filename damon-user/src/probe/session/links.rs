@@ -10,8 +10,8 @@ use std::{
 use aya::{Btf, Ebpf};
 
 use super::{
-    Kfuncs, Kind, SessionError, attach, function_btf_id, has_fsession, instructions, load,
-    module_btf, rewrite_kfunc_calls,
+    Kfuncs, Kind, Relocated, SessionError, attach, function_btf_id, has_fsession, load, module_btf,
+    rewrite_kfunc_calls,
 };
 use crate::{
     probe::{
@@ -52,6 +52,8 @@ pub struct SessionLinks {
     links: BTreeMap<u32, Link>,
     /// Resolved once, at the first attach.
     kfuncs: Option<Kfuncs>,
+    /// The object relocated to this tracer's maps, at the first attach.
+    relocated: Option<Relocated>,
 }
 
 impl SessionLinks {
@@ -93,7 +95,18 @@ impl SessionLinks {
             None => self.kfuncs.insert(Kfuncs::resolve(btf)?).clone(),
         };
         let (name, _) = program_names(func, method);
-        let mut insns = instructions(bpf, EBPF_OBJECT, &name)?;
+        let relocated = match &self.relocated {
+            Some(r) => r,
+            None => self
+                .relocated
+                .insert(Relocated::new(bpf, EBPF_OBJECT).map_err(|why| {
+                    SessionError::Relocation {
+                        prog: name.clone(),
+                        why,
+                    }
+                })?),
+        };
+        let mut insns = relocated.instructions(&name)?;
         rewrite_kfunc_calls(&mut insns, &kfuncs)?;
         let prog = timed_load(&name, || load(kind, &name, &insns))?;
         drop(module_btf);
