@@ -107,10 +107,11 @@ pub fn above_floor(runs: &[Run]) -> Vec<AboveFloor> {
         .collect()
 }
 
-/// The Markdown table of [`above_floor`].
-pub fn markdown(rows: &[AboveFloor]) -> String {
-    let mut s = String::from(
-        "| configuration | above | added ns/call, mean [95 % interval] | rounds |\n\
+/// The Markdown table of [`above_floor`], in `unit` (`ns`, or `insn` under the instruction
+/// clock).
+pub fn markdown(rows: &[AboveFloor], unit: &str) -> String {
+    let mut s = format!(
+        "| configuration | above | added {unit}/call, mean [95 % interval] | rounds |\n\
          |---|---|---:|---:|\n",
     );
     for r in rows {
@@ -179,7 +180,7 @@ mod tests {
         assert!((dist.mean_ns - 1000.0).abs() < 1e-9, "{dist:?}");
         // Configurations that did not run have no row.
         assert!(!above.iter().any(|a| a.config == Config::KernelFentry));
-        let md = markdown(&above);
+        let md = markdown(&above, "ns");
         assert!(
             md.contains("| damon-trace --mode stream --attach fentry (reader paused) | floor: fentry/fexit pair reading the clock once each | 320 [270, 370] | 3 |"),
             "{md}"
