@@ -135,19 +135,22 @@ fn damon_config() -> Option<serde_json::Value> {
     .ok()
 }
 
-/// A session that could not start: `doctor`'s diagnosis, run only now (its attach trials and
-/// self-tests took 3.7–8.4 s of every start in the guests, `--debug-timing`), says why when it
-/// finds nothing traceable here; otherwise the session's own error stands.
-fn cannot_start(config: &SessionConfig, err: anyhow::Error) -> anyhow::Error {
+/// When the session cannot start, or is about to fail for sure: `doctor`'s diagnosis, run
+/// only then (its attach trials and self-tests took 3.7–8.4 s of every start in the guests,
+/// `--debug-timing`). Prints it and returns the error when it finds nothing traceable here;
+/// `None` when something is (the caller's own error, if any, then stands).
+fn nothing_traceable(config: &SessionConfig) -> Option<anyhow::Error> {
     let found = {
         let _t = timing::phase("diagnosis (the session could not start)");
         diagnosis::diagnose(&config.functions)
     };
     if found.can_trace {
-        return err;
+        return None;
     }
     eprint!("{}", diagnosis::render_text(&found));
-    anyhow::anyhow!("the selected functions cannot be traced here (diagnosis above): {err:#}")
+    Some(anyhow::anyhow!(
+        "the selected functions cannot be traced here (diagnosis above)"
+    ))
 }
 
 /// The capture's metadata of a session whose probes are attached.
@@ -200,20 +203,18 @@ pub struct Session {
 
 impl Session {
     /// Attaches the configured functions and prints how each is traced; when that fails, the
-    /// diagnosis says why (see [`cannot_start`]). Must run inside a tokio runtime (the ring
+    /// diagnosis says why (see [`nothing_traceable`]). Must run inside a tokio runtime (the ring
     /// buffer is registered with its reactor).
     ///
     /// With a calibration, the probe floor is measured first (see `probe::calibrate`) and
     /// stored in the metadata; `serve` gives none (it writes no capture).
     pub fn start(config: &SessionConfig) -> anyhow::Result<Session> {
-        // Locked down, no program loads: say why at once rather than after calibrating.
+        // Locked down, no tracing program loads: say why at once rather than after calibrating.
         if crate::probe::kernel::read_lockdown()
             == Some(crate::probe::kernel::Lockdown::Confidentiality)
+            && let Some(e) = nothing_traceable(config)
         {
-            return Err(cannot_start(
-                config,
-                anyhow::anyhow!("lockdown=confidentiality"),
-            ));
+            return Err(e);
         }
         let mode = config.mode;
         let mut floor = config.calibration.map(|c| {
@@ -231,7 +232,7 @@ impl Session {
                 debug_probes: config.debug_probes,
             })
         };
-        let mut tracer = loaded.map_err(|e| cannot_start(config, e))?;
+        let mut tracer = loaded.map_err(|e| nothing_traceable(config).unwrap_or(e))?;
         if !config.filter.is_off() {
             eprintln!(
                 "task filter {}: only these tasks' calls are timed; other tasks' calls are \
@@ -251,13 +252,12 @@ impl Session {
         }
         if !tracer.any_attached() {
             drop(tracer);
-            return Err(cannot_start(
-                config,
+            return Err(nothing_traceable(config).unwrap_or_else(|| {
                 anyhow::anyhow!(
                     "none of the selected functions could be attached (reasons above); see \
                      `damon-trace doctor`"
-                ),
-            ));
+                )
+            }));
         }
         let meta = {
             let _t = timing::phase("metadata: kernel identity, DAMON's sysfs");
