@@ -146,7 +146,7 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
                 session::Kind::Kprobe
             };
             let kfuncs = session::Kfuncs::resolve(Some(&btf))?;
-            let mut insns = session::instructions(&bpf, EBPF_OBJECT, entry)?;
+            let mut insns = session::instructions(&bpf, entry)?;
             session::rewrite_kfunc_calls(&mut insns, &kfuncs)?;
             let prog = session::load(kind, entry, &insns)?;
             let link = session::attach(kind, prog.as_fd(), symbol)

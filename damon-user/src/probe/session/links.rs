@@ -16,7 +16,7 @@ use super::{
 use crate::{
     probe::{
         attach::{timed_attach, timed_load},
-        programs::{EBPF_OBJECT, program_names},
+        programs::program_names,
         skips,
     },
     trace::{AttachMethod, TracedFunction},
@@ -97,14 +97,12 @@ impl SessionLinks {
         let (name, _) = program_names(func, method);
         let relocated = match &self.relocated {
             Some(r) => r,
-            None => self
-                .relocated
-                .insert(Relocated::new(bpf, EBPF_OBJECT).map_err(|why| {
-                    SessionError::Relocation {
-                        prog: name.clone(),
-                        why,
-                    }
-                })?),
+            None => self.relocated.insert(Relocated::new(bpf).map_err(|why| {
+                SessionError::Relocation {
+                    prog: name.clone(),
+                    why,
+                }
+            })?),
         };
         let mut insns = relocated.instructions(&name)?;
         rewrite_kfunc_calls(&mut insns, &kfuncs)?;

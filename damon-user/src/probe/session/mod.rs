@@ -19,7 +19,7 @@ use std::{
     collections::HashSet,
     ffi::CString,
     os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
-    sync::Mutex,
+    sync::OnceLock,
 };
 
 use aya::{Ebpf, maps::Map};
@@ -29,7 +29,7 @@ use aya_obj::{
 };
 use damon_common::KFUNC_PLACEHOLDERS;
 
-use super::skips::bpf;
+use super::{programs::EBPF_OBJECT, skips::bpf};
 
 /// `enum bpf_attach_type`'s `BPF_TRACE_KPROBE_SESSION` (UAPI, Linux ≥ 6.10).
 pub const BPF_TRACE_KPROBE_SESSION: u32 = 56;
@@ -178,31 +178,23 @@ fn map_fd(map: &Map) -> Option<BorrowedFd<'_>> {
     Some(data.fd().as_fd())
 }
 
-/// `elf` parsed, once per process and object: parsing the whole object (its BTF included) took
-/// 0.3–0.5 s in a 7.2 guest, and a session loads up to four session programs of it, a
-/// calibration more (`--debug-timing`). Each caller relocates its own copy. `'static`: the
-/// embedded object, never freed, so its address and length name it.
-fn parsed(elf: &'static [u8]) -> Result<Object, String> {
-    static PARSED: Mutex<Vec<(usize, usize, Object)>> = Mutex::new(Vec::new());
-    let key = (elf.as_ptr() as usize, elf.len());
-    let mut cache = PARSED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, _, obj)) = cache.iter().find(|(p, n, _)| (*p, *n) == key) {
-        return Ok(obj.clone());
-    }
-    let _t = crate::timing::phase("ELF object parsed (once)");
-    let obj = Object::parse(elf).map_err(|e| e.to_string())?;
-    cache.push((key.0, key.1, obj.clone()));
-    Ok(obj)
+/// The embedded eBPF object, parsed once per process: parsing it whole (its BTF included)
+/// took 0.3–0.5 s in a 7.2 guest, and a session loads up to four session programs of it, a
+/// calibration more (`--debug-timing`). Each caller relocates its own copy.
+fn parsed() -> Result<Object, String> {
+    static PARSED: OnceLock<Result<Object, String>> = OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            let _t = crate::timing::phase("ELF object parsed (once)");
+            Object::parse(EBPF_OBJECT).map_err(|e| e.to_string())
+        })
+        .clone()
 }
 
-/// Program `prog` of `elf` (the object `bpf` was loaded from), its map references relocated
-/// to `bpf`'s maps and its subprogram calls linked: the instructions aya would load.
-pub fn instructions(
-    bpf: &Ebpf,
-    elf: &'static [u8],
-    prog: &str,
-) -> Result<Vec<bpf_insn>, SessionError> {
-    Relocated::new(bpf, elf)
+/// Program `prog` of the embedded object (the one `bpf` was loaded from), its map references
+/// relocated to `bpf`'s maps and its subprogram calls linked: the instructions aya would load.
+pub fn instructions(bpf: &Ebpf, prog: &str) -> Result<Vec<bpf_insn>, SessionError> {
+    Relocated::new(bpf)
         .map_err(|why| SessionError::Relocation {
             prog: prog.to_owned(),
             why,
@@ -218,9 +210,9 @@ pub struct Relocated {
 }
 
 impl Relocated {
-    pub fn new(bpf: &Ebpf, elf: &'static [u8]) -> Result<Relocated, String> {
+    pub fn new(bpf: &Ebpf) -> Result<Relocated, String> {
         let _t = crate::timing::phase("session programs: maps relocated, calls linked");
-        let mut obj = parsed(elf)?;
+        let mut obj = parsed()?;
         let mut fds = Vec::new();
         for name in obj.maps.keys() {
             let map = bpf

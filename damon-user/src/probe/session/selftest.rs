@@ -128,7 +128,7 @@ pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, Ses
         .map_max_entries(MAP_EVENTS, 4096)
         .load(EBPF_OBJECT)
         .map_err(|e| other(format!("creating the maps: {e}")))?;
-    let mut insns = instructions(&bpf, EBPF_OBJECT, program)?;
+    let mut insns = instructions(&bpf, program)?;
     rewrite_kfunc_calls(&mut insns, &kfuncs)?;
     let mut errors = Vec::new();
     let mut linked = None;
