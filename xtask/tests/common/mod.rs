@@ -2,6 +2,7 @@
 //! it wrote under /out and checking the report's invariants.
 #![allow(dead_code)] // each test file uses a subset
 pub mod floor;
+pub mod kernel_mode;
 
 use std::{fs, time::Duration};
 
