@@ -18,37 +18,36 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::testing::{Counts, parse_result_line};
 
-/// Seconds each VM test file took in one `.ci/run` on a 2-core host in two lanes (2026-12-04,
-/// warm caches), scaled for the files that since record with `--no-calibrate` where their
-/// checks do not need calibration (by what each took beside one other guest before and after,
-/// 2026-12-05). Only the balance of the lanes depends on these numbers.
+/// Seconds each VM test file took in one fresh-clone `.ci/run` on this 2-core host in two lanes,
+/// nothing else running (2026-12-06, 1901 s in all). Only the balance of the lanes depends on
+/// these numbers; the table before it (2026-12-04) predated the faster session start and put
+/// 1481 s of guests in one lane and 1114 s in the other.
 const MEASURED_SECONDS: &[(&str, u32)] = &[
-    ("vm", 313),
-    ("vm_ab", 141),
-    ("vm_adhoc", 58),
-    ("vm_calibrate", 118),
-    // Not from that run: 246 s beside three other heavy jobs on the host (2026-12-06).
-    ("vm_clock", 180),
-    ("vm_cleanup", 339),
-    ("vm_drops", 32),
-    ("vm_exact", 623),
-    ("vm_func", 90),
+    ("vm", 236),
+    ("vm_ab", 93),
+    ("vm_adhoc", 32),
+    ("vm_calibrate", 88),
+    ("vm_clock", 69),
+    ("vm_cleanup", 280),
+    ("vm_drops", 14),
+    ("vm_exact", 273),
+    ("vm_func", 55),
     ("vm_install", 22),
-    ("vm_intervals", 106),
-    ("vm_kernels", 29),
-    ("vm_kmode", 178),
-    ("vm_overload", 60),
-    ("vm_probe_log", 65),
-    ("vm_prometheus", 82),
-    ("vm_scenarios", 225),
-    ("vm_seeds", 99),
-    ("vm_session", 27),
-    ("vm_disturb", 300),
-    ("vm_shell", 35),
-    ("vm_soak", 100),
-    ("vm_stamps", 96),
-    ("vm_systemd", 386),
-    ("vm_values", 224),
+    ("vm_intervals", 71),
+    ("vm_kernels", 24),
+    ("vm_kmode", 104),
+    ("vm_overload", 37),
+    ("vm_probe_log", 34),
+    ("vm_prometheus", 56),
+    ("vm_scenarios", 143),
+    ("vm_seeds", 73),
+    ("vm_session", 19),
+    ("vm_disturb", 194),
+    ("vm_shell", 23),
+    ("vm_soak", 80),
+    ("vm_stamps", 66),
+    ("vm_systemd", 307),
+    ("vm_values", 202),
 ];
 
 /// What a file missing from [`MEASURED_SECONDS`] is assumed to take.
