@@ -37,8 +37,11 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     ))?;
 
     let mut rest = Vec::new();
-    let meta = session.meta().clone();
+    let mut meta = session.meta().clone();
     let summary = session.stop(stop, &mut rest)?;
+    if summary.calibration.is_some() {
+        meta.calibration.clone_from(&summary.calibration);
+    }
     for r in &rest {
         writer.push(r).context("writing the capture")?;
     }
@@ -95,6 +98,7 @@ async fn record_until_stopped(
                 for line in session.probe_lines() {
                     eprintln!("{line}");
                 }
+                session.calibration_done(false)?;
                 flush = true;
             }
             _ = &mut deadline => break StopReason::Duration,

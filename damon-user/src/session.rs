@@ -22,8 +22,9 @@ use crate::{
         ring::RingReader,
         tracer::{LoadOptions, Tracer},
     },
+    stats::calibration::{Calibration, CalibrationStatus},
     timing,
-    trace::{ModeConfig, SessionConfig, TraceMode},
+    trace::{CalibrationPlan, ModeConfig, SessionConfig, TraceMode},
 };
 
 /// Why a session ended.
@@ -153,11 +154,38 @@ fn nothing_traceable(config: &SessionConfig) -> Option<anyhow::Error> {
     ))
 }
 
+/// The calibration the capture's header states, and the one to measure beside the session:
+/// `--no-calibrate` says skipped, `serve` asks for none.
+fn start_calibration(
+    config: &SessionConfig,
+    tracer: &Tracer,
+) -> (Option<Calibration>, Option<calibrate::Beside>) {
+    match config.calibration {
+        None => (None, None),
+        Some(CalibrationPlan::Skip) => {
+            let cal = Calibration::not_run(CalibrationStatus::Skipped, "--no-calibrate".into());
+            for line in calibrate::summary_lines(&cal, config.clock.unit()) {
+                eprintln!("{line}");
+            }
+            (Some(cal), None)
+        }
+        Some(CalibrationPlan::Measure { calls }) => {
+            match calibrate::Beside::start(calls, tracer.statuses(), config.mode) {
+                Some(b) => {
+                    eprintln!("{}", b.started_line());
+                    (Some(b.pending()), Some(b))
+                }
+                None => (None, None),
+            }
+        }
+    }
+}
+
 /// The capture's metadata of a session whose probes are attached.
 fn session_meta(
     config: &SessionConfig,
     tracer: &Tracer,
-    floor: Option<crate::stats::calibration::Calibration>,
+    floor: Option<Calibration>,
 ) -> anyhow::Result<Meta> {
     let mode = config.mode;
     Ok(Meta {
@@ -199,6 +227,8 @@ pub struct Session {
     /// `--debug-timing`: print the table at the first record (`record`, `serve`), or leave it
     /// to the end (`live`, whose screen is on the terminal then).
     timing_at_first_record: bool,
+    /// The probe floor being measured beside the session, until taken.
+    beside: Option<calibrate::Beside>,
 }
 
 impl Session {
@@ -217,10 +247,6 @@ impl Session {
             return Err(e);
         }
         let mode = config.mode;
-        let mut floor = config.calibration.map(|c| {
-            let _t = timing::phase("calibration before the attach");
-            calibrate::before_session(c, config.attach, mode)
-        });
         let loaded = {
             let _t = timing::phase("the session's probes: Tracer::load");
             Tracer::load(&LoadOptions {
@@ -246,10 +272,6 @@ impl Session {
                 None => eprintln!("{:<27} {}", s.name, s.attach.as_str()),
             }
         }
-        if let (Some(cal), Some(c)) = (floor.as_mut(), config.calibration) {
-            let _t = timing::phase("calibration after the attach");
-            calibrate::after_attach(cal, tracer.statuses(), c, mode, config.clock.unit());
-        }
         if !tracer.any_attached() {
             drop(tracer);
             return Err(nothing_traceable(config).unwrap_or_else(|| {
@@ -259,6 +281,7 @@ impl Session {
                 )
             }));
         }
+        let (floor, beside) = start_calibration(config, &tracer);
         let meta = {
             let _t = timing::phase("metadata: kernel identity, DAMON's sysfs");
             session_meta(config, &tracer, floor)?
@@ -279,6 +302,7 @@ impl Session {
             mode,
             first_record_seen: false,
             timing_at_first_record: true,
+            beside,
         })
     }
 
@@ -305,6 +329,30 @@ impl Session {
 
     pub fn meta(&self) -> &Meta {
         &self.meta
+    }
+
+    /// The calibration measured beside the session, once it has finished (and only then, once):
+    /// the session's metadata now holds it, its floors are printed on stderr (unless `quiet`:
+    /// `live`'s screen is on the terminal), and the capture's summary will hold it.
+    pub fn calibration_done(&mut self, quiet: bool) -> anyhow::Result<Option<Calibration>> {
+        let Some(cal) = self.beside.as_mut().and_then(calibrate::Beside::try_finish) else {
+            return Ok(None);
+        };
+        if quiet {
+            self.meta.calibration = Some(serde_json::to_value(&cal)?);
+        } else {
+            self.took_calibration(&cal)?;
+        }
+        Ok(Some(cal))
+    }
+
+    /// Puts `cal` in the metadata and prints its floors.
+    fn took_calibration(&mut self, cal: &Calibration) -> anyhow::Result<()> {
+        self.meta.calibration = Some(serde_json::to_value(cal)?);
+        for line in calibrate::summary_lines(cal, self.meta.clock.unit()) {
+            eprintln!("{line}");
+        }
+        Ok(())
     }
 
     pub fn started(&self) -> Instant {
@@ -419,6 +467,10 @@ impl Session {
             eprintln!("{line}");
         }
         let kernel_hist = self.kernel_histograms()?;
+        // A calibration beside the session ends up in the summary, waited for if need be.
+        if let Some(cal) = self.beside.as_mut().and_then(calibrate::Beside::finish) {
+            self.took_calibration(&cal)?;
+        }
         Ok(Summary {
             duration_ns: self.started.elapsed().as_nanos() as u64,
             end_reason: reason.as_str().to_owned(),
@@ -427,6 +479,11 @@ impl Session {
             damon_end: damon_config(),
             intervals: self.tracer.mark_counters(),
             kernel_hist,
+            calibration: self
+                .beside
+                .is_some()
+                .then(|| self.meta.calibration.clone())
+                .flatten(),
         })
     }
 }

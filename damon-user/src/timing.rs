@@ -28,6 +28,9 @@ use std::{
 
 /// Whether the recorder is on; read without the lock.
 static ON: AtomicBool = AtomicBool::new(false);
+/// The thread that turned it on (`main`'s): the only one whose phases and marks count, so a
+/// helper thread (calibration beside the session) cannot break the phases' nesting.
+static THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
 /// The recorder, once [`enable`]d.
 static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
 
@@ -125,6 +128,7 @@ pub fn enable(origin: Instant) {
     let exec_before = exec_before(origin);
     let mut r = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
     r.get_or_insert_with(|| Recorder::new(origin, exec_before));
+    let _ = THREAD.set(std::thread::current().id());
     ON.store(true, Ordering::Release);
 }
 
@@ -160,9 +164,9 @@ fn start_ticks(stat: &str) -> Option<u64> {
     rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
-/// Whether the recorder is on.
+/// Whether the recorder is on, for this thread.
 pub fn enabled() -> bool {
-    ON.load(Ordering::Acquire)
+    ON.load(Ordering::Acquire) && THREAD.get() == Some(&std::thread::current().id())
 }
 
 /// Records a phase from now until the guard is dropped.

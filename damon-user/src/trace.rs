@@ -172,7 +172,7 @@ pub struct FunctionNames {
     pub others: Vec<String>,
 }
 
-/// Whether a session measures the probe floor before it attaches (`record`, `live`).
+/// Whether a session measures the probe floor, beside its first seconds (`record`, `live`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CalibrationPlan {
     /// Not measured: the capture says calibration was skipped.

@@ -14,6 +14,7 @@ pub mod above_floor;
 pub mod boots;
 pub mod bpftrace;
 mod guest_script;
+pub mod startup;
 pub mod stats;
 pub mod table;
 

@@ -31,9 +31,8 @@ enum Cmd {
     /// Build the static (musl) damon-trace and print its path.
     BuildStatic,
     /// Build what goes onto a real machine: the stripped static binary (dist profile) with its
-    /// man pages, bash/zsh/fish completions and the systemd unit for `serve`, as
-    /// target/packages/damon-trace-VERSION-x86_64-linux-musl.tar.gz and
-    /// target/packages/damon-trace_VERSION_amd64.deb (needs dpkg-deb).
+    /// man pages, shell completions and `serve`'s systemd unit, as target/packages/
+    /// damon-trace-VERSION-x86_64-linux-musl.tar.gz and damon-trace_VERSION_amd64.deb.
     Dist,
     /// Download (or find cached) a guest kernel and print its path and release.
     Kernel {
@@ -228,9 +227,9 @@ enum Cmd {
     /// patch's own view. Builds are cached under ~/.cache/damon-trace/kernel-ab. Run as root.
     KernelAb(xtask::kernel_ab::args::KernelAbArgs),
     /// Benchmarks outside CI: per-call overhead of tracing a syscall's kernel function in one
-    /// guest boot or --boots N (untraced, bpftrace, damon-trace stream/fentry, stream/kprobe, kernel/fentry,
-    /// alternating for --rounds), userspace decode/aggregate/write throughput on this host,
-    /// and optionally `live`'s memory at full rate. Writes target/bench/bench.{md,json}.
+    /// guest boot or --boots N (untraced, bpftrace, damon-trace's methods, alternating for
+    /// --rounds), userspace throughput on this host, optionally `live`'s memory at full rate
+    /// (target/bench/bench.{md,json}); or, with --startup, start-up against bpftrace's.
     Bench {
         /// System calls per timed loop.
         #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1000..))]
@@ -279,6 +278,8 @@ enum Cmd {
         binary: Option<PathBuf>,
         #[command(flatten)]
         clock: ClockArgs,
+        #[command(flatten)]
+        startup: bench::startup::StartupArgs,
     },
     /// The code's shape: no import cycle among damon-user's top-level modules, the domain
     /// importing neither commands nor cli nor clap, no file over 600 lines without a stated
@@ -319,7 +320,7 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     Ok((k.to_owned(), v.to_owned()))
 }
 
-/// `20` or `20s`, at least 1.
+/// `HOST:GUEST`, the guest path absolute.
 fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
     let (h, g) = s
         .rsplit_once(':')
@@ -330,7 +331,6 @@ fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
     Ok((PathBuf::from(h), g.to_owned()))
 }
 
-/// The `--bin` given, else a fresh `build-static`.
 fn parse_bench_config(name: &str) -> Result<bench::table::Config, String> {
     use bench::table::Config;
     Config::from_name(name).ok_or_else(|| {
@@ -339,6 +339,7 @@ fn parse_bench_config(name: &str) -> Result<bench::table::Config, String> {
     })
 }
 
+/// The `--bin` given, else a fresh `build-static`.
 fn binary_or_build(binary: Option<PathBuf>) -> Result<PathBuf> {
     match binary {
         Some(b) => Ok(b),
@@ -562,10 +563,14 @@ fn bench_command(cmd: Cmd) -> Result<bool> {
         configs,
         binary,
         clock,
+        startup,
     } = cmd
     else {
         unreachable!("bench_command takes bench only")
     };
+    if startup.startup {
+        return bench::startup::run(&kernel, &binary_or_build(binary)?, startup.starts);
+    }
     // Combining earlier runs needs no binary.
     let binary = if combine.is_empty() {
         binary_or_build(binary)?

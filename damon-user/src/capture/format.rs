@@ -426,8 +426,13 @@ impl Assembler {
         {
             return Err(t.into_error());
         }
+        let mut meta = self.meta.ok_or(CaptureError::NoMeta)?;
+        // A calibration measured beside the session ends the capture, not its header.
+        if let Some(cal) = self.summary.as_ref().and_then(|s| s.calibration.clone()) {
+            meta.calibration = Some(cal);
+        }
         Ok(Capture {
-            meta: self.meta.ok_or(CaptureError::NoMeta)?,
+            meta,
             records: self.records,
             summary: self.summary,
             marks: self.marks,

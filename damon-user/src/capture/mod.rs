@@ -405,11 +405,16 @@ pub struct Summary {
     /// (empty in stream mode).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kernel_hist: BTreeMap<u32, KernelHist>,
+    /// The probe floor measured beside the session (`meta.calibration` said `pending` when the
+    /// header was written); reading the capture puts it in `meta.calibration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<serde_json::Value>,
 }
 
 impl Summary {
     /// A session's end: how long it ran, why it ended and its counters, with nothing
-    /// malformed, no DAMON state, interval counters or kernel histograms (set them after).
+    /// malformed, no DAMON state, interval counters, kernel histograms or calibration (set
+    /// them after).
     pub fn new(
         duration_ns: u64,
         end_reason: &str,
@@ -423,6 +428,7 @@ impl Summary {
             damon_end: None,
             intervals: None,
             kernel_hist: BTreeMap::new(),
+            calibration: None,
         }
     }
 }

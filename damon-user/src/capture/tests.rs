@@ -724,3 +724,42 @@ fn old_record_chunks_read_with_zero_disturbance_and_not_measured() {
     assert_eq!(c.records, vec![with_args]);
     assert_eq!(c.records[0].disturbance(), [0; 4]);
 }
+
+/// A calibration measured beside the session: the header says pending, the summary holds the
+/// floors, and reading the capture puts them in `meta.calibration`; a capture that ends
+/// before its summary (killed) still says pending.
+#[test]
+fn a_calibration_beside_the_session_reads_from_the_summary() {
+    use crate::stats::calibration::{Calibration, CalibrationStatus};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pending = Calibration::not_run(CalibrationStatus::Pending, "beside".into());
+    let mut done = Calibration::not_run(CalibrationStatus::Ok, String::new());
+    done.calls = 20_000;
+    let mut m = meta();
+    m.calibration = Some(serde_json::to_value(&pending).expect("json"));
+    let status = |c: &Capture| {
+        Calibration::from_meta(c.meta.calibration.as_ref())
+            .expect("a calibration")
+            .status
+    };
+    for finished in [true, false] {
+        let path = dir.path().join(format!("{finished}.dtcap"));
+        let mut w = CaptureWriter::create(&path, false, &m).expect("create");
+        w.push(&rec(1)).expect("push");
+        if finished {
+            let mut s = summary(1);
+            s.calibration = Some(serde_json::to_value(&done).expect("json"));
+            w.finish(&s).expect("finish");
+        } else {
+            w.flush().expect("flush");
+            drop(w);
+        }
+        let c = read_file(&path).expect("read");
+        if finished {
+            assert_eq!(status(&c), CalibrationStatus::Ok);
+            assert_eq!(c.meta.calibration.as_ref().expect("cal")["calls"], 20_000);
+        } else {
+            assert_eq!(status(&c), CalibrationStatus::Pending);
+        }
+    }
+}

@@ -444,11 +444,12 @@ pub struct ServeArgs {
 /// Measuring the probe floor when a session starts (`record`, `live`, `serve`).
 #[derive(Debug, Args, Clone, Copy)]
 pub struct CalibrationArgs {
-    /// Do not measure the probe floor at start: the capture then says calibration was skipped,
-    /// and only raw latencies can be shown.
+    /// Do not measure the probe floor (by default measured beside the session's first
+    /// seconds): the capture then says calibration was skipped, and only raw latencies can be
+    /// shown.
     #[arg(long)]
     pub no_calibrate: bool,
-    /// Test runs per probe floor at start (each calls every calibration function once).
+    /// Test runs per probe floor (each calls every calibration function once).
     #[arg(long, value_name = "N", default_value_t = crate::probe::calibrate::DEFAULT_CALLS, value_parser = clap::value_parser!(u64).range(100..=10_000_000), conflicts_with = "no_calibrate", allow_hyphen_values = true)]
     pub calibrate_calls: u64,
 }

@@ -17,7 +17,8 @@ pub struct RecordSummary<'a> {
     pub mode: &'a str,
     pub ring_size: u32,
     pub functions: Vec<FunctionSummary<'a>>,
-    /// The probe floor measured at start (`meta.calibration` of the capture), or why not.
+    /// The probe floor measured beside the session (`meta.calibration` of the capture read
+    /// back), or why not.
     pub calibration: Option<&'a serde_json::Value>,
 }
 

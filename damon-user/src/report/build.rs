@@ -237,6 +237,7 @@ pub fn latencies_note(calibration: Option<&Calibration>, unit: &str) -> String {
             "{raw}; calibration {}{}, so there is no corrected value",
             match c.status {
                 CalibrationStatus::Skipped => "was skipped",
+                CalibrationStatus::Pending => "did not finish before the recorder ended",
                 _ => "failed",
             },
             c.detail

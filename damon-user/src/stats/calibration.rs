@@ -128,6 +128,9 @@ pub enum CalibrationStatus {
     Skipped,
     /// Nothing could be measured (`detail` says why).
     Failed,
+    /// Being measured beside the session when the capture's header was written; the summary
+    /// at its end holds the result. A capture that still says so ended before it (killed).
+    Pending,
 }
 
 /// What `meta.calibration` holds: the floors of the attach methods and trace mode a session

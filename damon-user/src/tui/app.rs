@@ -42,6 +42,8 @@ pub enum Event {
     },
     /// Lines the probes logged (`--debug-probes`), oldest first.
     ProbeLog(Vec<String>),
+    /// The probe floor measured beside the session has come, for the session's trace mode.
+    Calibration(Calibration, String),
     /// A replay reached the end of its capture.
     SourceEnded,
     Key(KeyEvent),
@@ -213,6 +215,8 @@ pub struct App {
     pub message: Option<String>,
     /// Lines the probes logged so far (`--debug-probes`).
     pub probe_lines: u64,
+    /// The probe floor is being measured beside the session (corrected values come later).
+    calibrating: bool,
     /// Kernel mode: the linear bucket width (percentiles are bucket tops); `None`: stream.
     pub kernel_width_ns: Option<u64>,
     /// Kernel mode: the last cumulative histograms, to take the next period's difference.
@@ -275,6 +279,7 @@ impl App {
             ended: false,
             message: None,
             probe_lines: 0,
+            calibrating: false,
             kernel_width_ns: config.kernel_width_ns,
             last_hists: BTreeMap::new(),
         }
@@ -283,6 +288,10 @@ impl App {
     /// Gives each panel the floor of its attach method in trace mode `mode`, from the
     /// session's or the replayed capture's calibration.
     pub fn set_calibration(&mut self, calibration: Option<&Calibration>, mode: &str) {
+        // A replayed capture that still says pending ended before its calibration did.
+        self.calibrating = self.origin == Origin::Live
+            && calibration
+                .is_some_and(|c| c.status == crate::stats::calibration::CalibrationStatus::Pending);
         for p in &mut self.panels {
             p.floor = calibration
                 .and_then(|c| c.floor(p.status.attach.as_str(), mode))
@@ -386,6 +395,10 @@ impl App {
                 if let Some(last) = lines.last() {
                     self.message = Some(format!("[{} probe lines] {last}", self.probe_lines));
                 }
+                Effect::Draw
+            }
+            Event::Calibration(cal, mode) => {
+                self.set_calibration(Some(&cal), &mode);
                 Effect::Draw
             }
             Event::SourceEnded => {
@@ -502,8 +515,15 @@ impl App {
                 self.message = None;
             }
             Action::ToggleCorrected => {
-                self.message =
-                    Some("no probe calibration in this session: latencies are raw only".to_owned())
+                self.message = Some(
+                    if self.calibrating {
+                        "the probe floor is being measured beside the session: corrected \
+                         latencies come when it is done"
+                    } else {
+                        "no probe calibration in this session: latencies are raw only"
+                    }
+                    .to_owned(),
+                )
             }
             Action::Freeze => {
                 self.frozen = match self.frozen {

@@ -124,6 +124,9 @@ impl Collector {
                 if !probe.is_empty() {
                     out.push(Event::ProbeLog(probe));
                 }
+                if let Some(cal) = l.session.calibration_done(true)? {
+                    out.push(Event::Calibration(cal, l.session.meta().mode.clone()));
+                }
                 out.push(Event::Second {
                     elapsed: l.started.elapsed(),
                 });
@@ -159,6 +162,7 @@ impl Collector {
         match self {
             Collector::Live(l) => Ok(Summary {
                 kernel_hist: l.session.kernel_histograms()?,
+                calibration: l.session.meta().calibration.clone(),
                 ..Summary::new(
                     l.started.elapsed().as_nanos() as u64,
                     "snapshot",

@@ -54,7 +54,7 @@ use damon_common::FIRST_USER_FUNC;
 use crate::{
     capture::AttachState,
     stats::calibration::{Calibration, CalibrationStatus, Floor, METHOD},
-    trace::{AttachChoice, AttachMethod, CalibrationPlan, ModeConfig},
+    trace::{AttachMethod, ModeConfig},
 };
 
 /// The empty functions whose probe durations, pooled, make the floor.
@@ -141,7 +141,9 @@ pub fn calibrate(
     cal
 }
 
+mod beside;
 mod measure;
+pub use beside::Beside;
 use measure::measure;
 
 /// Ids of the calibration tracer's functions: the floor's first, the held-out one last.
@@ -151,17 +153,6 @@ fn ids() -> impl Iterator<Item = (u32, &'static str)> {
         .chain([&HELD_OUT_FUNCTION])
         .enumerate()
         .map(|(i, f)| (FIRST_USER_FUNC + i as u32, *f))
-}
-
-/// The floors a session needs: one per attach method its functions use (in the session's
-/// trace mode). `Auto` measures fentry (what auto picks wherever it can); functions that fell
-/// back to kprobe add that floor afterwards ([`missing_floors`]).
-pub fn requests_for(attach: AttachChoice, mode: ModeConfig) -> Vec<FloorRequest> {
-    let attach = match attach {
-        AttachChoice::Only(m) => m,
-        AttachChoice::Auto => AttachMethod::Fentry,
-    };
-    vec![FloorRequest { attach, mode }]
 }
 
 /// Attach methods in use that a calibration has no floor for.
@@ -246,85 +237,12 @@ pub fn summary_lines(cal: &Calibration, unit: &str) -> Vec<String> {
         .collect()
 }
 
-/// Calibration when a session starts, before its probes are attached (so the floor's calls
-/// and the session's never share the ring or the CPU time): the floor of the attach method the
-/// session asks for, in its trace mode. `--no-calibrate` gives a `skipped` calibration.
-pub fn before_session(
-    plan: CalibrationPlan,
-    attach: AttachChoice,
-    mode: ModeConfig,
-) -> Calibration {
-    let CalibrationPlan::Measure { calls } = plan else {
-        return Calibration::not_run(CalibrationStatus::Skipped, "--no-calibrate".to_owned());
-    };
-    // The method `auto` will try first on this kernel (what the attach does, see
-    // `probe::attach`); a function that falls back is calibrated after the attach.
-    let first = match attach {
-        AttachChoice::Auto if crate::probe::kernel::Preemption::read().preempts_trampolines() => {
-            AttachChoice::Only(AttachMethod::Kprobe)
-        }
-        other => other,
-    };
-    calibrate(&requests_for(first, mode), calls, &mut progress_line)
-}
-
-/// After the session attached: measures the floors of attach methods its functions use that
-/// [`before_session`] did not (functions `auto` moved to kprobe), then prints the floors.
-pub fn after_attach(
-    cal: &mut Calibration,
-    statuses: &[crate::capture::FunctionStatus],
-    plan: CalibrationPlan,
-    mode: ModeConfig,
-    unit: &str,
-) {
-    if let CalibrationPlan::Measure { calls } = plan {
-        let used: Vec<AttachState> = statuses.iter().map(|s| s.attach).collect();
-        for attach in missing_floors(cal, &used) {
-            let extra = calibrate(
-                &requests_for(attach.into(), mode),
-                calls,
-                &mut progress_line,
-            );
-            cal.floors.extend(extra.floors);
-        }
-        settle_status(cal);
-    }
-    for line in summary_lines(cal, unit) {
-        eprintln!("{line}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn floor(attach: &str) -> Floor {
         Floor::empty(attach, "stream")
-    }
-
-    #[test]
-    fn a_session_asks_for_the_floor_of_the_method_it_tries_first() {
-        let mode = ModeConfig {
-            mode: crate::trace::TraceMode::Kernel,
-            hist_width_ns: 7,
-            disturbance: true,
-        };
-        let only = |m| requests_for(AttachChoice::Only(m), mode);
-        assert_eq!(
-            only(AttachMethod::Kprobe),
-            [FloorRequest {
-                attach: AttachMethod::Kprobe,
-                mode
-            }]
-        );
-        assert_eq!(only(AttachMethod::Fentry)[0].attach, AttachMethod::Fentry);
-        // Auto: fentry, what auto picks wherever it can (before_session resolves it first
-        // on preemptible kernels); a fallback to kprobe is found by missing_floors.
-        let auto = requests_for(AttachChoice::Auto, mode);
-        assert_eq!(auto.len(), 1);
-        assert_eq!(auto[0].attach, AttachMethod::Fentry);
-        assert_eq!(auto[0].mode_name(), "kernel");
-        assert_eq!(auto[0].attach_name(), "fentry");
     }
 
     #[test]

@@ -99,3 +99,15 @@ fn describes_a_floor() {
         "kprobe/stream floor not measured: EPERM"
     );
 }
+
+/// A capture whose calibration beside the session never finished (the recorder was killed)
+/// says so where a skipped or failed one does.
+#[test]
+fn a_pending_calibration_is_one_that_did_not_finish() {
+    let pending = Calibration::not_run(CalibrationStatus::Pending, "beside".into());
+    let note = crate::report::build::latencies_note(Some(&pending), "ns");
+    assert!(
+        note.contains("calibration did not finish before the recorder ended (beside)"),
+        "{note}"
+    );
+}

@@ -1,0 +1,150 @@
+//! Calibration beside the session (`record`, `live`): the session attaches its probes first and
+//! starts recording; the floors of the attach methods its functions ended up on are measured
+//! meanwhile on a thread of their own, with the calibration's own tracer (never the session's
+//! ring), so the first record does not wait for them (on the 7.2 guest, two floors took 6 s of
+//! a 9 s start).
+//!
+//! The price: during those seconds the session's calls share the machine's CPUs with the
+//! floor's test runs (one syscall after another on one CPU), and the floor's calls share them
+//! with the session's. The floor is a median of tens of thousands of calls and does not move
+//! with that (docs/accuracy.md); a call that the test runs delay is disturbed like any other
+//! (`--disturbance` flags it).
+//!
+//! The capture's header says `pending`; the summary at its end holds the floors, and reading
+//! the capture puts them where a calibration made before the attach would be
+//! (`meta.calibration`).
+use std::{thread::JoinHandle, time::Instant};
+
+use super::{FloorRequest, calibrate, missing_floors};
+use crate::{
+    capture::{AttachState, FunctionStatus},
+    stats::calibration::{Calibration, CalibrationStatus},
+    trace::ModeConfig,
+};
+
+/// A calibration running beside a session.
+pub struct Beside {
+    handle: Option<JoinHandle<Calibration>>,
+    began: Instant,
+    calls: u64,
+    /// `attach/mode` of each floor, for the lines that say what runs.
+    floors: Vec<String>,
+}
+
+impl Beside {
+    /// Starts measuring, with `calls` test runs each, the floor of every attach method that
+    /// `statuses` (the session's functions, attached) use, in the session's trace `mode`;
+    /// `None` when no function is attached (nothing to correct).
+    pub fn start(calls: u64, statuses: &[FunctionStatus], mode: ModeConfig) -> Option<Beside> {
+        let used: Vec<AttachState> = statuses.iter().map(|s| s.attach).collect();
+        let requests = floor_requests(&used, mode);
+        if requests.is_empty() {
+            return None;
+        }
+        let floors = requests
+            .iter()
+            .map(|r| format!("{}/{}", r.attach_name(), r.mode_name()))
+            .collect();
+        let handle = std::thread::Builder::new()
+            .name("calibration".into())
+            .spawn(move || calibrate(&requests, calls, &mut |_, _, _| {}))
+            .ok()?;
+        Some(Beside {
+            handle: Some(handle),
+            began: Instant::now(),
+            calls,
+            floors,
+        })
+    }
+
+    /// What the capture's header holds meanwhile.
+    pub fn pending(&self) -> Calibration {
+        Calibration {
+            calls: self.calls,
+            ..Calibration::not_run(
+                CalibrationStatus::Pending,
+                format!(
+                    "the probe floor ({}) is measured beside the session's first seconds; the \
+                     capture's summary holds it",
+                    self.floors.join(", ")
+                ),
+            )
+        }
+    }
+
+    /// The line that says it started.
+    pub fn started_line(&self) -> String {
+        format!(
+            "calibrating the probe floor ({}, {} test runs each) beside the first seconds of \
+             tracing",
+            self.floors.join(", "),
+            self.calls
+        )
+    }
+
+    /// The calibration if it has finished (once); `None` while it runs.
+    pub fn try_finish(&mut self) -> Option<Calibration> {
+        if self.handle.as_ref()?.is_finished() {
+            self.finish()
+        } else {
+            None
+        }
+    }
+
+    /// Waits for the calibration (once; `None` after it was taken), saying so on stderr when
+    /// it has to wait.
+    pub fn finish(&mut self) -> Option<Calibration> {
+        let handle = self.handle.take()?;
+        if !handle.is_finished() {
+            eprintln!(
+                "waiting for the probe floor's calibration (started {:.1} s ago) to finish",
+                self.began.elapsed().as_secs_f64()
+            );
+        }
+        Some(handle.join().unwrap_or_else(|_| {
+            Calibration::not_run(
+                CalibrationStatus::Failed,
+                "the calibration thread panicked".to_owned(),
+            )
+        }))
+    }
+}
+
+/// One floor per attach method in `used` (each once, in order of first use), in `mode`.
+fn floor_requests(used: &[AttachState], mode: ModeConfig) -> Vec<FloorRequest> {
+    let none = Calibration::not_run(CalibrationStatus::Ok, String::new());
+    missing_floors(&none, used)
+        .into_iter()
+        .map(|attach| FloorRequest { attach, mode })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{AttachMethod, TraceMode};
+
+    #[test]
+    fn one_floor_per_method_in_use_in_the_sessions_mode() {
+        let mode = ModeConfig {
+            mode: TraceMode::Kernel,
+            hist_width_ns: 7,
+            disturbance: true,
+        };
+        let used = [
+            AttachState::Kprobe,
+            AttachState::KprobeSession,
+            AttachState::Missing,
+            AttachState::KprobeSession,
+            AttachState::Failed,
+        ];
+        let r = floor_requests(&used, mode);
+        let attach: Vec<AttachMethod> = r.iter().map(|r| r.attach).collect();
+        assert_eq!(attach, [AttachMethod::Kprobe, AttachMethod::KprobeSession]);
+        assert!(
+            r.iter()
+                .all(|r| r.mode == mode && r.mode_name() == "kernel")
+        );
+        assert!(floor_requests(&[AttachState::Missing], mode).is_empty());
+    }
+}
