@@ -6,7 +6,7 @@ use ratatui::crossterm::event::KeyCode;
 use crate::{
     capture::{AttachState, FunctionCounters},
     tui::{
-        app::Origin,
+        app::{Event, Origin},
         test_support::{
             MIGRATE_HOT, OVERLOAD, counters, fixture, overload_fixture, press, render, replayed,
             ring_full,
@@ -213,4 +213,33 @@ fn skipped_probe_runs_show_in_the_panel_80x24() {
     assert!(panel.calls() >= 340, "{}", panel.calls());
     let screen = render(&app, 80, 24);
     assert!(screen.contains("dropped 45 (skip 45)"), "{screen}");
+}
+
+/// Live, with the floor measured beside the session: `c` says it is coming, then the
+/// calibration event gives every panel its floor and `c` shows corrected values. A replayed
+/// capture that still says pending (its recorder ended first) says there is no calibration.
+#[test]
+fn a_floor_measured_beside_the_session_comes_as_an_event() {
+    use crate::stats::calibration::{Calibration, CalibrationStatus, Floor, FloorDistribution};
+    let pending = Calibration::not_run(CalibrationStatus::Pending, "beside".into());
+    let mut replay = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
+    replay.set_calibration(Some(&pending), "stream");
+    press(&mut replay, KeyCode::Char('c'));
+    assert!(render(&replay, 80, 24).contains("no probe calibration"));
+    let mut app = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
+    app.origin = Origin::Live;
+    app.set_calibration(Some(&pending), "stream");
+    press(&mut app, KeyCode::Char('c'));
+    assert!(!app.corrected);
+    assert!(
+        render(&app, 80, 24).contains("the probe floor is being measured"),
+        "{}",
+        render(&app, 80, 24)
+    );
+    let floor = FloorDistribution::from_durations(&(660..=740).collect::<Vec<u64>>());
+    let cal = Calibration::for_tests(81, vec![Floor::for_tests(floor)]);
+    app.update(Event::Calibration(cal, "stream".into()));
+    press(&mut app, KeyCode::Char('c'));
+    assert!(app.corrected);
+    assert!(render(&app, 80, 24).contains("corrected: − probe floor"));
 }
