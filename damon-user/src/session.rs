@@ -159,6 +159,7 @@ fn nothing_traceable(config: &SessionConfig) -> Option<anyhow::Error> {
 fn start_calibration(
     config: &SessionConfig,
     tracer: &Tracer,
+    prepared: Option<calibrate::Prepared>,
 ) -> (Option<Calibration>, Option<calibrate::Beside>) {
     match config.calibration {
         None => (None, None),
@@ -169,8 +170,8 @@ fn start_calibration(
             }
             (Some(cal), None)
         }
-        Some(CalibrationPlan::Measure { calls }) => {
-            match calibrate::Beside::start(calls, tracer.statuses(), config.mode) {
+        Some(CalibrationPlan::Measure { .. }) => {
+            match prepared.and_then(|p| p.start(tracer.statuses(), config.mode)) {
                 Some(b) => {
                     eprintln!("{}", b.started_line());
                     (Some(b.pending()), Some(b))
@@ -247,6 +248,11 @@ impl Session {
             return Err(e);
         }
         let mode = config.mode;
+        // The calibration's thread starts before the attach (see `calibrate::Prepared`).
+        let prepared = match config.calibration {
+            Some(CalibrationPlan::Measure { calls }) => calibrate::Prepared::new(calls),
+            _ => None,
+        };
         let loaded = {
             let _t = timing::phase("the session's probes: Tracer::load");
             Tracer::load(&LoadOptions {
@@ -281,7 +287,7 @@ impl Session {
                 )
             }));
         }
-        let (floor, beside) = start_calibration(config, &tracer);
+        let (floor, beside) = start_calibration(config, &tracer, prepared);
         let meta = {
             let _t = timing::phase("metadata: kernel identity, DAMON's sysfs");
             session_meta(config, &tracer, floor)?

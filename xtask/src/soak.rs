@@ -231,8 +231,10 @@ impl Analysis {
                 break;
             }
         }
+        // After the warm-up: during it the calibration beside the session holds its own
+        // tracer's fds for a few seconds (37 to 78 at 3 s of a 7.2 soak, back after).
         if let Some(first) = samples.first()
-            && let Some(s) = samples.iter().find(|s| s.fds > first.fds)
+            && let Some(s) = samples.iter().skip(early.len()).find(|s| s.fds > first.fds)
         {
             failures.push(format!(
                 "open fds grew from {} to {} at {:.0} s",
@@ -510,6 +512,14 @@ mod tests {
         assert!(all.contains("RssAnon grew: 11850 KiB at 12 s"), "{all}");
         assert!(all.contains("open fds grew from 12 to 13"), "{all}");
         assert!(all.contains("calls 100 != records 80"), "{all}");
+        // More fds during the warm-up only (the calibration's tracer) is no leak.
+        let warm = parse_samples(&samples(
+            &[9000, 9000, 9000, 9000, 9000, 9000, 9000, 9000],
+            &[12, 40, 12, 12, 12, 12, 12, 12],
+        ))
+        .expect("parse");
+        let a = Analysis::new(warm, &report(100, 90, 10));
+        assert!(a.failures.is_empty(), "{:?}", a.failures);
         assert!(parse_samples("1 2 3").is_err());
     }
 

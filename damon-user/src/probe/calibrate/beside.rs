@@ -10,6 +10,12 @@
 //! with that (docs/accuracy.md); a call that the test runs delay is disturbed like any other
 //! (`--disturbance` flags it).
 //!
+//! The calibration's own system calls after the attach are a session's calls like any other
+//! where it traces their paths: its thread is started before the attach and reads the
+//! kernel's version there ([`Prepared`]), so `uname` is not among them (a guest test traces
+//! it and counts exactly its workload's calls); its tracer's load (bpf(2), BTF and kallsyms
+//! reads) and its test runs are.
+//!
 //! The capture's header says `pending`; the summary at its end holds the floors, and reading
 //! the capture puts them where a calibration made before the attach would be
 //! (`meta.calibration`).
@@ -24,39 +30,61 @@ use crate::{
 
 /// A calibration running beside a session.
 pub struct Beside {
-    handle: Option<JoinHandle<Calibration>>,
+    handle: Option<JoinHandle<Option<Calibration>>>,
     began: Instant,
     calls: u64,
     /// `attach/mode` of each floor, for the lines that say what runs.
     floors: Vec<String>,
 }
 
-impl Beside {
-    /// Starts measuring, with `calls` test runs each, the floor of every attach method that
-    /// `statuses` (the session's functions, attached) use, in the session's trace `mode`;
-    /// `None` when no function is attached (nothing to correct).
-    pub fn start(calls: u64, statuses: &[FunctionStatus], mode: ModeConfig) -> Option<Beside> {
+/// The calibration's thread, started before the session attaches: it reads the kernel's
+/// version first, as aya does before its first program load (once per thread, with uname(2)),
+/// so that a session tracing `uname` does not count the calibration's; then it waits for the
+/// floors to measure. Dropped without [`Prepared::start`], it ends.
+pub struct Prepared {
+    go: std::sync::mpsc::Sender<Vec<FloorRequest>>,
+    handle: JoinHandle<Option<Calibration>>,
+    calls: u64,
+}
+
+impl Prepared {
+    /// The thread, waiting; `None` if it cannot be started (no calibration then).
+    pub fn new(calls: u64) -> Option<Prepared> {
+        let (go, requests) = std::sync::mpsc::channel::<Vec<FloorRequest>>();
+        let handle = std::thread::Builder::new()
+            .name("calibration".into())
+            .spawn(move || {
+                let _ = aya::util::KernelVersion::current();
+                let requests = requests.recv().ok()?;
+                Some(calibrate(&requests, calls, &mut |_, _, _| {}))
+            })
+            .ok()?;
+        Some(Prepared { go, handle, calls })
+    }
+
+    /// Starts measuring the floor of every attach method that `statuses` (the session's
+    /// functions, attached) use, in the session's trace `mode`; `None` when no function is
+    /// attached (nothing to correct).
+    pub fn start(self, statuses: &[FunctionStatus], mode: ModeConfig) -> Option<Beside> {
         let used: Vec<AttachState> = statuses.iter().map(|s| s.attach).collect();
         let requests = floor_requests(&used, mode);
-        if requests.is_empty() {
-            return None;
-        }
         let floors = requests
             .iter()
             .map(|r| format!("{}/{}", r.attach_name(), r.mode_name()))
             .collect();
-        let handle = std::thread::Builder::new()
-            .name("calibration".into())
-            .spawn(move || calibrate(&requests, calls, &mut |_, _, _| {}))
-            .ok()?;
+        if requests.is_empty() || self.go.send(requests).is_err() {
+            return None;
+        }
         Some(Beside {
-            handle: Some(handle),
+            handle: Some(self.handle),
             began: Instant::now(),
-            calls,
+            calls: self.calls,
             floors,
         })
     }
+}
 
+impl Beside {
     /// What the capture's header holds meanwhile.
     pub fn pending(&self) -> Calibration {
         Calibration {
@@ -101,7 +129,7 @@ impl Beside {
                 self.began.elapsed().as_secs_f64()
             );
         }
-        Some(handle.join().unwrap_or_else(|_| {
+        Some(handle.join().ok().flatten().unwrap_or_else(|| {
             Calibration::not_run(
                 CalibrationStatus::Failed,
                 "the calibration thread panicked".to_owned(),

@@ -143,7 +143,7 @@ pub fn calibrate(
 
 mod beside;
 mod measure;
-pub use beside::Beside;
+pub use beside::{Beside, Prepared};
 use measure::measure;
 
 /// Ids of the calibration tracer's functions: the floor's first, the held-out one last.
