@@ -19,9 +19,8 @@
 //!   both see the same load of the host), have the same clean median;
 //! - **injected interrupts**: without and with a timer storm on the worker's CPU (a perf
 //!   hrtimer that wakes no task), the same holds, and CPU 0 took more interrupts in the storm
-//!   beyond chance; with
-//!   the storm on every other call, those calls are disturbed more often and the clean calls
-//!   of both halves have the same median;
+//!   beyond chance; with the storm on every other call, those calls are disturbed more often
+//!   and the clean calls of both halves have the same median;
 //! - **kernel mode**: with `--mode both` every call is both recorded and counted in the
 //!   kernel's histograms with the same counts, so the records (checked as above) are ground
 //!   truth for the kernel's disturbed-call counts: per reason, per bucket and in sum they must

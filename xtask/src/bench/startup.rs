@@ -143,14 +143,10 @@ fn parse_starts(text: &str) -> Result<(Starts, Starts)> {
     Ok((by, warm))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// The smallest and the largest of `v`.
+fn bounds(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, 0.0), |(lo, hi), &x| (lo.min(x), hi.max(x)))
 }
 
 /// The results of the guest's `starts.txt`: per contender its starts, median, min and max,
@@ -168,15 +164,16 @@ pub fn summarize(text: &str) -> Result<Value> {
                 "{label}: no start reached a first record (its output: no-first-record-* in the guest's /out)"
             );
         }
-        let m = median(ok.clone());
+        let m = super::table::median(&ok).context("a finite start")?;
+        let (min, max) = bounds(&ok);
         medians.push((label.as_str(), m));
         tools.insert(
             label.clone(),
             json!({
                 "seconds": starts,
                 "median_s": m,
-                "min_s": ok.iter().copied().fold(f64::INFINITY, f64::min),
-                "max_s": ok.iter().copied().fold(0.0, f64::max),
+                "min_s": min,
+                "max_s": max,
                 "no_first_record": missed,
                 "warm_up_s": warm.iter().find(|(l, _)| l == label).and_then(|(_, v)| v[0]),
             }),
@@ -200,10 +197,8 @@ pub fn summarize(text: &str) -> Result<Value> {
     };
     let ratio = |ours: &str| get(ours).map(|m| m / faster.1);
     let spread = |v: Vec<f64>| {
-        json!({
-            "min": v.iter().copied().fold(f64::INFINITY, f64::min),
-            "max": v.iter().copied().fold(0.0, f64::max),
-        })
+        let (min, max) = bounds(&v);
+        json!({ "min": min, "max": max })
     };
     let main = ratio("damon-trace");
     Ok(json!({
