@@ -299,6 +299,10 @@ impl Session {
             ProbeLogLevel::Off => None,
             _ => Some(tracer.start_probe_log()?),
         };
+        if beside.is_none() {
+            // The start is over: drop the big files it read (see `sysfiles`).
+            crate::probe::sysfiles::release();
+        }
         Ok(Session {
             tracer,
             reader,
@@ -344,6 +348,8 @@ impl Session {
         let Some(cal) = self.beside.as_mut().and_then(calibrate::Beside::try_finish) else {
             return Ok(None);
         };
+        // Its tracers are loaded and gone: so is the start's need for the big files.
+        crate::probe::sysfiles::release();
         if quiet {
             self.meta.calibration = Some(serde_json::to_value(&cal)?);
         } else {

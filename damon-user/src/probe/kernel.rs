@@ -113,19 +113,13 @@ impl Kallsyms {
         k
     }
 
-    /// `/proc/kallsyms`, read and parsed once per process (see [`super::sysfiles`]).
+    /// `/proc/kallsyms`, read and parsed once per start (see [`super::sysfiles`]).
     pub fn read() -> std::io::Result<std::sync::Arc<Kallsyms>> {
-        static PARSED: std::sync::OnceLock<std::sync::Arc<Kallsyms>> = std::sync::OnceLock::new();
-        if let Some(k) = PARSED.get() {
-            return Ok(k.clone());
-        }
         let text = super::sysfiles::kallsyms()?;
-        Ok(PARSED
-            .get_or_init(|| {
-                let _t = crate::timing::phase("kallsyms: parsed");
-                std::sync::Arc::new(Kallsyms::parse(&text))
-            })
-            .clone())
+        Ok(super::sysfiles::KALLSYMS_PARSED.get_or_init(|| {
+            let _t = crate::timing::phase("kallsyms: parsed");
+            std::sync::Arc::new(Kallsyms::parse(&text))
+        }))
     }
 
     pub fn contains(&self, name: &str) -> bool {

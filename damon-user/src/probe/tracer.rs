@@ -490,6 +490,7 @@ fn attach_functions(
             detail,
         });
     }
+    sessions.attached_all();
     (attached, statuses, sessions)
 }
 

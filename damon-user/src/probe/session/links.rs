@@ -123,6 +123,13 @@ impl SessionLinks {
         Ok(())
     }
 
+    /// Every function is attached: drops the relocated object (megabytes of the eBPF object's
+    /// copy, for the session's whole life otherwise). A later [`SessionLinks::attach`]
+    /// relocates again.
+    pub fn attached_all(&mut self) {
+        self.relocated = None;
+    }
+
     /// The kernel's count of skipped runs of function `id`'s session program (entry or
     /// return); `None` if it has none or the kernel does not say.
     pub fn misses(&self, id: u32) -> Option<u64> {

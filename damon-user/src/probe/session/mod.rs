@@ -19,7 +19,6 @@ use std::{
     collections::HashSet,
     ffi::CString,
     os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
-    sync::OnceLock,
 };
 
 use aya::{Ebpf, maps::Map};
@@ -29,7 +28,7 @@ use aya_obj::{
 };
 use damon_common::KFUNC_PLACEHOLDERS;
 
-use super::{programs::EBPF_OBJECT, skips::bpf};
+use super::{programs::EBPF_OBJECT, skips::bpf, sysfiles::StartCache};
 
 /// `enum bpf_attach_type`'s `BPF_TRACE_KPROBE_SESSION` (UAPI, Linux ≥ 6.10).
 pub const BPF_TRACE_KPROBE_SESSION: u32 = 56;
@@ -182,14 +181,14 @@ fn map_fd(map: &Map) -> Option<BorrowedFd<'_>> {
 /// took 0.3–0.5 s in a 7.2 guest, and a session loads up to four session programs of it, a
 /// calibration more (`--debug-timing`). Each caller relocates its own copy.
 fn parsed() -> Result<Object, String> {
-    static PARSED: OnceLock<Result<Object, String>> = OnceLock::new();
-    PARSED
-        .get_or_init(|| {
-            let _t = crate::timing::phase("ELF object parsed (once)");
-            Object::parse(EBPF_OBJECT).map_err(|e| e.to_string())
-        })
-        .clone()
+    PARSED.get_or_init(|| {
+        let _t = crate::timing::phase("ELF object parsed (once)");
+        Object::parse(EBPF_OBJECT).map_err(|e| e.to_string())
+    })
 }
+
+/// [`parsed`]'s object, kept for the start ([`crate::probe::sysfiles::release`] drops it).
+pub(in crate::probe) static PARSED: StartCache<Result<Object, String>> = StartCache::new();
 
 /// Program `prog` of the embedded object (the one `bpf` was loaded from), its map references
 /// relocated to `bpf`'s maps and its subprogram calls linked: the instructions aya would load.
