@@ -56,9 +56,10 @@ pub struct DisturbArgs {
     #[arg(long, value_name = "HZ")]
     pub timer_storm: Option<u64>,
     /// The timer storm only during odd-numbered calls, each made after a random part of a
-    /// storm period. The storm is then slowed, if need be, to a period of four calls (timed
-    /// first by another thread on the same CPU), so that about one call in four meets it
-    /// however fast the machine makes the calls.
+    /// storm period. A `zero` call then reads `--bytes`, doubled until it takes half the
+    /// storm's period, and the storm is slowed where it takes longer (timed first by another
+    /// thread on the same CPU), so that about one call in two meets it however fast or slow
+    /// the machine makes the calls.
     #[arg(long, requires = "timer_storm")]
     pub storm_odd: bool,
 }
@@ -167,10 +168,23 @@ fn call_ns(work: &str, zero: &std::fs::File, bytes: usize) -> u64 {
 /// is switched out only at the tick after the one that asked for it; a 16 MiB read took 4 ms
 /// on one machine and 3 ms on another, so on the faster one most such switches fell after
 /// the call, at the system call's exit.
+///
+/// With `--storm-odd`, likewise until a call takes half the storm's period, so that a call
+/// made at a random phase meets the storm about one time in two on a fast machine too (a
+/// 256 KiB read takes 30 µs on 7.2 under TCG, 15 % of 5 kHz's period: 36–112 of 500 calls met
+/// it on 6.12, 7.2 and 7.3).
 fn call_bytes(args: &DisturbArgs, zero: &std::fs::File) -> usize {
     let mut bytes = args.bytes.max(1);
-    if let (Some(ms), "zero") = (args.min_call_ms, args.work.as_str()) {
-        while bytes < 256 << 20 && call_ns(&args.work, zero, bytes) < ms * 1_000_000 {
+    let storm_ns = match (args.storm_odd, args.timer_storm) {
+        (true, Some(hz)) => 1_000_000_000 / (2 * hz.max(1)),
+        _ => 0,
+    };
+    let min_ns = args
+        .min_call_ms
+        .map_or(0, |ms| ms * 1_000_000)
+        .max(storm_ns);
+    if min_ns > 0 && args.work == "zero" {
+        while bytes < 256 << 20 && call_ns(&args.work, zero, bytes) < min_ns {
             bytes *= 2;
         }
     }
@@ -178,13 +192,13 @@ fn call_bytes(args: &DisturbArgs, zero: &std::fs::File) -> usize {
 }
 
 /// With `--storm-odd`, the storm's rate: `hz`, or fewer interrupts a second where a call takes
-/// more than a quarter of `hz`'s period, so that a call met at a random phase is interrupted
-/// about one time in four or less. (On 6.1 under TCG a 256 KiB read takes 650 µs, 16 times as
-/// long as on 7.2: at 5 kHz nearly every call met the storm and too few stayed clean to
-/// compare.)
+/// more than half of `hz`'s period, so that a call met at a random phase is interrupted about
+/// one time in two or less, and half of those calls stay clean. (On 6.1 under TCG a 256 KiB
+/// read takes 650 µs, 16 times as long as on 7.2: at 5 kHz nearly every call met the storm
+/// and too few stayed clean to compare.)
 fn storm_rate(hz: u64, work: &str, zero: &std::fs::File, bytes: usize) -> u64 {
     let per_call = call_ns(work, zero, bytes);
-    hz.min(1_000_000_000 / (4 * per_call).max(1)).max(1)
+    hz.min(1_000_000_000 / (2 * per_call).max(1)).max(1)
 }
 
 /// One call of `work`.
