@@ -72,6 +72,8 @@ where
     // Redraw on a frame tick only when something changed (a held replay costs nothing, and a
     // serial console gets no needless bytes).
     let mut changed = true;
+    // `--debug-timing`: the first frame that shows a call is marked (bench --startup).
+    let mut call_shown = false;
     loop {
         // Keys and the frame first: a flood of records must not make the screen unresponsive.
         let events = tokio::select! {
@@ -112,6 +114,10 @@ where
                 Effect::None => {}
                 Effect::Draw => {
                     terminal.draw(|f| draw::draw(f, app))?;
+                    if !call_shown && app.panels().iter().any(|p| p.calls() > 0) {
+                        call_shown = true;
+                        crate::timing::mark("first frame showing a call");
+                    }
                 }
                 Effect::Save => {
                     for event in collector.drain() {

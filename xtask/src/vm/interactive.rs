@@ -45,6 +45,8 @@ pub enum Trigger {
         what: String,
         test: Arc<dyn Fn(&str) -> bool + Send + Sync>,
         timeout: Duration,
+        /// Only on output that came after the previous step's keys ([`KeyStep::when_fresh`]).
+        fresh: bool,
     },
 }
 
@@ -88,9 +90,26 @@ impl KeyStep {
                 what: what.into(),
                 test: Arc::new(test),
                 timeout,
+                fresh: false,
             },
             keys: keys.into(),
         }
+    }
+
+    /// Like [`KeyStep::when`], judging only screens drawn after the previous step's keys were
+    /// typed: steps that wait for the same sight again (a program started once more) do not
+    /// all fire on the screen that satisfied the first.
+    pub fn when_fresh(
+        what: impl Into<String>,
+        timeout: Duration,
+        test: impl Fn(&str) -> bool + Send + Sync + 'static,
+        keys: impl Into<Vec<u8>>,
+    ) -> Self {
+        let mut step = Self::when(what, timeout, test, keys);
+        if let Trigger::Screen { fresh, .. } = &mut step.when {
+            *fresh = true;
+        }
+        step
     }
 }
 

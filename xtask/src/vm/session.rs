@@ -134,8 +134,9 @@ impl<'a> Session<'a> {
                     what,
                     test,
                     timeout,
+                    fresh,
                 } => {
-                    let shown = test(&screen);
+                    let shown = (!fresh || self.last_output > self.step_since) && test(&screen);
                     if !shown && waited >= *timeout {
                         bail!(
                             "scripted key step {} waited {:.1} s for the screen to show {what}; \
