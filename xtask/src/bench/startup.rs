@@ -42,9 +42,10 @@ use crate::{
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct StartupArgs {
     /// Measure start-up instead (nothing else runs): exec to the first record of `damon-trace
-    /// record` (as started by default, and with --no-calibrate) against bpftrace with entry and
-    /// return probes on the same functions (kprobes, and fentry/fexit), --starts each,
-    /// interleaved, in one guest. Writes startup.{md,json} in the bench folder.
+    /// record` (as started by default, and with --no-calibrate) and to `live`'s first frame
+    /// showing a call, against bpftrace with entry and return probes on the same functions
+    /// (kprobes, and fentry/fexit), --starts each, interleaved, in one guest. Writes
+    /// startup.{md,json} in the bench folder.
     #[arg(long)]
     pub startup: bool,
     /// Counted starts of each contender with --startup (after one warm-up start each).
@@ -247,7 +248,7 @@ pub fn summarize(text: &str) -> Result<Value> {
 /// The markdown table of [`summarize`]'s result.
 pub fn markdown(v: &Value, kernel: &str, bpftrace: &str, starts: u32) -> String {
     let mut md = format!(
-        "## Start-up: exec to the first record\n\nOne boot of {kernel} (QEMU TCG: ratios \
+        "## Start-up: exec to the first record (live: its first frame showing a call)\n\nOne boot of {kernel} (QEMU TCG: ratios \
          matter, absolute times do not), {starts} starts each after a warm-up, interleaved; \
          {bpftrace}.\n\n| contender | median (s) | min | max | no first record | warm-up \
          start (first of the boot) |\n|---|---:|---:|---:|---:|---:|\n"
