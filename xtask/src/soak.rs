@@ -46,17 +46,24 @@ pub const STEADY_ANON_MAX_KIB: u64 = 16 * 1024;
 pub const LEAK_BYTES_PER_CALL: f64 = 32.0;
 pub const MIN_SLOPE_KIB_S: f64 = 1.0;
 
-/// The guest script: scenario in the background, `record` for `seconds`, a sample of the
-/// recorder at `t0 + k·every_s` (t0: the first sample, by the guest's `/proc/uptime`) into
-/// /out/samples.txt until the last second of the recording, then the capture's JSON report.
+/// The guest script: scenario in the background, `record`, a sample of the recorder at
+/// `t0 + k·every_s` (t0: the first sample, by the guest's `/proc/uptime`) into
+/// /out/samples.txt, then the capture's JSON report. The recording lasts `seconds`, or longer
+/// where the calibration beside it ends after the first quarter: three quarters of `seconds`
+/// after it, so that a slower machine still gets as much steady state to judge. The sampler
+/// stops the recorder (SIGINT) a second after its last sample.
 pub fn guest_script(seconds: u64, every_s: u64) -> String {
     let last = seconds.saturating_sub(1);
+    let steady = seconds * 3 / 4;
+    // A backstop only: the sampler ends the recording.
+    let most = seconds * 3;
     let body = format!(
-        "damon-trace record -o /out/soak.dtcap --duration {seconds}s 2> /out/record.err &
+        "damon-trace record -o /out/soak.dtcap --duration {most}s 2> /out/record.err &
 rec=$!
 # The capture file appears once the probes are attached: sampling starts there.
 while [ ! -s /out/soak.dtcap ]; do sleep 0.2; done
 set +e
+stop={last}
 while :; do
   st=$(cat /proc/$rec/status 2>/dev/null) || break
   case \"$st\" in *'State:'*'Z (zombie)'*) break;; esac
@@ -64,11 +71,14 @@ while :; do
   now=$(cut -d' ' -f1 /proc/uptime)
   t0=${{t0:-$now}}
   # The last second is the session's end (drain, summary, detach), not its steady state.
-  awk -v n=$now -v t=$t0 'BEGIN {{ exit !(n - t >= {last}) }}' && break
+  awk -v n=$now -v t=$t0 -v s=$stop 'BEGIN {{ exit !(n - t >= s) }}' && break
   # The probe floor's lines: the calibration beside the session has ended (and with it its
-  # own tracer, thread and heap) before this sample.
-  [ -s /out/calibrated.txt ] || ! grep -q '^probe ' /out/record.err \
-    || awk -v n=$now -v t=$t0 'BEGIN {{ print n - t }}' > /out/calibrated.txt
+  # own tracer, thread and heap) before this sample; the steady state is judged after it.
+  if [ ! -s /out/calibrated.txt ] && grep -q '^probe ' /out/record.err; then
+    awk -v n=$now -v t=$t0 'BEGIN {{ print n - t }}' > /out/calibrated.txt
+    stop=$(awk -v c=$(cat /out/calibrated.txt) -v s={last} \
+      'BEGIN {{ print (c + {steady} > s) ? c + {steady} : s }}')
+  fi
   echo \"$st\" | awk -v t=$now -v fds=$fds \\
     '/^VmRSS/{{r=$2}} /^RssAnon/{{a=$2}} /^RssFile/{{f=$2}} /^RssShmem/{{s=$2}} \\
      END{{if (r != \"\") print t, r, a, f, s, fds}}' >> /out/samples.txt
@@ -79,11 +89,12 @@ while :; do
     '{{ printf \"%.2f\", t + (int(($1 - t) / e) + 1) * e - $1 }}' /proc/uptime)
 done
 set -e
+kill -INT $rec 2>/dev/null || true
 wait $rec
 damon-trace report /out/soak.dtcap --format json > /out/report.json
 ls -l /out/soak.dtcap > /out/capture-size.txt"
     );
-    format!("set -e\n{}", script::with_scenario(seconds + 60, "", &body))
+    format!("set -e\n{}", script::with_scenario(most + 60, "", &body))
 }
 
 /// One look at the recorder: time since the first sample, memory in KiB, open fds.
@@ -421,7 +432,7 @@ pub fn run_in_guest(
 ) -> Result<(Analysis, String)> {
     let outcome = Guest::new(kernel, guest_script(seconds, every_s))
         .out_dir(out_dir)
-        .timeout(Duration::from_secs(seconds + 240))
+        .timeout(Duration::from_secs(seconds * 3 + 240))
         .quiet()
         .run()?;
     if outcome.status != 0 {

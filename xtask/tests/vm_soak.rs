@@ -1,5 +1,5 @@
-//! The one-minute soak that CI runs (the long one is `cargo xtask soak`): `record` for 60 s
-//! under the migrate-hot scenario in the 7.2 guest while the guest samples the recorder's
+//! The one-minute soak that CI runs (the long one is `cargo xtask soak`): `record` for 60 s (or
+//! until 45 s after the calibration beside it ended, if later) under the migrate-hot scenario in the 7.2 guest while the guest samples the recorder's
 //! VmRSS and open fds on a 3 s schedule. Checks (shared with `cargo xtask soak`, see
 //! `xtask::soak::Analysis`): after the warm-up (the first quarter, or the calibration beside
 //! the session if it runs longer) no sample exceeds 1.25 times the warm-up's peak outside the

@@ -114,7 +114,10 @@ where
                 Effect::None => {}
                 Effect::Draw => {
                     terminal.draw(|f| draw::draw(f, app))?;
-                    if !call_shown && app.panels().iter().any(|p| p.calls() > 0) {
+                    if !call_shown
+                        && crate::timing::enabled()
+                        && app.panels().iter().any(|p| p.calls() > 0)
+                    {
                         call_shown = true;
                         crate::timing::mark("first frame showing a call");
                     }
