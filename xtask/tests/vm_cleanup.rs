@@ -10,16 +10,17 @@ use common::{
 };
 use xtask::{kernel::Kernel, vm::Screen};
 
-/// Guest shell helpers. `snap NAME` saves the kernel's full BPF object listing (doctor's
-/// `bpf_objects`, taken before doctor's own trial attaches) with the kprobe and ftrace hook
-/// lists. The kernel frees the maps of a closed program after an RCU grace period, so a
-/// listing right after an exit may still show them: `snap` retries (up to 10 s) until no
-/// object of ours is listed, and the host then compares the whole listing.
+/// Guest shell helpers. `snap NAME` saves the kernel's full BPF object listing (`doctor
+/// --leftovers`: loads nothing) with its exit status and the kprobe and ftrace hook lists.
+/// The kernel frees the maps of a closed program after an RCU grace period, so a listing right
+/// after an exit may still show them: `snap` retries (up to 10 s) until no object of ours is
+/// listed, and the host then compares the whole listing.
 const HELPERS: &str = r#"
 snap() {
     i=0
     while :; do
-        damon-trace doctor --json --functions lock_timer_base > /out/$1.json 2> /dev/null
+        damon-trace doctor --json --leftovers > /out/$1.json 2> /dev/null
+        echo $? > /out/$1.rc
         grep -q '"ours": true' /out/$1.json || break
         i=$((i+1)); [ $i -ge 20 ] && break
         sleep 0.5
@@ -46,6 +47,11 @@ fn objects(dir: &Path, name: &str) -> serde_json::Value {
 /// ftrace hooks mention the four functions.
 fn assert_as_before(dir: &Path, before: &serde_json::Value, name: &str) {
     let after = objects(dir, name);
+    assert_eq!(
+        status(dir, &format!("{name}.rc")),
+        0,
+        "`doctor --leftovers` after {name}: {after}"
+    );
     assert_eq!(
         &after, before,
         "after {name}, the kernel's BPF objects differ from before"
@@ -95,7 +101,13 @@ for attach in fentry kprobe; do
         --functions lock_timer_base 2> /out/killed-$attach.err &
     rec=$!
     grown /out/killed-$attach.dtcap
-    damon-trace doctor --json --functions lock_timer_base > /out/during-$attach.json
+    # The full doctor beside the fentry recorder; its quick listing beside the kprobe one.
+    if [ $attach = fentry ]; then
+        damon-trace doctor --json --functions lock_timer_base > /out/during-$attach.json
+    else
+        damon-trace doctor --json --leftovers > /out/during-$attach.json
+    fi
+    echo $? > /out/during-$attach.rc
     echo $rec > /out/during-$attach.pid
     kill_recorder $rec killed-$attach
     wait $rec
@@ -172,6 +184,10 @@ exit 0"
         let pid = read(dir, &format!("during-{attach}.pid"));
         let left = common::entry(&during["checks"], "name", "leftovers");
         assert_eq!(left["level"], "warn", "{left}");
+        // The full doctor: the function can still be traced (status 0); `--leftovers`: an
+        // object of ours is loaded (status 1).
+        let want = if attach == "fentry" { 0 } else { 1 };
+        assert_eq!(status(dir, &format!("during-{attach}.rc")), want, "{left}");
         let found = left["found"].as_str().expect("found");
         println!("doctor while a {attach} recorder runs: {found}");
         assert!(

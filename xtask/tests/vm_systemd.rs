@@ -30,8 +30,8 @@ fn artifacts() -> &'static Artifacts {
 const UNIT_CAPS: u64 = (1 << 38) | (1 << 39);
 
 /// Guest shell helpers.
-/// - `snap NAME`: the kernel's BPF objects as root's doctor (`$snap_bin`, a copy of the installed
-///   binary) lists them (see vm_cleanup.rs),
+/// - `snap NAME`: the kernel's BPF objects as root's `doctor --leftovers` (`$snap_bin`, a copy
+///   of the installed binary) lists them (see vm_cleanup.rs),
 ///   retried until none of ours is listed (maps go after an RCU grace period), in NAME.json.
 /// - `metrics FILE`: the endpoint scraped into FILE, retried for up to 2 minutes (serve binds
 ///   first, then attaches: slow under TCG).
@@ -41,7 +41,7 @@ const HELPERS: &str = r#"
 snap() {
     i=0
     while :; do
-        $snap_bin doctor --json --functions lock_timer_base > /out/$1.json 2> /dev/null
+        $snap_bin doctor --json --leftovers > /out/$1.json 2> /dev/null
         grep -q '"ours": true' /out/$1.json || break
         i=$((i+1)); [ $i -ge 20 ] && break
         sleep 0.5

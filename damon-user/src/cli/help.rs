@@ -7,10 +7,12 @@ Examples:
   damon-trace doctor
   damon-trace doctor --functions lock_timer_base --format json
   damon-trace doctor --functions damon_hot_score --attach kprobe
+  until damon-trace doctor --leftovers > /dev/null; do sleep 1; done
 
 Exit status:
-  0  the selected functions can be traced here
-  1  nothing selected can be traced (the report says why), or the checks failed
+  0  the selected functions can be traced here (with --leftovers: no object of ours is loaded)
+  1  nothing selected can be traced (the report says why), or the checks failed (with
+     --leftovers: objects of damon-trace are loaded, or the kernel's could not be listed)
   2  usage error (unknown option or function name)";
 
 pub const LIVE: &str = "\

@@ -108,6 +108,12 @@ pub struct DoctorArgs {
     pub format: FormatArgs,
     #[command(flatten)]
     pub selection: Selection,
+    /// Only the `leftovers` check: the kernel's BPF programs, maps and links, damon-trace's own
+    /// marked with the processes holding them. Loads nothing (no attach trial, no self-test),
+    /// so it answers at once; exit status 1 while an object of damon-trace is loaded. For
+    /// scripts that wait for a stopped tracer's objects to go
+    #[arg(long, conflicts_with_all = ["functions", "func", "attach"])]
+    pub leftovers: bool,
     #[command(flatten)]
     pub timing: DebugTimingArgs,
 }

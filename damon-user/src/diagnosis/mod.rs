@@ -84,6 +84,35 @@ pub struct Diagnosis {
     pub fsession_test: Option<crate::probe::session::selftest::SelfTest>,
 }
 
+/// What `doctor --leftovers` reports: the `leftovers` check alone, with the listing it judged.
+#[derive(Debug, Serialize)]
+pub struct Leftovers {
+    pub kernel_release: String,
+    pub checks: Vec<Check>,
+    pub bpf_objects: BpfObjects,
+    /// Whether no object of ours is loaded (and the listing worked).
+    pub clean: bool,
+}
+
+/// The kernel's BPF objects, once those of ours that nobody holds are freed, and the
+/// `leftovers` check on them; loads nothing.
+pub fn leftovers() -> Leftovers {
+    leftovers_of(
+        settled_bpf_objects(),
+        kernel::KernelIdentity::read().release,
+    )
+}
+
+fn leftovers_of(bpf_objects: BpfObjects, kernel_release: String) -> Leftovers {
+    let check = leftovers_check(&bpf_objects);
+    Leftovers {
+        kernel_release,
+        clean: check.level == Level::Ok && bpf_objects.error.is_none(),
+        checks: vec![check],
+        bpf_objects,
+    }
+}
+
 fn check(
     name: &'static str,
     level: Level,

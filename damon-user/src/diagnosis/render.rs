@@ -1,23 +1,14 @@
 //! The diagnosis as `doctor` prints it: a table of checks and functions with the verdict, or
 //! one JSON object.
-use super::{Diagnosis, Level};
+use std::fmt::Write as _;
+
+use super::{Check, Diagnosis, Leftovers, Level};
 use crate::probe::kernel::SymbolPresence;
 
 /// The text report: each check with its remedy, each function's attach results, the verdict.
 pub fn render_text(d: &Diagnosis) -> String {
-    use std::fmt::Write as _;
     let mut out = format!("damon-trace doctor — kernel {}\n", d.kernel_release);
-    for c in &d.checks {
-        let tag = match c.level {
-            Level::Ok => "ok  ",
-            Level::Warn => "warn",
-            Level::Fail => "FAIL",
-        };
-        let _ = writeln!(out, "  {tag}  {:<11} {}", c.name, c.found);
-        if let Some(r) = &c.remedy {
-            let _ = writeln!(out, "        {:<11} → {r}", "");
-        }
-    }
+    write_checks(&mut out, &d.checks);
     let _ = writeln!(out, "functions:");
     for f in &d.functions {
         let sym = match &f.kallsyms {
@@ -39,7 +30,32 @@ pub fn render_text(d: &Diagnosis) -> String {
     out
 }
 
+/// `doctor --leftovers` as text: its one check, as the full report shows it.
+pub fn render_leftovers_text(l: &Leftovers) -> String {
+    let mut out = format!(
+        "damon-trace doctor --leftovers — kernel {}\n",
+        l.kernel_release
+    );
+    write_checks(&mut out, &l.checks);
+    out
+}
+
+/// Each check on a line (`ok`, `warn` or `FAIL`, its name, what it found), its remedy below.
+fn write_checks(out: &mut String, checks: &[Check]) {
+    for c in checks {
+        let tag = match c.level {
+            Level::Ok => "ok  ",
+            Level::Warn => "warn",
+            Level::Fail => "FAIL",
+        };
+        let _ = writeln!(out, "  {tag}  {:<11} {}", c.name, c.found);
+        if let Some(r) = &c.remedy {
+            let _ = writeln!(out, "        {:<11} → {r}", "");
+        }
+    }
+}
+
 /// The JSON report (pretty-printed, with a final newline).
-pub fn render_json(d: &Diagnosis) -> serde_json::Result<String> {
+pub fn render_json<T: serde::Serialize>(d: &T) -> serde_json::Result<String> {
     crate::output::json_document(d)
 }

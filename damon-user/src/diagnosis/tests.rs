@@ -103,3 +103,54 @@ fn verdict_puts_this_process_first_then_the_kernel() {
     let v = verdict(&[], &[traced], None, true, true);
     assert_eq!(v, "tracing works: 1 of 1 functions can be traced");
 }
+
+/// `doctor --leftovers`: clean only when the kernel listed its objects and none is ours; the
+/// text shows the one check as the full report does.
+#[test]
+fn leftovers_alone_are_clean_only_when_listed_and_none_is_ours() {
+    use crate::probe::inventory::{BpfObject, BpfObjects};
+    let object = |id, name: &str, ours| BpfObject {
+        id,
+        kind: "tracing".to_owned(),
+        name: Some(name.to_owned()),
+        program_id: None,
+        ours,
+    };
+    let theirs = BpfObjects {
+        programs: vec![object(3, "sd_fw_ingress", false)],
+        ..BpfObjects::default()
+    };
+    let l = leftovers_of(theirs.clone(), "7.2.0-test".to_owned());
+    assert!(l.clean, "{l:?}");
+    let text = render::render_leftovers_text(&l);
+    assert!(
+        text.starts_with("damon-trace doctor --leftovers — kernel 7.2.0-test\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ok    leftovers   no damon-trace program"),
+        "{text}"
+    );
+
+    let mut ours = theirs.clone();
+    ours.programs.push(object(7, "fexit_lock_time", true));
+    let l = leftovers_of(ours, "7.2.0-test".to_owned());
+    assert!(!l.clean);
+    let text = render::render_leftovers_text(&l);
+    assert!(
+        text.contains("warn  leftovers   1 damon-trace objects are loaded now"),
+        "{text}"
+    );
+    let json = render::render_json(&l).expect("json");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["clean"], false);
+    assert_eq!(v["bpf_objects"]["programs"][1]["ours"], true, "{v}");
+    assert!(v["schema_version"].is_u64(), "{v}");
+
+    let unlisted = BpfObjects {
+        error: Some("BPF_PROG_GET_NEXT_ID: Operation not permitted".to_owned()),
+        ..BpfObjects::default()
+    };
+    let l = leftovers_of(unlisted, "7.2.0-test".to_owned());
+    assert!(!l.clean, "nothing listed is not clean: {l:?}");
+}
