@@ -84,6 +84,13 @@ impl Guest {
         self
     }
 
+    /// Whether to boot the kernel's ELF image at its PVH entry where it has one (see
+    /// [`VmOptions::direct_boot`]).
+    pub fn direct_boot(mut self, on: bool) -> Self {
+        self.opts.direct_boot = on;
+        self
+    }
+
     /// Extra kernel command-line parameters.
     pub fn kernel_args(mut self, args: &[&str]) -> Self {
         self.set_kernel_args(args.iter().map(|s| (*s).to_owned()).collect());
@@ -211,4 +218,23 @@ impl GuestRun {
             self.read("scenario.err")
         )
     }
+}
+
+/// `K=V` of a command line's `--env`.
+pub fn parse_kv(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not K=V"))?;
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+/// `HOST:GUEST` of a command line's `--file`, the guest path absolute.
+pub fn parse_file(s: &str) -> Result<(PathBuf, String), String> {
+    let (h, g) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{s}` is not HOST:GUEST"))?;
+    if !g.starts_with('/') {
+        return Err(format!("guest path `{g}` must be absolute"));
+    }
+    Ok((PathBuf::from(h), g.to_owned()))
 }

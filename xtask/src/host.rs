@@ -112,6 +112,16 @@ pub fn ensure() -> Result<HostTools> {
     Ok(HostTools { qemu, busybox })
 }
 
+/// `zstd` (Debian package zstd), installed when missing: the kernels' payloads are unpacked on
+/// the host for a direct boot ([`crate::kernel::pvh`]).
+pub fn ensure_zstd() -> Result<PathBuf> {
+    if let Some(zstd) = util::which("zstd") {
+        return Ok(zstd);
+    }
+    apt_install(&["zstd"])?;
+    util::which("zstd").context("zstd still missing after installing zstd")
+}
+
 /// `xz` (Debian package xz-utils), installed when missing: some kernels ship their modules as
 /// `.ko.xz`, which the guest's busybox insmod is not relied on to read, so the host unpacks them.
 pub fn ensure_xz() -> Result<PathBuf> {

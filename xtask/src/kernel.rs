@@ -575,5 +575,6 @@ fn find_file(dir: &Path, wanted: impl Fn(&str) -> bool) -> Option<PathBuf> {
     None
 }
 
+pub mod pvh;
 #[cfg(test)]
 mod tests;

@@ -18,38 +18,35 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::testing::{Counts, parse_result_line};
 
-/// Seconds each VM test file took in one fresh-clone `.ci/run` on this 2-core host in two lanes,
-/// nothing else of ours running (2026-12-06, a058d3f, 1907 s in all; vm_overload since records
-/// without calibration, as it did before the floors moved beside the session: 37 s then;
-/// vm_cleanup and vm_systemd since their listings use `doctor --leftovers`, measured side by
-/// side in two lanes).
+/// Seconds each VM test file took in one fresh-clone `.ci/run` on this 2-core host in two lanes
+/// (2026-12-06, a1eaa04, 1576 s in all, a few guests of ours beside it in its first minutes).
 /// Only the balance of the lanes depends on these numbers.
 const MEASURED_SECONDS: &[(&str, u32)] = &[
-    ("vm", 234),
-    ("vm_ab", 92),
-    ("vm_adhoc", 39),
-    ("vm_calibrate", 89),
-    ("vm_clock", 77),
-    ("vm_cleanup", 232),
-    ("vm_drops", 20),
-    ("vm_exact", 337),
-    ("vm_func", 59),
-    ("vm_install", 28),
-    ("vm_intervals", 79),
-    ("vm_kernels", 28),
-    ("vm_kmode", 121),
-    ("vm_overload", 40),
-    ("vm_probe_log", 37),
-    ("vm_prometheus", 55),
-    ("vm_scenarios", 174),
-    ("vm_seeds", 76),
-    ("vm_session", 25),
-    ("vm_disturb", 230),
-    ("vm_shell", 21),
-    ("vm_soak", 81),
-    ("vm_stamps", 90),
-    ("vm_systemd", 230),
-    ("vm_values", 228),
+    ("vm", 278),
+    ("vm_ab", 90),
+    ("vm_adhoc", 37),
+    ("vm_calibrate", 83),
+    ("vm_cleanup", 191),
+    ("vm_clock", 113),
+    ("vm_disturb", 233),
+    ("vm_drops", 15),
+    ("vm_exact", 329),
+    ("vm_func", 58),
+    ("vm_install", 20),
+    ("vm_intervals", 75),
+    ("vm_kernels", 27),
+    ("vm_kmode", 111),
+    ("vm_overload", 42),
+    ("vm_probe_log", 45),
+    ("vm_prometheus", 53),
+    ("vm_scenarios", 179),
+    ("vm_seeds", 66),
+    ("vm_session", 26),
+    ("vm_shell", 17),
+    ("vm_soak", 74),
+    ("vm_stamps", 64),
+    ("vm_systemd", 171),
+    ("vm_values", 213),
 ];
 
 /// What a file missing from [`MEASURED_SECONDS`] is assumed to take.

@@ -23,6 +23,10 @@ fn vm_7_2_boots_and_returns_status_and_out() {
     ));
     assert_eq!(outcome.status, 3, "console:\n{}", outcome.console);
     assert!(
+        outcome.direct_boot,
+        "booted from the bzImage, not at the PVH entry"
+    );
+    assert!(
         outcome.kernel_release.starts_with("7.2."),
         "{}",
         outcome.kernel_release
@@ -151,7 +155,7 @@ damon-trace report /out/int.dtcap --format json > /out/int.json
 {STOP_SCENARIO}
 # What the kernel itself lists after we exited: BPF programs (by our names), kprobes, and
 # functions with ftrace hooks (fentry trampolines).
-damon-trace doctor --json > /out/doctor-after.json || true
+damon-trace doctor --json --leftovers > /out/doctor-after.json || true
 cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
 cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     );

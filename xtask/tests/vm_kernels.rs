@@ -20,6 +20,8 @@ fn boot(kernel: Kernel, prefix: &str) -> (serde_json::Value, String) {
     let expected = kernel::fetch(&kernel).expect("the kernel resolves").release;
     assert!(expected.starts_with(prefix), "{kernel} resolved {expected}");
     let run = run_script(kernel, CMD, Duration::from_secs(240));
+    // The suite's guests boot the kernel's ELF image (6.1: unpacked from xz, 7.3: zstd).
+    assert!(run.direct_boot, "{expected} was booted from its bzImage");
     let dir = run.dir();
     let read = |n: &str| fs::read_to_string(dir.join(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
     assert_eq!(read("uname.txt").trim(), expected);

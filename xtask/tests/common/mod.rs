@@ -28,9 +28,13 @@ pub fn packages(folder: &str) -> xtask::dist::Artifacts {
     xtask::dist::package(&bin, &out).expect("packaging (cargo xtask dist's steps)")
 }
 
-/// A guest of `kernel` running `cmd` within `timeout`, its /out in a fresh temp dir.
+/// A guest of `kernel` running `cmd` within `timeout`, its /out in a fresh temp dir, the
+/// kernel booted at its PVH entry (1.6 s sooner a boot; see `xtask::kernel::pvh`).
 pub fn guest(kernel: Kernel, cmd: impl Into<String>, timeout: Duration) -> Guest {
-    Guest::new(kernel, cmd).temp_out().timeout(timeout)
+    Guest::new(kernel, cmd)
+        .temp_out()
+        .timeout(timeout)
+        .direct_boot(true)
 }
 
 /// Boots `guest`; whatever the command's exit status, it is the outcome's.
