@@ -18,35 +18,35 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::testing::{Counts, parse_result_line};
 
-/// Seconds each VM test file took in one fresh-clone `.ci/run` on this 2-core host in two lanes
-/// (2026-12-06, a1eaa04, 1576 s in all, a few guests of ours beside it in its first minutes).
+/// Seconds each VM test file took in one fresh-clone `.ci/run` on this 2-core host in two lanes,
+/// nothing else running (2026-12-06, 5808fb8, 1509 s in all; guests booted at the PVH entry).
 /// Only the balance of the lanes depends on these numbers.
 const MEASURED_SECONDS: &[(&str, u32)] = &[
-    ("vm", 278),
-    ("vm_ab", 90),
-    ("vm_adhoc", 37),
-    ("vm_calibrate", 83),
-    ("vm_cleanup", 191),
-    ("vm_clock", 113),
-    ("vm_disturb", 233),
-    ("vm_drops", 15),
-    ("vm_exact", 329),
-    ("vm_func", 58),
-    ("vm_install", 20),
+    ("vm", 226),
+    ("vm_ab", 85),
+    ("vm_adhoc", 32),
+    ("vm_calibrate", 85),
+    ("vm_cleanup", 207),
+    ("vm_clock", 74),
+    ("vm_disturb", 204),
+    ("vm_drops", 17),
+    ("vm_exact", 314),
+    ("vm_func", 55),
+    ("vm_install", 23),
     ("vm_intervals", 75),
-    ("vm_kernels", 27),
-    ("vm_kmode", 111),
-    ("vm_overload", 42),
-    ("vm_probe_log", 45),
-    ("vm_prometheus", 53),
-    ("vm_scenarios", 179),
-    ("vm_seeds", 66),
-    ("vm_session", 26),
-    ("vm_shell", 17),
-    ("vm_soak", 74),
-    ("vm_stamps", 64),
-    ("vm_systemd", 171),
-    ("vm_values", 213),
+    ("vm_kernels", 23),
+    ("vm_kmode", 109),
+    ("vm_overload", 31),
+    ("vm_probe_log", 35),
+    ("vm_prometheus", 64),
+    ("vm_scenarios", 162),
+    ("vm_seeds", 71),
+    ("vm_session", 19),
+    ("vm_shell", 20),
+    ("vm_soak", 75),
+    ("vm_stamps", 85),
+    ("vm_systemd", 206),
+    ("vm_values", 227),
 ];
 
 /// What a file missing from [`MEASURED_SECONDS`] is assumed to take.
