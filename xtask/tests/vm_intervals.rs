@@ -194,13 +194,23 @@ fn run_and_check(
         between.iter().min(),
         between.iter().max()
     );
-    // The last gap may be cut by the probes' detach order.
+    // The last gap may be cut by the probes' detach order. A sample whose entry probe the
+    // kernel skipped is counted but not recorded (its `calls` less its `count`): it shortens
+    // its gap by one, and the gaps fall short by no more than those (seen once in 122 rounds).
     let last = between.len().saturating_sub(1);
+    let s = function(&report, &sample);
+    let unrecorded = u(s, "calls") - u(s, "count");
+    let short: u64 = between[..last]
+        .iter()
+        .map(|&n| per_aggr.saturating_sub(n))
+        .sum();
     assert!(
         between.len() >= 10
-            && between[..last].iter().all(|&n| n == per_aggr)
+            && between[..last].iter().all(|&n| n <= per_aggr)
+            && short <= unrecorded
             && between[last] <= per_aggr,
-        "samples between scheme rounds, {per_aggr} expected: {between:?}"
+        "samples between scheme rounds, {per_aggr} expected ({unrecorded} of {sample}'s \
+         calls counted, not recorded): {between:?}"
     );
     let hot = &function(&report, "damon_hot_score")["per_interval"];
     let per_iv = common::u64s(&hot["calls_per_interval"]);
