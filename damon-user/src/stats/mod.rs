@@ -5,6 +5,7 @@ pub mod dist;
 #[cfg(test)]
 mod drift;
 pub mod floor;
+pub mod heatmap;
 pub mod histogram;
 pub mod interval_tracker;
 pub mod intervals;
