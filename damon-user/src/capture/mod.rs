@@ -369,6 +369,27 @@ impl FunctionCounters {
         }
     }
 
+    /// The counts since `base` was read (the in-flight gauge as it is now).
+    pub fn since(&self, base: &FunctionCounters) -> FunctionCounters {
+        FunctionCounters {
+            calls: self.calls.saturating_sub(base.calls),
+            emitted: self.emitted.saturating_sub(base.emitted),
+            ring_full: self.ring_full.saturating_sub(base.ring_full),
+            stamp_full: self.stamp_full.saturating_sub(base.stamp_full),
+            too_deep: self.too_deep.saturating_sub(base.too_deep),
+            orphan_exits: self.orphan_exits.saturating_sub(base.orphan_exits),
+            in_flight: self.in_flight,
+            stale_entries: self.stale_entries.saturating_sub(base.stale_entries),
+            filtered: self.filtered.saturating_sub(base.filtered),
+            skipped_entries: self
+                .skipped_entries
+                .map(|n| n.saturating_sub(base.skipped_entries.unwrap_or(0))),
+            skipped_exits: self
+                .skipped_exits
+                .map(|n| n.saturating_sub(base.skipped_exits.unwrap_or(0))),
+        }
+    }
+
     /// Calls the kernel made while the entry probe was attached: those the probe saw and those
     /// whose probe run the kernel skipped (as far as this kernel counts them).
     pub fn made(&self) -> u64 {

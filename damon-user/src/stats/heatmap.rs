@@ -283,18 +283,35 @@ impl Heatmap {
 }
 
 /// Row edges from `lo` to past `hi` in steps of an octave split into `per_octave` equal parts
-/// (1, 2, 4, …, 64), the finest that gives at most `max_rows` rows. Edges fall on slot edges,
-/// so counts per row are exact. `edges.len() - 1` rows.
+/// (64, 32, …, 1), the finest that gives at most `max_rows` rows; when even one octave per row
+/// is too many, rows of 2, 3, … octaves. Edges fall on slot edges, so counts per row are exact.
+/// `edges.len() - 1` rows.
 pub fn log_edges(lo: u64, hi: u64, max_rows: usize) -> Vec<u64> {
     let max_rows = max_rows.max(1);
     let mut per_octave = SUB_SLOTS;
     loop {
         let edges = log_edges_with(lo, hi, per_octave);
-        if edges.len() - 1 <= max_rows || per_octave == 1 {
+        if edges.len() - 1 <= max_rows {
             return edges;
+        }
+        if per_octave == 1 {
+            break;
         }
         per_octave /= 2;
     }
+    let (first, last) = (
+        super::histogram::octave(lo.max(1)),
+        super::histogram::octave(hi.max(1)),
+    );
+    let octaves = last - first + 1;
+    let per_row = octaves.div_ceil(max_rows as u32);
+    let mut edges: Vec<u64> = (0..=octaves.div_ceil(per_row))
+        .map(|j| 1u64.checked_shl(first + j * per_row).unwrap_or(u64::MAX))
+        .collect();
+    if lo == 0 {
+        edges[0] = 0;
+    }
+    edges
 }
 
 fn log_edges_with(lo: u64, hi: u64, per_octave: u64) -> Vec<u64> {

@@ -17,6 +17,7 @@ use crate::{
     session::StopReason,
     stats::{
         calibration::Calibration,
+        heatmap::{Heatmap, Overflow},
         interval_tracker::{IntervalTrack, IntervalTracker},
         window::{Distribution, FunctionStats},
     },
@@ -25,6 +26,10 @@ use crate::{
 
 /// Seconds of calls/s history behind the sparklines.
 pub const RATE_HISTORY: usize = 60;
+/// The heatmap's column: one second of the records' clock.
+pub const HEAT_COLUMN_NS: u64 = 1_000_000_000;
+/// Heatmap columns kept per function (the newest; more than the widest screen shows).
+pub const HEAT_COLUMNS: usize = 600;
 
 /// Everything the screen reacts to: one enum for the one `select!` of the event loop.
 #[derive(Debug)]
@@ -116,6 +121,9 @@ pub struct Panel {
     /// Since start (or reset), which calls were clean: `None` when the records (or, in kernel
     /// mode, the histograms) do not say (recorded without `--disturbance`, an older capture).
     pub disturbance: Option<Disturbance>,
+    /// Latency over time: the calls of the last [`HEAT_COLUMNS`] seconds by entry time, and
+    /// the aggregation intervals that ended in each second.
+    pub heat: Heatmap,
 }
 
 impl Panel {
@@ -131,6 +139,7 @@ impl Panel {
             intervals: IntervalTrack::default(),
             floor: None,
             disturbance: None,
+            heat: Heatmap::new(0, HEAT_COLUMN_NS, HEAT_COLUMNS, Overflow::Scroll),
         }
     }
 
@@ -197,6 +206,8 @@ pub struct App {
     pub windowed: bool,
     /// Percentiles shown minus the probe floor (`c`), or raw.
     pub corrected: bool,
+    /// Each panel shows its latency over time (`h`) instead of its histogram.
+    pub heatmap: bool,
     pub window_secs: u32,
     pub elapsed: Duration,
     pub reset_at: Option<Duration>,
@@ -223,26 +234,6 @@ pub struct App {
     last_hists: BTreeMap<u32, KernelHist>,
 }
 
-fn counter_delta(now: &FunctionCounters, base: &FunctionCounters) -> FunctionCounters {
-    FunctionCounters {
-        calls: now.calls.saturating_sub(base.calls),
-        emitted: now.emitted.saturating_sub(base.emitted),
-        ring_full: now.ring_full.saturating_sub(base.ring_full),
-        stamp_full: now.stamp_full.saturating_sub(base.stamp_full),
-        too_deep: now.too_deep.saturating_sub(base.too_deep),
-        orphan_exits: now.orphan_exits.saturating_sub(base.orphan_exits),
-        in_flight: now.in_flight,
-        stale_entries: now.stale_entries.saturating_sub(base.stale_entries),
-        filtered: now.filtered.saturating_sub(base.filtered),
-        skipped_entries: now
-            .skipped_entries
-            .map(|n| n.saturating_sub(base.skipped_entries.unwrap_or(0))),
-        skipped_exits: now
-            .skipped_exits
-            .map(|n| n.saturating_sub(base.skipped_exits.unwrap_or(0))),
-    }
-}
-
 impl App {
     pub fn new(config: AppConfig) -> App {
         let window_secs = config.window_secs.max(1);
@@ -267,6 +258,7 @@ impl App {
             bucket_ns: config.bucket_ns.max(1),
             windowed: false,
             corrected: false,
+            heatmap: false,
             window_secs,
             elapsed: Duration::ZERO,
             reset_at: None,
@@ -344,8 +336,13 @@ impl App {
     pub fn update(&mut self, event: Event) -> Effect {
         match event {
             Event::Records(mut batch) => {
+                let mut latest = 0;
                 for &r in &batch {
+                    latest = latest.max(r.entry_ns);
                     if r.func == damon_common::AGGREGATION_MARK {
+                        for p in &mut self.panels {
+                            p.heat.mark(r.entry_ns);
+                        }
                         let panels = &mut self.panels;
                         self.interval_tracker.mark(&r, |f, calls, ns| {
                             if let Some(p) = panels.iter_mut().find(|p| p.status.id == f) {
@@ -359,12 +356,19 @@ impl App {
                     match self.panels.iter_mut().find(|p| p.status.id == r.func) {
                         Some(p) => {
                             p.stats.record(r.duration_ns, r.value);
+                            p.heat.add(r.entry_ns, r.duration_ns);
                             p.records += 1;
                             if let Some(d) = &mut p.disturbance {
                                 d.add(&r);
                             }
                         }
                         None => self.foreign_records += 1,
+                    }
+                }
+                // Every heatmap scrolls on to the newest time, called or not.
+                if !batch.is_empty() {
+                    for p in &mut self.panels {
+                        p.heat.advance_to(latest);
                     }
                 }
                 batch.clear();
@@ -456,7 +460,7 @@ impl App {
             let id = p.status.id;
             if let Some(now) = self.counters.get(&id) {
                 let base = self.baseline.get(&id).copied().unwrap_or_default();
-                p.counters = counter_delta(now, &base);
+                p.counters = now.since(&base);
             }
         }
     }
@@ -524,6 +528,16 @@ impl App {
                     }
                     .to_owned(),
                 )
+            }
+            Action::ToggleHeatmap if self.kernel_width_ns.is_some() => {
+                self.message = Some(
+                    "kernel mode keeps no time per call: no heatmap (record in stream mode)"
+                        .to_owned(),
+                )
+            }
+            Action::ToggleHeatmap => {
+                self.heatmap = !self.heatmap;
+                self.message = None;
             }
             Action::Freeze => {
                 self.frozen = match self.frozen {

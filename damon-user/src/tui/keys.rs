@@ -14,6 +14,7 @@ pub enum Action {
     NarrowerBuckets,
     ToggleWindow,
     ToggleCorrected,
+    ToggleHeatmap,
     Freeze,
     Reset,
     Save,
@@ -54,6 +55,11 @@ pub const BINDINGS: &[(&str, &str, Action)] = &[
         Action::ToggleCorrected,
     ),
     (
+        "h",
+        "histogram / heatmap (latency over time)",
+        Action::ToggleHeatmap,
+    ),
+    (
         "f",
         "freeze the display (collection goes on)",
         Action::Freeze,
@@ -83,6 +89,7 @@ pub fn action_for(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('-') => Action::NarrowerBuckets,
         KeyCode::Char('w') => Action::ToggleWindow,
         KeyCode::Char('c') => Action::ToggleCorrected,
+        KeyCode::Char('h') => Action::ToggleHeatmap,
         KeyCode::Char('f') => Action::Freeze,
         KeyCode::Char('r') => Action::Reset,
         KeyCode::Char('s') => Action::Save,
@@ -132,6 +139,7 @@ mod tests {
                 KeyCode::Char('-'),
                 KeyCode::Char('w'),
                 KeyCode::Char('c'),
+                KeyCode::Char('h'),
                 KeyCode::Char('f'),
                 KeyCode::Char('r'),
                 KeyCode::Char('s'),
@@ -142,7 +150,7 @@ mod tests {
             .any(|c| action_for(key(c)) == Some(action));
             assert!(bound, "{action:?} is documented but no key does it");
         }
-        assert_eq!(BINDINGS.len(), 15, "one line per action");
+        assert_eq!(BINDINGS.len(), 16, "one line per action");
     }
 
     #[test]

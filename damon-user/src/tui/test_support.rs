@@ -30,6 +30,16 @@ pub fn overload_fixture() -> Capture {
     read_file(Path::new(path)).expect("overload fixture capture")
 }
 
+/// The migrate-hot scenario in the 7.2 guest with the aggregation-interval hook: 129 complete
+/// intervals of one kdamond.
+pub fn intervals_fixture() -> Capture {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/intervals-7.2.dtcap"
+    );
+    read_file(Path::new(path)).expect("interval fixture capture")
+}
+
 /// 10.5 s of the migrate-hot scenario in the 7.2 guest recorded with `--mode kernel`: the
 /// kernel's histograms (10 ns buckets) of 1546 calls of all four functions, one snapshot a
 /// second, no per-call records.

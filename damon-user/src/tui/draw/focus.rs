@@ -64,7 +64,11 @@ pub fn render(app: &App, panel: &Panel, area: Rect, buf: &mut Buffer) {
     } else {
         [main, Rect::default()]
     };
-    histogram_table(app, &dist, table, buf);
+    if app.heatmap {
+        super::heatmap::detailed(app, panel, table, buf);
+    } else {
+        histogram_table(app, &dist, table, buf);
+    }
     let used = percentiles(app, panel, &dist, side, buf);
     if let Some(scores) = scores {
         match strip {

@@ -1,6 +1,7 @@
 //! Drawing: a pure function of the [`App`] state (no I/O, no locks, no clock).
 mod chart;
 mod focus;
+mod heatmap;
 mod help;
 mod intervals;
 mod panels;
@@ -132,6 +133,9 @@ fn tail(s: &str, max: usize) -> String {
 fn footer_line(app: &App, area: Rect, buf: &mut Buffer) {
     buf.set_style(area, STATUS);
     let mut modes = vec![Span::raw(format!(" {}", window_label(app)))];
+    if app.heatmap {
+        modes.push(Span::raw(" · heatmap"));
+    }
     modes.push(Span::raw(format!(" · {}", scale_label(app))));
     if let Some(w) = app.kernel_width_ns {
         // Percentiles are the tops of the kernel's buckets: this much too high at most
@@ -330,6 +334,8 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
 mod clock_tests;
 #[cfg(test)]
 mod first_view_tests;
+#[cfg(test)]
+mod heatmap_snapshot_tests;
 #[cfg(test)]
 mod interval_snapshot_tests;
 #[cfg(test)]

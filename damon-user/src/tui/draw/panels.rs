@@ -1,4 +1,5 @@
-//! The main view: one panel per function, stacked, each with a column histogram.
+//! The main view: one panel per function, stacked, each with a column histogram (or, with
+//! `h`, its heatmap).
 use ratatui::{
     buffer::Buffer,
     layout::{Constraint, Layout, Rect},
@@ -119,12 +120,17 @@ fn panel(
     } else {
         rest
     };
-    let [bars, axis] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(Rect {
+    let chart_area = Rect {
         x: rest.x + 2,
         y: rest.y + 1,
         width: rest.width.saturating_sub(2),
         height: rest.height - 1,
-    });
+    };
+    if app.heatmap {
+        return super::heatmap::compact(app, panel, chart_area, buf);
+    }
+    let [bars, axis] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(chart_area);
     let dist = app.distribution(panel);
     let room = |scale| match scale {
         Scale::Linear => bars.width as usize,
