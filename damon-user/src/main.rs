@@ -65,6 +65,7 @@ fn main() -> ExitCode {
         Command::BenchLoop(args) => bench::run_loop(&args),
         Command::DisturbLoop(args) => bench::disturb_loop::run(&args),
         Command::BenchDecode(args) => bench::run_decode(&args),
+        Command::BenchHeatmap(args) => bench::run_heatmap(&args),
         Command::BenchFloor(args) => bench::run_floor(&args),
     });
     // Unless a session printed it at its first record.

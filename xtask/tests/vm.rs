@@ -271,9 +271,15 @@ fn all_four_called(screen: &str) -> bool {
     FOUR.iter().all(|name| common::called(screen, name))
 }
 
+/// The heatmap view (`h`) of all four panels: the footer names it and each panel's axis names
+/// its latency rows ("… log rows, …" or "… 20ns rows").
+fn heatmap_shown(screen: &str) -> bool {
+    screen.contains("· heatmap ·") && screen.matches(" rows").count() >= FOUR.len()
+}
+
 /// `damon-trace live` on the 80x24 serial console under the scenario: all four panels count
-/// calls, `q` quits with status 0 and a restored terminal, the --record capture is complete,
-/// and nothing of ours stays hooked in the kernel.
+/// calls, `h` turns all four into heatmaps, `q` quits with status 0 and a restored terminal,
+/// the --record capture is complete, and nothing of ours stays hooked in the kernel.
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_shows_all_four_functions_and_quits_cleanly() {
@@ -284,17 +290,28 @@ fn vm_7_2_live_shows_all_four_functions_and_quits_cleanly() {
 cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
 ",
     );
-    let outcome = common::run_live(
-        cmd,
-        Duration::from_secs(300),
-        (
+    let wait = Duration::from_secs(150);
+    let steps = vec![
+        KeyStep::when(
             "all four functions with calls > 0",
-            Duration::from_secs(150),
+            wait,
+            all_four_called,
+            "h",
         ),
-        all_four_called,
+        KeyStep::when_fresh("the four heatmaps", wait, heatmap_shown, "q"),
+    ];
+    let outcome = common::boot(
+        common::guest(Kernel::Debian72, cmd, Duration::from_secs(300))
+            .interactive(Interactive::script(24, 80, steps)),
     );
     let shown = common::first_screen(&outcome, "all four functions showed calls");
     let log = outcome.terminal.as_ref().expect("terminal log");
+    let heat = log.steps.get(1).map_or("", |s| s.screen.as_str());
+    assert!(
+        heatmap_shown(heat),
+        "h did not show the heatmaps; last screen:\n{}",
+        log.screen()
+    );
     assert_eq!(
         outcome.status,
         0,

@@ -21,10 +21,12 @@ use damon_common::{AGGREGATION_MARK, CALL_RECORD_SIZE, CallRecord, FunctionId};
 use serde_json::json;
 
 pub mod disturb_loop;
+mod heatmap;
 mod ring_image;
 mod timer_storm;
 
 use ring_image::item_size;
+pub use heatmap::{HeatmapArgs, run_heatmap};
 pub use ring_image::{RingImage, synthetic_records};
 
 use crate::{
@@ -241,6 +243,30 @@ fn statuses() -> Vec<FunctionStatus> {
         .collect()
 }
 
+/// The metadata of a benchmark's synthetic capture: every function traced with fentry, the
+/// host's CPU model, nothing measured beside it.
+fn bench_meta(command: &str, ring_size: u32, start_monotonic_ns: u64) -> Meta {
+    Meta {
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        kernel: KernelIdentity::default(),
+        hostname: String::new(),
+        start_unix_ns: 0,
+        start_monotonic_ns,
+        command_line: vec!["damon-trace".into(), command.into()],
+        mode: "stream".into(),
+        ring_size,
+        functions: statuses(),
+        damon: None,
+        cpu_model: crate::capture::host_cpu_model(),
+        calibration: None,
+        intervals: None,
+        args: Vec::new(),
+        filter: Default::default(),
+        disturbance: None,
+        clock: Default::default(),
+    }
+}
+
 /// `bench-decode`: prints one JSON object with records per second (of CPU time, and of wall
 /// time) of each path and the capture's bytes per record.
 pub fn run_decode(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
@@ -344,25 +370,11 @@ fn measure_capture_write(
         None => std::env::temp_dir(),
     };
     let path = dir.join(format!("damon-trace-bench-{}.dtcap", std::process::id()));
-    let meta = Meta {
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        kernel: KernelIdentity::default(),
-        hostname: String::new(),
-        start_unix_ns: 0,
-        start_monotonic_ns: records.first().map_or(0, |r| r.entry_ns),
-        command_line: vec!["damon-trace".into(), "bench-decode".into()],
-        mode: "stream".into(),
-        ring_size: args.ring_size,
-        functions: statuses(),
-        damon: None,
-        cpu_model: crate::capture::host_cpu_model(),
-        calibration: None,
-        intervals: None,
-        args: Vec::new(),
-        filter: Default::default(),
-        disturbance: None,
-        clock: Default::default(),
-    };
+    let meta = bench_meta(
+        "bench-decode",
+        args.ring_size,
+        records.first().map_or(0, |r| r.entry_ns),
+    );
     let result = (|| {
         let mut writer = CaptureWriter::create(&path, false, &meta)
             .with_context(|| format!("creating {}", path.display()))?;

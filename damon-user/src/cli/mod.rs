@@ -70,6 +70,9 @@ pub enum Command {
     /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
     #[command(hide = true, name = "bench-decode")]
     BenchDecode(crate::bench::DecodeArgs),
+    /// Benchmark helper (the project's benchmarks): the heatmaps' cost as a capture grows.
+    #[command(hide = true, name = "bench-heatmap")]
+    BenchHeatmap(crate::bench::HeatmapArgs),
     /// Benchmark helper (the project's benchmarks): attaches the floor programs (an
     /// fentry/fexit or kprobe/kretprobe pair that only reads the clock, once each) to one
     /// function until interrupted.
