@@ -75,8 +75,8 @@ impl Iterator for Calls {
         if self.left == 0 {
             return None;
         }
-        let next_t = self.t + (self.gap_ns * 2.0 * self.rng.uniform()) as u64;
-        if self.next_mark <= next_t {
+        // `t` is the next call's entry: markers due before it come first.
+        if self.next_mark <= self.t {
             let at = self.next_mark;
             self.next_mark += MARK_EVERY_NS;
             return Some(CallRecord {
@@ -88,8 +88,9 @@ impl Iterator for Calls {
             });
         }
         self.left -= 1;
-        self.t = next_t;
-        let secs = (self.t - START_NS) as f64 / 1e9;
+        let entry = self.t;
+        self.t += (self.gap_ns * 2.0 * self.rng.uniform()) as u64;
+        let secs = (entry - START_NS) as f64 / 1e9;
         let wave = 1.0 + 0.3 * (secs * std::f64::consts::TAU / 120.0).sin();
         let burst = if secs % 60.0 < 5.0 { 3.0 } else { 1.0 };
         let u = self.rng.uniform();
@@ -105,7 +106,7 @@ impl Iterator for Calls {
         };
         let duration = (median * (sigma * self.rng.normal()).exp()).max(1.0) as u64;
         Some(CallRecord {
-            entry_ns: self.t,
+            entry_ns: entry,
             duration_ns: duration,
             pid: tid,
             tid,
@@ -249,6 +250,9 @@ mod tests {
         // About 2 s of calls: 19 or 20 markers.
         assert!((18..=21).contains(&marks), "{marks}");
         assert!(calls.windows(2).all(|w| w[0].entry_ns <= w[1].entry_ns));
-        assert_eq!(checkpoints(50_000_000), [1, 2, 5, 10, 20, 50].map(|m| m * 1_000_000));
+        assert_eq!(
+            checkpoints(50_000_000),
+            [1, 2, 5, 10, 20, 50].map(|m| m * 1_000_000)
+        );
     }
 }

@@ -25,8 +25,8 @@ mod heatmap;
 mod ring_image;
 mod timer_storm;
 
-use ring_image::item_size;
 pub use heatmap::{HeatmapArgs, run_heatmap};
+use ring_image::item_size;
 pub use ring_image::{RingImage, synthetic_records};
 
 use crate::{

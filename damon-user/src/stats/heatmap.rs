@@ -44,11 +44,17 @@ pub fn slot_range(slot: u16) -> (u64, u64) {
     (lo, lo.saturating_add((1u64 << shift) - 1))
 }
 
-/// The calls of one time column: (slot, count) pairs sorted by slot, and the aggregation
-/// intervals that ended in it.
+/// The calls of one time column: counts per slot, and the aggregation intervals that ended in
+/// it. The newest column counts into a dense array (one add is one increment: records arrive
+/// nearly in time order, so almost every call lands there); a column keeps only its non-empty
+/// slots, sorted, once a newer one starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Column {
-    slots: Vec<(u16, u32)>,
+    /// Counts indexed by slot, while this is the newest column.
+    dense: Vec<u32>,
+    /// (slot, count) of the non-empty slots, by slot, once sealed.
+    sparse: Vec<(u16, u32)>,
+    sealed: bool,
     pub calls: u64,
     /// Aggregation-interval boundaries (`damon:damon_aggregated`) in this column.
     pub marks: u32,
@@ -56,23 +62,40 @@ pub struct Column {
 
 impl Column {
     fn add(&mut self, slot: u16, n: u32) {
-        match self.slots.binary_search_by_key(&slot, |&(s, _)| s) {
-            Ok(i) => self.slots[i].1 = self.slots[i].1.saturating_add(n),
-            Err(i) => self.slots.insert(i, (slot, n)),
-        }
         self.calls += u64::from(n);
+        if !self.sealed {
+            let i = usize::from(slot);
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] = self.dense[i].saturating_add(n);
+            return;
+        }
+        match self.sparse.binary_search_by_key(&slot, |&(s, _)| s) {
+            Ok(i) => self.sparse[i].1 = self.sparse[i].1.saturating_add(n),
+            Err(i) => self.sparse.insert(i, (slot, n)),
+        }
+    }
+
+    /// Keeps only the non-empty slots (a newer column has started).
+    fn seal(&mut self) {
+        if !self.sealed {
+            self.sparse = dense_slots(&self.dense).collect();
+            self.dense = Vec::new();
+            self.sealed = true;
+        }
     }
 
     fn merge(&mut self, other: Column) {
-        for (slot, n) in other.slots {
+        for (slot, n) in other.slots() {
             self.add(slot, n);
         }
         self.marks += other.marks;
     }
 
     /// Non-empty slots with their counts, lowest first.
-    pub fn slots(&self) -> &[(u16, u32)] {
-        &self.slots
+    pub fn slots(&self) -> impl Iterator<Item = (u16, u32)> + '_ {
+        dense_slots(&self.dense).chain(self.sparse.iter().copied())
     }
 
     /// Nearest-rank percentiles (ascending `ps` in (0, 100]) as the highest value of the slot
@@ -82,14 +105,17 @@ impl Column {
             return None;
         }
         let mut out = Vec::with_capacity(ps.len());
-        let (mut seen, mut i) = (0u64, 0usize);
+        let (mut seen, mut slots, mut current) = (0u64, self.slots(), 0u16);
         for &p in ps {
             let rank = super::nearest_rank(p, self.calls);
-            while seen < rank && i < self.slots.len() {
-                seen += u64::from(self.slots[i].1);
-                i += 1;
+            while seen < rank {
+                let Some((slot, n)) = slots.next() else {
+                    break;
+                };
+                seen += u64::from(n);
+                current = slot;
             }
-            out.push(slot_range(self.slots[i.max(1) - 1].0).1);
+            out.push(slot_range(current).1);
         }
         Some(out)
     }
@@ -103,7 +129,7 @@ impl Column {
             below: 0,
             above: 0,
         };
-        for &(slot, n) in &self.slots {
+        for (slot, n) in self.slots() {
             let lo = slot_range(slot).0;
             let k = edges.partition_point(|&e| e <= lo);
             match k {
@@ -114,6 +140,22 @@ impl Column {
         }
         out
     }
+
+    /// The lowest slot's lowest value and the highest slot's highest value.
+    fn extent(&self) -> Option<(u64, u64)> {
+        let mut slots = self.slots();
+        let first = slots.next()?;
+        let last = slots.last().unwrap_or(first);
+        Some((slot_range(first.0).0, slot_range(last.0).1))
+    }
+}
+
+fn dense_slots(dense: &[u32]) -> impl Iterator<Item = (u16, u32)> + '_ {
+    dense
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n > 0)
+        .map(|(i, &n)| (i as u16, n))
 }
 
 /// One column cut into display rows.
@@ -218,19 +260,11 @@ impl Heatmap {
     /// The lowest and highest slot value of the calls in the last `n` kept columns.
     pub fn range(&self, n: usize) -> Option<(u64, u64)> {
         let skip = self.columns.len().saturating_sub(n);
-        let slots = self.columns.iter().skip(skip).flat_map(|c| {
-            c.slots
-                .first()
-                .map(|s| slot_range(s.0).0)
-                .into_iter()
-                .chain(c.slots.last().map(|s| slot_range(s.0).1))
-        });
-        let (mut lo, mut hi) = (u64::MAX, 0);
-        for v in slots {
-            lo = lo.min(v);
-            hi = hi.max(v);
-        }
-        (lo <= hi).then_some((lo, hi))
+        self.columns
+            .iter()
+            .skip(skip)
+            .filter_map(Column::extent)
+            .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
     }
 
     fn column_mut(&mut self, t_ns: u64) -> Option<&mut Column> {
@@ -261,6 +295,9 @@ impl Heatmap {
         }
         let at = (index - self.first) as usize;
         if at >= self.columns.len() {
+            if let Some(last) = self.columns.back_mut() {
+                last.seal();
+            }
             self.columns.resize_with(at + 1, Column::default);
         }
         self.columns.get_mut(at)

@@ -138,3 +138,23 @@ fn linear_rows_use_a_1_2_5_width_and_count_the_rest_outside() {
     let rows = c.rows(&[100, 200, 300]);
     assert_eq!((rows.counts, rows.below, rows.above), (vec![1, 1], 1, 1));
 }
+
+#[test]
+fn a_late_call_lands_in_its_sealed_column() {
+    let mut h = Heatmap::new(0, 100, 8, Overflow::Coarsen);
+    h.add(10, 500);
+    h.add(20, 40);
+    h.add(150, 40); // column 1 starts: column 0 keeps only its non-empty slots
+    h.add(30, 40); // a call that arrived late, into column 0
+    h.add(40, 9_000);
+    let cols: Vec<Vec<(u16, u32)>> = h.columns().map(|(_, c)| c.slots().collect()).collect();
+    let s = slot_of;
+    assert_eq!(
+        cols,
+        [vec![(40, 2), (s(500), 1), (s(9_000), 1)], vec![(40, 1)]]
+    );
+    assert_eq!(h.calls(), 5);
+    let (_, c) = h.columns().next().unwrap();
+    assert_eq!(c.calls, 4);
+    assert_eq!(c.percentiles(&[50.0]), Some(vec![40]));
+}
