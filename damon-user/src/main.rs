@@ -10,6 +10,7 @@ mod diagnosis;
 mod doctor;
 mod error;
 mod export;
+mod heatmap_svg;
 mod listen;
 mod manual;
 mod output;
@@ -53,7 +54,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&args),
         Command::Live(args) => tui::run_live(&args),
         Command::Record(args) => record::run(&args),
-        Command::Report(args) => report::run(&args),
+        Command::Report(args) => heatmap_svg::run_report(&args),
         Command::Compare(args) => compare::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Serve(args) => serve::run(&args),
@@ -169,6 +170,10 @@ fn preflight(command: &Command) -> anyhow::Result<()> {
         Command::Export(a) if !capture::stdio::is_stdio(&a.output) => {
             Ok(check_output(&a.output, a.force)?)
         }
+        Command::Report(a) => match &a.heatmap {
+            Some(path) => Ok(check_output(path, a.force)?),
+            None => Ok(()),
+        },
         Command::Compare(a) => match &a.plot {
             Some(path) => Ok(check_output(path, a.force)?),
             None => Ok(()),

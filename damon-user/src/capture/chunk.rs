@@ -74,6 +74,12 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
+/// The kind and stored (compressed) length a chunk header declares; the CRC is checked when
+/// the chunk is [`read`].
+pub fn peek(head: &[u8; CHUNK_HEADER_LEN]) -> (u32, usize) {
+    (u32_at(head, 0), u32_at(head, 8) as usize)
+}
+
 /// Reads chunk number `index` starting at byte `pos` (< `bytes.len()`).
 pub fn read(bytes: &[u8], pos: usize, index: usize) -> Result<Step, CaptureError> {
     let left = bytes.len().saturating_sub(pos);
@@ -86,9 +92,8 @@ pub fn read(bytes: &[u8], pos: usize, index: usize) -> Result<Step, CaptureError
     let Some(head) = bytes.get(pos..pos + CHUNK_HEADER_LEN) else {
         return Ok(Step::Torn(torn(CHUNK_HEADER_LEN)));
     };
-    let kind = u32_at(head, 0);
+    let (kind, stored_len) = peek(head.try_into().unwrap_or(&[0; CHUNK_HEADER_LEN]));
     let raw_len = u32_at(head, 4);
-    let stored_len = u32_at(head, 8) as usize;
     let want = u32_at(head, 12);
     let need = CHUNK_HEADER_LEN + stored_len;
     let Some(stored) = bytes.get(pos + CHUNK_HEADER_LEN..pos + need) else {

@@ -70,7 +70,7 @@ fn records_kind(layout: columns::Layout) -> u32 {
 }
 
 /// The layout of a record chunk of `kind`; `None` for other kinds.
-fn records_layout(kind: u32) -> Option<columns::Layout> {
+pub(super) fn records_layout(kind: u32) -> Option<columns::Layout> {
     columns::Layout::ALL
         .into_iter()
         .find(|&l| records_kind(l) == kind)
@@ -79,7 +79,7 @@ pub(super) const HEADER_LEN: usize = 16;
 /// Records buffered before a chunk is written whatever the clock says.
 const RECORDS_PER_CHUNK: usize = 16 * 1024;
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaptureError + '_ {
+pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaptureError + '_ {
     move |err| CaptureError::Unreadable {
         path: path.display().to_string(),
         err,
@@ -355,10 +355,10 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
 /// Collects chunks into a capture, whatever the version that framed them.
 #[derive(Default)]
 pub(super) struct Assembler {
-    meta: Option<Meta>,
-    records: Vec<CallRecord>,
-    marks: Vec<CallRecord>,
-    hist_snapshots: Vec<HistSnapshot>,
+    pub(super) meta: Option<Meta>,
+    pub(super) records: Vec<CallRecord>,
+    pub(super) marks: Vec<CallRecord>,
+    pub(super) hist_snapshots: Vec<HistSnapshot>,
     summary: Option<Summary>,
     pub record_chunks: usize,
 }
@@ -409,6 +409,29 @@ impl Assembler {
         Ok(())
     }
 
+    /// Files one version-2 chunk (`index` counted from 0) by its kind; skips kinds a later
+    /// version added.
+    pub fn chunk(&mut self, index: usize, c: &chunk::Chunk) -> Result<(), CaptureError> {
+        match c.kind {
+            KIND_META => self.meta(index, &c.raw)?,
+            kind if let Some(layout) = records_layout(kind) => {
+                let out = self.records(index)?;
+                columns::decode(&c.raw, layout, out).map_err(|e| malformed(index, &e))?;
+            }
+            KIND_MARKS => {
+                let out = self.marks(index)?;
+                columns::decode(&c.raw, columns::Layout::Plain, out)
+                    .map_err(|e| malformed(index, &e))?;
+            }
+            KIND_HIST_SNAPSHOT | KIND_HIST_SNAPSHOT_SKIPS | KIND_HIST_SNAPSHOT_DISTURBANCE => {
+                self.hist_snapshot(index, &c.raw, c.kind)?
+            }
+            KIND_SUMMARY => self.summary(index, &c.raw)?,
+            _ => {} // a later version's chunk: skip
+        }
+        Ok(())
+    }
+
     fn check_order(&self, chunk: usize, what: &str) -> Result<(), CaptureError> {
         if self.meta.is_none() {
             return Err(CaptureError::NoMeta);
@@ -420,7 +443,11 @@ impl Assembler {
     }
 
     /// The capture, if a torn tail (if any) can be what a killed writer left.
-    fn finish(self, torn: Option<chunk::Torn>, strict: bool) -> Result<Capture, CaptureError> {
+    pub(super) fn finish(
+        self,
+        torn: Option<chunk::Torn>,
+        strict: bool,
+    ) -> Result<Capture, CaptureError> {
         if let Some(t) = torn
             && (strict || self.meta.is_none() || self.summary.is_some())
         {
@@ -548,23 +575,7 @@ fn walk_v2(bytes: &[u8], asm: &mut Assembler) -> Result<Option<chunk::Torn>, Cap
             chunk::Step::Torn(t) => return Ok(Some(t)),
             chunk::Step::Chunk { chunk, next } => (chunk, next),
         };
-        match c.kind {
-            KIND_META => asm.meta(index, &c.raw)?,
-            kind if let Some(layout) = records_layout(kind) => {
-                let out = asm.records(index)?;
-                columns::decode(&c.raw, layout, out).map_err(|e| malformed(index, &e))?;
-            }
-            KIND_MARKS => {
-                let out = asm.marks(index)?;
-                columns::decode(&c.raw, columns::Layout::Plain, out)
-                    .map_err(|e| malformed(index, &e))?;
-            }
-            KIND_HIST_SNAPSHOT | KIND_HIST_SNAPSHOT_SKIPS | KIND_HIST_SNAPSHOT_DISTURBANCE => {
-                asm.hist_snapshot(index, &c.raw, c.kind)?
-            }
-            KIND_SUMMARY => asm.summary(index, &c.raw)?,
-            _ => {} // a later version's chunk: skip
-        }
+        asm.chunk(index, &c)?;
         pos = next;
         index += 1;
     }

@@ -14,6 +14,7 @@ mod error;
 pub mod format;
 mod hist;
 pub mod stdio;
+pub mod stream;
 mod v1;
 
 #[cfg(test)]

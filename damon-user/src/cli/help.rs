@@ -43,12 +43,14 @@ Examples:
   damon-trace report run.dtcap
   damon-trace report run.dtcap --format json --functions damon_hot_score
   damon-trace report run.dtcap --bucket-ns 50 --max-ns 2000 --format markdown
+  damon-trace report run.dtcap --heatmap run.svg --format markdown > run.md   (links run.svg)
   damon-trace record -o - --duration 10s | damon-trace report -   (`-`: the capture on stdin)
 
 Exit status:
   0  the report was written
   1  a runtime failure (e.g. reading the file failed)
-  2  usage error (bad option, unknown function, missing/broken/foreign capture)";
+  2  usage error (bad option, unknown function, missing/broken/foreign capture, --heatmap file
+     exists, --heatmap of a kernel-mode capture)";
 
 pub const COMPARE: &str = "\
 Examples:

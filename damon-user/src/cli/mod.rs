@@ -325,6 +325,15 @@ pub struct ReportArgs {
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
+    /// Also draw latency over time into this SVG file: per function a heatmap (calls per time
+    /// column and latency row) with p50/p99 lines and DAMON interval ends marked, the clean
+    /// calls apart (captures with disturbance), time per aggregation interval (DAMON functions).
+    /// `-`: the SVG alone on stdout. Needs a stream-mode capture.
+    #[arg(long, value_name = "FILE.svg")]
+    pub heatmap: Option<PathBuf>,
+    /// Overwrite the --heatmap file if it exists.
+    #[arg(long, requires = "heatmap")]
+    pub force: bool,
     #[command(flatten)]
     pub buckets: BucketArgs,
     #[command(flatten)]
@@ -360,7 +369,8 @@ pub struct CompareArgs {
     pub after_runs: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
-    /// Also draw both distributions, one chart per function, into this SVG file.
+    /// Also draw both distributions, one chart per function, into this SVG file, and below
+    /// them each function's before and after heatmaps (latency over time) on one colour scale.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     /// Overwrite the --plot file if it exists.

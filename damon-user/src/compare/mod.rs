@@ -252,15 +252,13 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         clean_only: args.clean,
         ..ReportOptions::new(&args.filter, &args.buckets)
     };
-    let cmp = build(
-        &Inputs {
-            before: side(&before),
-            after: side(&after),
-        },
-        &opts,
-    )?;
+    let inputs = Inputs {
+        before: side(&before),
+        after: side(&after),
+    };
+    let cmp = build(&inputs, &opts)?;
     if let Some(path) = &args.plot {
-        plot::write_svg(&cmp, path, args.force)
+        plot::write_svg(&cmp, &inputs, &opts, path, args.force)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     match &args.plot {

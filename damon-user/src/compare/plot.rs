@@ -1,12 +1,17 @@
 //! `compare --plot FILE.svg`: both distributions overlaid, one chart per function, on a log
 //! latency axis so that body and tail both show (plotters, SVG backend only: pure Rust, no
-//! fonts needed).
+//! fonts needed); below them each function's before and after heatmaps (`heatmap_svg`).
 use std::path::Path;
 
 use anyhow::anyhow;
 use plotters::prelude::*;
 
-use super::{Comparison, FunctionComparison};
+use super::{Comparison, FunctionComparison, Inputs};
+use crate::{
+    capture::Capture,
+    heatmap_svg::{collect_captures, draw, layout},
+    report::ReportOptions,
+};
 
 const BEFORE: RGBColor = RGBColor(31, 119, 180);
 const AFTER: RGBColor = RGBColor(255, 127, 14);
@@ -141,26 +146,58 @@ fn draw_one<DB: DrawingBackend>(
     Ok(())
 }
 
-/// The SVG document for a comparison.
-pub fn render_svg(cmp: &Comparison) -> anyhow::Result<String> {
-    let mut svg = String::new();
+/// The SVG document for a comparison: the distributions, then the heatmaps of both sides
+/// (`inputs` read with `opts`) on one colour scale per function.
+pub fn render_svg(
+    cmp: &Comparison,
+    inputs: &Inputs,
+    opts: &ReportOptions,
+) -> anyhow::Result<String> {
+    let mut charts = String::new();
+    let n = cmp.functions.len().max(1) as u32;
     {
-        let n = cmp.functions.len().max(1) as u32;
-        let root = SVGBackend::with_string(&mut svg, (900, CHART_HEIGHT * n)).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut charts, (900, CHART_HEIGHT * n)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
         for (f, area) in cmp.functions.iter().zip(root.split_evenly((n as usize, 1))) {
             draw_one(&area, f, cmp)?;
         }
         root.present().map_err(|e| anyhow!("{e:?}"))?;
     }
-    Ok(svg)
+    let height = f64::from(CHART_HEIGHT * n);
+    let maps = |runs: &[(&str, &Capture)]| collect_captures(runs.iter().map(|r| r.1), opts);
+    let (Some(before), Some(after)) = (maps(&inputs.before), maps(&inputs.after)) else {
+        let mut body = charts;
+        let why = "No heatmaps: a side has no per-call records (recorded with --mode kernel).";
+        draw::text(&mut body, 10.0, height + 24.0, "start", why);
+        return Ok(layout::document(layout::DOC_W, height + 40.0, &body));
+    };
+    let names: Vec<&str> = cmp.functions.iter().map(|f| f.name.as_str()).collect();
+    let side = |name, maps, runs: &[(&str, &Capture)]| layout::Side {
+        name,
+        maps,
+        runs: runs.len(),
+    };
+    Ok(layout::compare_document(
+        &charts,
+        height,
+        &names,
+        &side("before", &before, &inputs.before),
+        &side("after", &after, &inputs.after),
+    ))
 }
 
 /// Writes the chart to `path`, created 0600 like every output; an existing file only with
 /// `force`.
-pub fn write_svg(cmp: &Comparison, path: &Path, force: bool) -> anyhow::Result<()> {
+pub fn write_svg(
+    cmp: &Comparison,
+    inputs: &Inputs,
+    opts: &ReportOptions,
+    path: &Path,
+    force: bool,
+) -> anyhow::Result<()> {
     use std::io::Write as _;
-    let svg = render_svg(cmp)?;
+    let svg = render_svg(cmp, inputs, opts)?;
     let mut file = crate::capture::format::create_output(path, force)?;
     file.write_all(svg.as_bytes())?;
     Ok(())

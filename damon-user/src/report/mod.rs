@@ -336,8 +336,16 @@ impl FunctionReport {
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load_file(&args.file)?;
     let opts = ReportOptions::new(&args.filter, &args.buckets);
+    if args
+        .heatmap
+        .as_deref()
+        .is_some_and(crate::capture::stdio::is_stdio)
+    {
+        // `--heatmap -`: the SVG (`heatmap_svg::run_report`) is stdout's document.
+        return Ok(ExitCode::SUCCESS);
+    }
+    let loaded = load_file(&args.file)?;
     let mut report = build(&loaded.capture, &opts)?;
     if let Some(chunk) = loaded.info.torn_chunk {
         report.warnings.push(format!(
@@ -345,12 +353,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
              the records of the complete chunks before it are shown"
         ));
     }
-    let text = match args.format {
+    let mut text = match args.format {
         ReportFormat::Table => render::table(&report, Some(&loaded.info)),
         ReportFormat::Json => crate::output::json_document(&report)?,
         ReportFormat::Csv => render::csv(&report),
         ReportFormat::Markdown => render::markdown(&report),
     };
+    if let (ReportFormat::Markdown, Some(path)) = (args.format, &args.heatmap) {
+        text.push_str(&render::heatmap_link(path));
+    }
     crate::output::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }

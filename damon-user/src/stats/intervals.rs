@@ -45,12 +45,37 @@ impl Boundaries {
         self.by_kdamond.is_empty()
     }
 
+    /// Where a call that thread `tid` entered at `entry_ns` falls (the module's rules).
+    pub fn place(&self, tid: u32, entry_ns: u64) -> Place {
+        let Some(b) = self.by_kdamond.get(&tid) else {
+            return Place::NotKdamond;
+        };
+        // Number of boundaries at or before the entry: k in 1..len means interval k.
+        match b.partition_point(|&m| m <= entry_ns) {
+            k if k == 0 || k >= b.len() => Place::Outside,
+            k => Place::Interval(k - 1),
+        }
+    }
+
     /// Complete intervals of one kdamond.
     pub fn intervals_of(&self, tid: u32) -> usize {
         self.by_kdamond
             .get(&tid)
             .map_or(0, |v| v.len().saturating_sub(1))
     }
+}
+
+/// Where one call falls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Complete interval `k` (from 0) of the kdamond that made it: entered in
+    /// `[m(k), m(k+1))` of its boundaries.
+    Interval(usize),
+    /// Made by a kdamond before its first or at/after its last boundary (a kdamond with one
+    /// boundary has only this).
+    Outside,
+    /// Made by a thread that never ended an interval.
+    NotKdamond,
 }
 
 /// Per-interval cost of one function.
@@ -121,7 +146,7 @@ pub fn per_interval(calls: &[CallRecord], bounds: &Boundaries) -> Option<PerInte
     if bounds.is_empty() {
         return None;
     }
-    let kdamonds = counted_kdamonds(calls, bounds);
+    let kdamonds = counted_kdamonds(calls.iter().map(|r| r.tid), bounds);
     let mut out = PerInterval {
         intervals: 0,
         kdamonds: kdamonds.clone(),
@@ -159,29 +184,23 @@ pub fn per_interval(calls: &[CallRecord], bounds: &Boundaries) -> Option<PerInte
     out.intervals = out.per_interval_calls.len() as u64;
     for r in calls {
         let d = r.duration_ns;
-        let Some(b) = bounds.by_kdamond.get(&r.tid).filter(|b| b.len() > 1) else {
-            // A kdamond with a single marker has no complete interval: outside.
-            if bounds.by_kdamond.contains_key(&r.tid) {
+        match bounds.place(r.tid, r.entry_ns) {
+            Place::Interval(k) => {
+                let i = base[&r.tid] + k;
+                out.per_interval_calls[i] += 1;
+                out.per_interval_totals[i] += d;
+                out.calls_in_intervals += 1;
+                out.total_ns_in_intervals += d;
+            }
+            Place::Outside => {
                 out.calls_outside += 1;
                 out.total_ns_outside += d;
-            } else {
+            }
+            Place::NotKdamond => {
                 out.calls_not_kdamond += 1;
                 out.total_ns_not_kdamond += d;
             }
-            continue;
-        };
-        // Number of boundaries at or before the entry: k in 1..len means interval k.
-        let k = b.partition_point(|&m| m <= r.entry_ns);
-        if k == 0 || k == b.len() {
-            out.calls_outside += 1;
-            out.total_ns_outside += d;
-            continue;
         }
-        let i = base[&r.tid] + k - 1;
-        out.per_interval_calls[i] += 1;
-        out.per_interval_totals[i] += d;
-        out.calls_in_intervals += 1;
-        out.total_ns_in_intervals += d;
     }
     if out.intervals > 0 {
         summarise(&mut out, span_ns);
@@ -189,12 +208,11 @@ pub fn per_interval(calls: &[CallRecord], bounds: &Boundaries) -> Option<PerInte
     Some(out)
 }
 
-/// The kdamonds whose intervals count: those that made the calls, or every kdamond with a
-/// complete interval when none did.
-fn counted_kdamonds(calls: &[CallRecord], bounds: &Boundaries) -> Vec<u32> {
-    let mut callers: Vec<u32> = calls
-        .iter()
-        .map(|r| r.tid)
+/// The kdamonds whose intervals count: those among the callers `tids` (of the calls, in any
+/// order, repeats allowed), or every kdamond with a complete interval when none is.
+pub fn counted_kdamonds(tids: impl IntoIterator<Item = u32>, bounds: &Boundaries) -> Vec<u32> {
+    let mut callers: Vec<u32> = tids
+        .into_iter()
         .filter(|t| bounds.intervals_of(*t) > 0)
         .collect();
     callers.sort_unstable();

@@ -378,7 +378,11 @@ fn real_runs_against_themselves_and_a_faster_copy() {
         md.contains("| Range (ns) | Before | % | After | % |"),
         "{md}"
     );
-    let svg = plot::render_svg(&c).expect("svg");
+    let inputs = Inputs {
+        before: runs.iter().map(|c| ("before.dtcap", c)).collect(),
+        after: faster.iter().map(|c| ("after.dtcap", c)).collect(),
+    };
+    let svg = plot::render_svg(&c, &inputs, &opts()).expect("svg");
     assert!(svg.starts_with("<svg") && svg.contains("lock_timer_base"));
     assert!(svg.matches("<polygon").count() + svg.matches("<path").count() >= 8);
     // Deterministic: the same inputs give the same JSON.

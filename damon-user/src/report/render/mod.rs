@@ -5,7 +5,7 @@ mod markdown;
 mod table;
 
 pub use csv::csv;
-pub use markdown::markdown;
+pub use markdown::{heatmap_link, markdown};
 #[cfg(test)]
 pub(in crate::report) use table::context_lines;
 pub use table::table;

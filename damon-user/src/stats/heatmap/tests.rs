@@ -61,7 +61,7 @@ fn coarsening_keeps_every_call_and_mark_and_doubles_the_width() {
     let mut rng = Rng::new(7);
     let mut calls = 0;
     for t in 0..1_000u64 {
-        if rng.next_u64() % 3 == 0 {
+        if rng.next_u64().is_multiple_of(3) {
             h.add(100 + t, 1 + rng.next_u64() % 10_000);
             calls += 1;
         }
