@@ -344,7 +344,8 @@ fn time_axis(out: &mut String, f: Frame, s: &Shared) {
         text(out, x, f.y + f.h + 16.0, "middle", &seconds(t, step));
         t = t.saturating_add(step);
     }
-    text(out, f.x + f.w + 6.0, f.y + f.h + 16.0, "start", "s");
+    // Right of the last label, which is centred on the panel's end.
+    text(out, f.x + f.w + 16.0, f.y + f.h + 16.0, "start", "s");
 }
 
 /// The colour legend: a bar from 1 call to `max`, labelled at powers of ten and the top.
@@ -367,7 +368,7 @@ pub fn legend(out: &mut String, f: Frame, scale: Scale) {
     let top_y = f.y + f.h - scale.position(scale.max) * f.h;
     let mut labels: Vec<u64> = std::iter::successors(Some(1u64), |v| v.checked_mul(10))
         .take_while(|&v| v < scale.max)
-        .filter(|&v| f.y + f.h - scale.position(v) * f.h - top_y >= 12.0)
+        .filter(|&v| f.y + f.h - scale.position(v) * f.h - top_y >= 14.0)
         .collect();
     labels.push(scale.max);
     for n in labels {
