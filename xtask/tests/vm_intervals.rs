@@ -21,8 +21,8 @@ fn sample_fn(operations: &str) -> String {
     format!("damon_{}_check_accesses", &operations[..2])
 }
 
-/// Record 15 s under the migrate-hot scenario (the four built-ins and `sample`); report (JSON
-/// and table) and export the calls.
+/// Record 15 s under the migrate-hot scenario (the four built-ins and `sample`); report (JSON,
+/// table and heatmap SVG) and export the calls.
 fn cmd(sample: &str) -> String {
     let body = format!(
         "sleep 1
@@ -30,7 +30,8 @@ damon-trace record -o /out/iv.dtcap --duration 15s --no-calibrate --functions {}
   2> /out/record.err
 damon-trace report /out/iv.dtcap --format json > /out/iv.json
 damon-trace report /out/iv.dtcap > /out/iv.txt
-damon-trace export /out/iv.dtcap --format csv -o /out/iv.csv",
+damon-trace export /out/iv.dtcap --format csv -o /out/iv.csv
+damon-trace report /out/iv.dtcap --heatmap /out/iv.svg > /dev/null 2>> /out/record.err",
         FOUR.join(",")
     );
     format!("set -e\n{}", with_scenario(180, "", &body))
@@ -305,7 +306,80 @@ fn run_and_check(
             "{name} missing from the table's per-interval block:\n{table}"
         );
     }
+    check_heatmap(
+        &fs::read_to_string(dir.join("iv.svg")).expect("iv.svg"),
+        &report,
+    );
     report
+}
+
+/// Each `<g class="{class}" data-function="{name}" data-panel="all" …>` of `svg`: its opening
+/// tag and what it holds up to its `</g>` (these groups hold no groups).
+fn svg_groups<'s>(svg: &'s str, class: &str, name: &str) -> Vec<(&'s str, &'s str)> {
+    let open = format!("<g class=\"{class}\" data-function=\"{name}\" data-panel=\"all\"");
+    svg.match_indices(&open)
+        .map(|(at, _)| {
+            let rest = &svg[at..];
+            let head_end = rest.find('>').expect("a tag ends");
+            let body_end = rest.find("</g>").expect("a group ends");
+            (&rest[..head_end], &rest[head_end..body_end])
+        })
+        .collect()
+}
+
+/// The sum of every `{attr}="N"` in `text`.
+fn sum_attr(text: &str, attr: &str) -> u64 {
+    let key = format!("{attr}=\"");
+    text.match_indices(&key)
+        .map(|(at, _)| {
+            let v = &text[at + key.len()..];
+            v[..v.find('"').expect("a value ends")]
+                .parse::<u64>()
+                .expect("a number")
+        })
+        .sum()
+}
+
+/// `report --heatmap` of the guest's capture against the JSON report of the same capture: per
+/// traced function, the cells count exactly its calls, the ticks count every boundary marker,
+/// and DAMON functions' per-interval series cover the intervals the report counts.
+fn check_heatmap(svg: &str, report: &serde_json::Value) {
+    let markers = u(&report["intervals"], "markers");
+    assert!(markers > 0, "{}", report["intervals"]);
+    for f in report["functions"].as_array().expect("functions") {
+        let name = f["name"].as_str().expect("name");
+        let heat = svg_groups(svg, "heatmap", name);
+        if u(f, "matched") == 0 {
+            continue;
+        }
+        assert_eq!(heat.len(), 1, "{name}: one heatmap");
+        assert_eq!(
+            sum_attr(heat[0].1, "data-count"),
+            u(f, "matched"),
+            "{name}: cells"
+        );
+        let marks = svg_groups(svg, "marks", name);
+        assert_eq!(marks.len(), 1, "{name}: one row of ticks");
+        assert_eq!(sum_attr(marks[0].1, "data-marks"), markers, "{name}: ticks");
+        // One step line per kdamond, each tag carrying its interval count.
+        let series = format!("class=\"per-interval\" data-function=\"{name}\"");
+        let intervals: u64 = svg
+            .match_indices(&series)
+            .map(|(at, _)| {
+                sum_attr(
+                    &svg[at..at + svg[at..].find('>').expect("a tag ends")],
+                    "data-intervals",
+                )
+            })
+            .sum();
+        let p = &f["per_interval"];
+        let want = if p.is_null() || name == "lock_timer_base" {
+            0
+        } else {
+            u(p, "intervals")
+        };
+        assert_eq!(intervals, want, "{name}: per-interval series");
+    }
 }
 
 #[test]
