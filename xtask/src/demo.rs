@@ -54,7 +54,8 @@ pub fn run(demo: &Demo, binary: std::path::PathBuf) -> Result<i32> {
         status(
             "demo",
             format!(
-                "live screen in a {}x{} guest console; `q` quits (Ctrl-A x kills the guest)",
+                "live screen in a {}x{} guest console; `h` heatmaps, `?` keys, `q` quits \
+                 (Ctrl-A x kills the guest)",
                 demo.terminal.cols, demo.terminal.rows
             ),
         );

@@ -93,3 +93,37 @@ fn kernel_mode_says_why_there_is_no_heatmap() {
     let screen = render(&app, 80, 24);
     assert!(screen.contains("no heatmap"), "{screen}");
 }
+
+/// Linear rows (`l`) widen in 1-2-5 steps until the calls' range fits the rows; the zoomed
+/// range (`z`, p0.5–p99.5) leaves calls outside, which are counted, never lost, and named on
+/// the axis.
+#[test]
+fn linear_rows_fit_the_range_and_zoom_counts_what_falls_outside() {
+    let capture = fixture();
+    let mut app = heat(fixture(), MIGRATE_HOT);
+    press(&mut app, KeyCode::Char('l'));
+    for zoomed in [false, true] {
+        let mut outside = 0;
+        for p in app.panels().iter().filter(|p| p.traced()) {
+            let records = capture
+                .records
+                .iter()
+                .filter(|r| r.func == p.status.id)
+                .count();
+            let g = grid(&app, p, 78, 3).expect("calls");
+            assert!(!g.log, "{}", p.status.name);
+            let cells: u64 = g.columns.iter().flat_map(|c| c.0.iter()).sum();
+            assert_eq!(
+                cells + g.below + g.above,
+                records as u64,
+                "{}",
+                p.status.name
+            );
+            outside += g.below + g.above;
+        }
+        let screen = render(&app, 80, 24);
+        assert_eq!(outside > 0, zoomed, "{screen}");
+        assert_eq!(screen.contains(" above"), zoomed, "{screen}");
+        press(&mut app, KeyCode::Char('z'));
+    }
+}
