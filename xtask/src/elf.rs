@@ -1,11 +1,12 @@
 //! Just enough ELF and bzImage parsing to check binaries without binutils (which a fresh
-//! machine may lack): static linking, the libraries a binary needs, a kernel's release string,
-//! the modules a kernel module depends on.
+//! machine may lack): static linking, the libraries a binary needs, a kernel's release string
+//! and compressed payload, an ELF kernel's notes, the modules a kernel module depends on.
 use std::{fs, path::Path};
 
 use anyhow::{Context as _, Result, bail, ensure};
 
 const PT_INTERP: u32 = 3;
+const PT_NOTE: u32 = 4;
 const SHT_DYNAMIC: u32 = 6;
 const DT_NEEDED: u64 = 1;
 
@@ -47,12 +48,7 @@ impl Elf {
     /// True when the kernel must hand the binary to a dynamic loader (PT_INTERP present).
     pub fn has_interpreter(&self) -> bool {
         let b = &self.bytes;
-        let (Some(off), Some(size), Some(num)) =
-            (usize_at(b, 0x20), u16_at(b, 0x36), u16_at(b, 0x38))
-        else {
-            return false;
-        };
-        (0..usize::from(num)).any(|i| u32_at(b, off + i * usize::from(size)) == Some(PT_INTERP))
+        program_headers(b).any(|ph| u32_at(b, ph) == Some(PT_INTERP))
     }
 
     /// The DT_NEEDED entries: the shared libraries the binary loads at startup.
@@ -116,6 +112,53 @@ pub fn module_depends(ko: &[u8]) -> Result<Vec<String>> {
         }
     }
     Ok(deps)
+}
+
+/// Where each program header of the ELF64 image `b` starts (none when `b` is not one).
+fn program_headers(b: &[u8]) -> impl Iterator<Item = usize> {
+    let elf64 = b.starts_with(b"\x7fELF\x02\x01");
+    let (off, size, num) = match (usize_at(b, 0x20), u16_at(b, 0x36), u16_at(b, 0x38)) {
+        (Some(o), Some(s), Some(n)) if elf64 => (o, usize::from(s), usize::from(n)),
+        _ => (0, 0, 0),
+    };
+    (0..num).map(move |i| off + i * size)
+}
+
+/// (owner, type) of every note in the PT_NOTE segments of the ELF64 image `b`.
+pub fn notes(b: &[u8]) -> impl Iterator<Item = (&[u8], u32)> {
+    program_headers(b)
+        .filter_map(|ph| {
+            (u32_at(b, ph)? == PT_NOTE).then_some((usize_at(b, ph + 8)?, usize_at(b, ph + 32)?))
+        })
+        .flat_map(|(off, size)| {
+            let seg = b.get(off..off.saturating_add(size)).unwrap_or_default();
+            let mut at = 0;
+            std::iter::from_fn(move || {
+                let len = |o: usize| usize::try_from(u32_at(seg, o)?).ok();
+                let (namesz, descsz, kind) = (len(at)?, len(at + 4)?, u32_at(seg, at + 8)?);
+                let name = seg.get(at + 12..at + 12 + namesz)?;
+                let owner = name.strip_suffix(&[0]).unwrap_or(name);
+                at += 12 + namesz.next_multiple_of(4) + descsz.next_multiple_of(4);
+                Some((owner, kind))
+            })
+        })
+}
+
+/// The compressed kernel (payload) of an x86 bzImage, where its setup header says it is
+/// (Documentation/arch/x86/boot.rst, protocol 2.08+: `setup_sects` at 0x1f1, `payload_offset`
+/// and `payload_length` at 0x248 and 0x24c, relative to the protected-mode code); None when `bz`
+/// has no such header.
+pub fn bzimage_payload(bz: &[u8]) -> Option<&[u8]> {
+    let setup_sects = match *bz.get(0x1f1)? {
+        0 => 4,
+        n => usize::from(n),
+    };
+    if bz.get(0x202..0x206)? != b"HdrS" {
+        return None;
+    }
+    let word = |at: usize| usize::try_from(u32_at(bz, at)?).ok();
+    let start = (setup_sects + 1) * 512 + word(0x248)?;
+    bz.get(start..start.checked_add(word(0x24c)?)?)
 }
 
 /// The contents of the ELF section called `name`, if the file has one.

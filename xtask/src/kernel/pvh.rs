@@ -8,9 +8,8 @@
 //!
 //! The image is extracted once from the cached bzImage (`vmlinux` beside `vmlinuz`) with the
 //! host's `zstd` or `xz`, as the bzImage's setup header locates its payload
-//! (Documentation/arch/x86/boot.rst: `setup_sects` at 0x1f1, `payload_offset` and
-//! `payload_length` at 0x248, relative to the protected-mode code). A payload in another format,
-//! or an image without the note, is not booted directly: the caller keeps the bzImage.
+//! ([`crate::elf::bzimage_payload`]). A payload in another format, or an image without the note
+//! ([`crate::elf::notes`]), is not booted directly: the caller keeps the bzImage.
 use std::{
     fs,
     io::Write as _,
@@ -37,19 +36,7 @@ pub enum Compression {
 /// The compressed kernel inside `bz` and its format; None when `bz` is no bzImage (boot
 /// protocol 2.08+) or the format is another one.
 pub fn payload(bz: &[u8]) -> Option<(Compression, &[u8])> {
-    let setup_sects = match *bz.get(0x1f1)? {
-        0 => 4,
-        n => usize::from(n),
-    };
-    if bz.get(0x202..0x206)? != b"HdrS" {
-        return None;
-    }
-    let word = |at: usize| -> Option<usize> {
-        let b: [u8; 4] = bz.get(at..at + 4)?.try_into().ok()?;
-        usize::try_from(u32::from_le_bytes(b)).ok()
-    };
-    let start = (setup_sects + 1) * 512 + word(0x248)?;
-    let data = bz.get(start..start.checked_add(word(0x24c)?)?)?;
+    let data = crate::elf::bzimage_payload(bz)?;
     let format = if data.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         Compression::Zstd
     } else if data.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
@@ -63,49 +50,7 @@ pub fn payload(bz: &[u8]) -> Option<(Compression, &[u8])> {
 /// Whether the ELF image `elf` has the PVH entry note (an ELF64 note segment whose owner is
 /// "Xen" and whose type is [`PHYS32_ENTRY`]).
 pub fn has_pvh_entry(elf: &[u8]) -> bool {
-    notes(elf).any(|(owner, kind)| owner == b"Xen" && kind == PHYS32_ENTRY)
-}
-
-/// (owner, type) of every note in the PT_NOTE segments of the ELF64 image `elf`.
-fn notes(elf: &[u8]) -> impl Iterator<Item = (&[u8], u32)> {
-    const PT_NOTE: u32 = 4;
-    let u16_at = |at: usize| {
-        elf.get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u32_at = move |at: usize| {
-        elf.get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let u64_at = move |at: usize| {
-        let b: [u8; 8] = elf.get(at..at + 8)?.try_into().ok()?;
-        usize::try_from(u64::from_le_bytes(b)).ok()
-    };
-    let elf64 = elf.starts_with(b"\x7fELF\x02\x01");
-    let (phoff, phentsize, phnum) = match (u64_at(0x20), u16_at(0x36), u16_at(0x38)) {
-        (Some(o), Some(s), Some(n)) if elf64 => (o, usize::from(s), usize::from(n)),
-        _ => (0, 0, 0),
-    };
-    (0..phnum)
-        .filter_map(move |i| {
-            let ph = phoff + i * phentsize;
-            (u32_at(ph)? == PT_NOTE).then_some((u64_at(ph + 8)?, u64_at(ph + 32)?))
-        })
-        .flat_map(move |(off, size)| {
-            let seg = elf.get(off..off.saturating_add(size)).unwrap_or_default();
-            let mut at = 0;
-            std::iter::from_fn(move || {
-                let field = |o: usize| -> Option<usize> {
-                    let b: [u8; 4] = seg.get(o..o + 4)?.try_into().ok()?;
-                    usize::try_from(u32::from_le_bytes(b)).ok()
-                };
-                let (namesz, descsz, kind) = (field(at)?, field(at + 4)?, field(at + 8)?);
-                let name = seg.get(at + 12..at + 12 + namesz)?;
-                let owner = name.strip_suffix(&[0]).unwrap_or(name);
-                at += 12 + namesz.next_multiple_of(4) + descsz.next_multiple_of(4);
-                Some((owner, u32::try_from(kind).ok()?))
-            })
-        })
+    crate::elf::notes(elf).any(|(owner, kind)| owner == b"Xen" && kind == PHYS32_ENTRY)
 }
 
 /// The ELF image of the bzImage `vmlinuz`, `vmlinux` beside it, extracted on first use; None
