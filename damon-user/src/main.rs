@@ -1,5 +1,7 @@
 //! `damon-trace`: per-call latency of DAMON and timer kernel functions.
 mod accounting;
+// The instrument commands (benchmarks, guest tests): feature `instruments`.
+#[cfg(any(test, feature = "instruments"))]
 mod bench;
 mod calibrate;
 mod capture;
@@ -63,10 +65,15 @@ fn main() -> ExitCode {
         Command::Completions(args) => manual::completions(&args),
         Command::Man(args) => manual::man(&args),
         Command::Workload(args) => scenario::run_workload(&args),
+        #[cfg(any(test, feature = "instruments"))]
         Command::BenchLoop(args) => bench::run_loop(&args),
+        #[cfg(any(test, feature = "instruments"))]
         Command::DisturbLoop(args) => bench::disturb_loop::run(&args),
+        #[cfg(any(test, feature = "instruments"))]
         Command::BenchDecode(args) => bench::run_decode(&args),
+        #[cfg(any(test, feature = "instruments"))]
         Command::BenchHeatmap(args) => bench::run_heatmap(&args),
+        #[cfg(any(test, feature = "instruments"))]
         Command::BenchFloor(args) => bench::run_floor(&args),
     });
     // Unless a session printed it at its first record.

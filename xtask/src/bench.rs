@@ -183,15 +183,20 @@ fn decode_bench(binary: &Path, records: u64) -> Result<Value> {
     serde_json::from_str(line).context("bench-decode output")
 }
 
-/// The host's own release build (`cargo build --release -p damon-user`, glibc), next to the
-/// static musl one the guest runs: allocator and libc differ, and so does their speed.
+/// The host's own release build (`cargo build --release -p damon-user --features
+/// instruments`, glibc), next to the static musl one the guest runs: allocator and libc
+/// differ, and so does their speed.
 fn host_release_binary() -> Result<PathBuf> {
     let tc = crate::bootstrap::ensure()?;
-    status("bench", "cargo build --release -p damon-user");
+    status(
+        "bench",
+        "cargo build --release -p damon-user --features instruments",
+    );
     util::run(
         Command::new("cargo")
             .current_dir(util::workspace_root())
             .args(["build", "--release", "-p", "damon-user"])
+            .args(crate::build::INSTRUMENTS)
             .env("PATH", util::path_with(&tc.bpf_linker_dir)?),
     )
     .context("building the host's release damon-trace")?;

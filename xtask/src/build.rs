@@ -1,6 +1,8 @@
 //! `build-static` and `dist`'s binary: the musl `damon-trace`, in the release profile (the
 //! one the VM's initramfs carries) or the dist profile (stripped, optimised across crates:
-//! the one that ships).
+//! the one that ships). Only the VM tests' binary has the instrument commands (damon-user's
+//! feature `instruments`: `bench-loop`, `disturb-loop`, `bench-decode`, `bench-floor`,
+//! `bench-heatmap`); the shipped one has not.
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context as _, Result};
@@ -13,7 +15,7 @@ use crate::{
 
 /// Builds `damon-trace` for musl in release mode and returns its path, checked to be static.
 pub fn build_static(tc: &Toolchain) -> Result<PathBuf> {
-    build_musl(tc, "build-static", "release", None)
+    build_musl(tc, "build-static", "release", None, INSTRUMENTS)
 }
 
 /// The environment variable that builds the eBPF object without its `probe-log` feature
@@ -25,23 +27,34 @@ pub const NO_PROBE_LOG_ENV: &str = "DAMON_TRACE_EBPF_NO_PROBE_LOG";
 /// other.
 pub fn build_static_without_probe_log(tc: &Toolchain) -> Result<PathBuf> {
     let dir = util::target_dir().join("no-probe-log");
-    build_musl(tc, "build-static-no-probe-log", "release", Some(&dir))
+    build_musl(
+        tc,
+        "build-static-no-probe-log",
+        "release",
+        Some(&dir),
+        INSTRUMENTS,
+    )
 }
 
 /// Builds `damon-trace` for musl in the workspace's `dist` profile (stripped, fat LTO) and
 /// returns its path, checked to be static.
 pub fn build_dist(tc: &Toolchain) -> Result<PathBuf> {
-    build_musl(tc, "dist", "dist", None)
+    build_musl(tc, "dist", "dist", None, &[])
 }
 
-/// With `no_log_dir`, the build without the probes' log calls, into that target directory.
+/// damon-user's features of the VM tests' and benchmarks' binaries: the instrument commands.
+pub const INSTRUMENTS: &[&str] = &["--features", "instruments"];
+
+/// With `no_log_dir`, the build without the probes' log calls, into that target directory;
+/// `features`: cargo's feature arguments.
 fn build_musl(
     tc: &Toolchain,
     step: &str,
     profile: &str,
     no_log_dir: Option<&std::path::Path>,
+    features: &[&str],
 ) -> Result<PathBuf> {
-    let args = [
+    let mut args = vec![
         "build",
         "--profile",
         profile,
@@ -50,6 +63,7 @@ fn build_musl(
         "-p",
         "damon-user",
     ];
+    args.extend(features);
     status(step, format!("cargo {}", args.join(" ")));
     let mut cargo = Command::new("cargo");
     cargo

@@ -23,46 +23,10 @@ use std::{
 };
 
 use anyhow::Context as _;
-use clap::Args;
 use serde_json::json;
 
 use super::pin_to;
-
-#[derive(Debug, Args)]
-pub struct DisturbArgs {
-    /// The system call each call makes: `sleep` (nanosleep of 1 ms: the task sleeps in
-    /// `hrtimer_nanosleep`), `zero` (read of --bytes from /dev/zero: `read_zero` runs that
-    /// long), `getppid` (a call too short to be disturbed, mostly).
-    #[arg(long, value_parser = ["sleep", "zero", "getppid"])]
-    pub work: String,
-    #[arg(long, default_value_t = 100)]
-    pub calls: u64,
-    /// Bytes each `zero` call reads.
-    #[arg(long, default_value_t = 1 << 20)]
-    pub bytes: usize,
-    /// Doubles --bytes (up to 256 MiB) until a `zero` call alone takes at least this many
-    /// milliseconds, timed first by another thread on the worker's CPU: a call that should
-    /// span several ticks however fast the machine reads.
-    #[arg(long, value_name = "MS")]
-    pub min_call_ms: Option<u64>,
-    /// A spinning thread on the worker's CPU.
-    #[arg(long)]
-    pub hog: bool,
-    /// The spinning thread only during odd-numbered calls (0-based).
-    #[arg(long, conflicts_with = "hog")]
-    pub hog_odd: bool,
-    /// This many timer interrupts a second on the worker's CPU (a perf CPU-clock hrtimer,
-    /// which wakes no task), during every call.
-    #[arg(long, value_name = "HZ")]
-    pub timer_storm: Option<u64>,
-    /// The timer storm only during odd-numbered calls, each made after a random part of a
-    /// storm period. A `zero` call then reads `--bytes`, doubled until it takes half the
-    /// storm's period, and the storm is slowed where it takes longer (timed first by another
-    /// thread on the same CPU), so that about one call in two meets it however fast or slow
-    /// the machine makes the calls.
-    #[arg(long, requires = "timer_storm")]
-    pub storm_odd: bool,
-}
+use crate::cli::instruments::DisturbArgs;
 
 /// Whether the spinner should spin, and whether it is parked (blocked).
 #[derive(Default)]

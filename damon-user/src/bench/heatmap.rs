@@ -7,38 +7,22 @@
 //! - otherwise: feeds the same calls to `live`'s state (`App::update`, heatmap on) and times a
 //!   frame of the main and the focused heatmap, and of the histogram view, at 132x40 whenever
 //!   the calls fed reach 1, 2, 5, 10, 20, 50 … million: the frame's cost must stay flat.
-use std::{path::PathBuf, process::ExitCode, time::Instant};
+use std::{process::ExitCode, time::Instant};
 
 use anyhow::Context as _;
-use clap::Args;
 use damon_common::{AGGREGATION_MARK, CallRecord, FunctionId};
 use ratatui::{Terminal, backend::TestBackend};
 use serde_json::json;
 
 use crate::{
     capture::{FunctionCounters, Summary, format::CaptureWriter},
+    cli::instruments::HeatmapArgs,
     stats::rng::Rng,
     tui::{
         app::{App, AppConfig, Event, Origin},
         draw,
     },
 };
-
-#[derive(Debug, Args)]
-pub struct HeatmapArgs {
-    /// Calls in the synthetic capture (or fed to the screen).
-    #[arg(long, default_value_t = 50_000_000)]
-    pub records: u64,
-    /// Seconds of the records' clock the calls span.
-    #[arg(long, default_value_t = 600)]
-    pub seconds: u64,
-    /// Write the synthetic capture to FILE instead of timing frames.
-    #[arg(long, value_name = "FILE")]
-    pub write: Option<PathBuf>,
-    /// Frames timed at each checkpoint (the median is reported).
-    #[arg(long, default_value_t = 21)]
-    pub frames: usize,
-}
 
 const KDAMOND: u32 = 211;
 const START_NS: u64 = 1_000_000_000;

@@ -9,14 +9,12 @@
 //!   [`CaptureWriter`]) the real paths use.
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     process::ExitCode,
     sync::atomic::AtomicUsize,
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
-use clap::Args;
 use damon_common::{AGGREGATION_MARK, CALL_RECORD_SIZE, CallRecord, FunctionId};
 use serde_json::json;
 
@@ -25,74 +23,15 @@ mod heatmap;
 mod ring_image;
 mod timer_storm;
 
-pub use heatmap::{HeatmapArgs, run_heatmap};
+pub use heatmap::run_heatmap;
 use ring_image::item_size;
 pub use ring_image::{RingImage, synthetic_records};
 
 use crate::{
     capture::{AttachState, FunctionStatus, KernelIdentity, Meta, Summary, format::CaptureWriter},
+    cli::instruments::{DecodeArgs, FloorArgs, LoopArgs, Pin},
     tui::app::{App, AppConfig, Event, Origin},
 };
-
-#[derive(Debug, Args)]
-pub struct LoopArgs {
-    /// System calls each task times (after a warm-up of a tenth as many, unless --no-warmup).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub calls: u64,
-    /// Tasks (threads) that each run the loop at the same time.
-    #[arg(long, default_value_t = 1)]
-    pub tasks: u32,
-    /// Where the tasks run: `none` (the scheduler decides), `same` (all on CPU 0, so they
-    /// preempt one another) or `spread` (task i on CPU i modulo the CPUs).
-    #[arg(long, value_enum, default_value_t = Pin::None)]
-    pub pin: Pin,
-    /// No warm-up: every task makes exactly --calls system calls (the exactness tests count
-    /// them).
-    #[arg(long)]
-    pub no_warmup: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Pin {
-    None,
-    Same,
-    Spread,
-}
-
-#[derive(Debug, Args)]
-pub struct DecodeArgs {
-    /// Records to push through each measured path.
-    #[arg(long, default_value_t = 20_000_000)]
-    pub records: u64,
-    /// Size of the synthetic ring image in bytes (the default ring size of record/live).
-    #[arg(long, default_value_t = damon_common::DEFAULT_RING_BYTES)]
-    pub ring_size: u32,
-    /// Items handed to the aggregation per drain (what one wake-up of the reader finds).
-    #[arg(long, default_value_t = 4096)]
-    pub batch: usize,
-    /// Leave out the capture write measurement (to profile the others alone).
-    #[arg(long)]
-    pub skip_write: bool,
-    /// Directory for the capture written by the write measurement (removed afterwards).
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct FloorArgs {
-    /// The kernel function to attach the floor pair to.
-    #[arg(long)]
-    pub func: String,
-    /// fentry: an fentry/fexit pair reading the clock once each; kprobe: a kprobe/kretprobe
-    /// pair reading the clock once each; fentry-stamp, kprobe-stamp: either pair keeping each
-    /// task's entry time in a hash map, as any exact timing must; kprobe-stamp-ring: the
-    /// kprobe stamp pair also writing a 64-byte ring record per call; session: one kprobe
-    /// session program keeping the entry time in the call's cookie (Linux ≥ 6.10);
-    /// session-ring: the session floor writing the record too; fsession: the session floor on
-    /// the BPF trampoline (Linux 7.x).
-    #[arg(long, value_parser = ["fentry", "kprobe", "fentry-stamp", "kprobe-stamp", "kprobe-stamp-ring", "session", "session-ring", "fsession"])]
-    pub attach: String,
-}
 
 /// `bench-floor`: attaches the floor pair, prints `attached` and waits to be killed (the
 /// programs detach when the process ends).

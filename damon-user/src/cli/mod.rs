@@ -7,6 +7,8 @@ mod convert;
 #[cfg(test)]
 mod docs_tests;
 mod help;
+#[cfg(any(test, feature = "instruments"))]
+pub mod instruments;
 mod parse;
 mod scenario;
 
@@ -62,22 +64,27 @@ pub enum Command {
     #[command(hide = true, name = "__workload")]
     Workload(WorkloadArgs),
     /// Benchmark helper (the project's benchmarks): times a tight loop of getppid system calls.
+    #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "bench-loop")]
-    BenchLoop(crate::bench::LoopArgs),
+    BenchLoop(instruments::LoopArgs),
     /// Test helper: calls made sleeping, preempted or interrupted on purpose (ground truth).
+    #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "disturb-loop")]
-    DisturbLoop(crate::bench::disturb_loop::DisturbArgs),
+    DisturbLoop(instruments::DisturbArgs),
     /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
+    #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "bench-decode")]
-    BenchDecode(crate::bench::DecodeArgs),
+    BenchDecode(instruments::DecodeArgs),
     /// Benchmark helper (the project's benchmarks): the heatmaps' cost as a capture grows.
+    #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "bench-heatmap")]
-    BenchHeatmap(crate::bench::HeatmapArgs),
+    BenchHeatmap(instruments::HeatmapArgs),
     /// Benchmark helper (the project's benchmarks): attaches the floor programs (an
     /// fentry/fexit or kprobe/kretprobe pair that only reads the clock, once each) to one
     /// function until interrupted.
+    #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "bench-floor")]
-    BenchFloor(crate::bench::FloorArgs),
+    BenchFloor(instruments::FloorArgs),
 }
 
 /// `--format text|json` of the commands that print a text or one JSON object; `--json` is

@@ -13,6 +13,8 @@ pub mod kernel_hist;
 #[cfg(test)]
 mod proptests;
 pub mod ranktest;
+// Synthetic data: tests and the instrument commands.
+#[cfg(any(test, feature = "instruments"))]
 pub mod rng;
 pub mod runs;
 pub mod window;
