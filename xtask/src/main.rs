@@ -285,9 +285,10 @@ enum Cmd {
         #[command(flatten)]
         startup: bench::startup::StartupArgs,
     },
-    /// The code's shape: no import cycle among damon-user's top-level modules, the domain
-    /// importing neither commands nor cli nor clap, no file over 600 lines without a stated
-    /// reason, no function over 100 lines. Exit 1 when any is broken (also a `test` stage).
+    /// The code's shape: damon-user's top-level modules and the workspace's crates import only
+    /// from their own layer or lower ones (xtask/src/shape/layers.rs), no import cycle, clap
+    /// only in the command line. Exit 1 when any is broken (also a `test` stage). Files over
+    /// 600 lines and functions over 100 are warnings.
     Shape,
     /// Run every check: fmt, shape, clippy, host tests, then the VM tests.
     Test {

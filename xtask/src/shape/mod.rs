@@ -1,13 +1,19 @@
 //! `cargo xtask shape`: the code's shape, checked from its text.
 //!
-//! - **Layers of `damon-user/src`:** the import graph of its top-level modules (`use
-//!   crate::x…` and `crate::x::…` paths outside test code) must have no cycle, and arrows point
-//!   one way: the CLI layer (`main`, `cli`) → commands → the domain. A domain module imports
-//!   neither a command nor `cli`, and no file of the domain names `clap`.
-//! - **Size:** no source file over [`MAX_FILE_LINES`] lines unless [`LONG_FILES`] says why
-//!   (unit-test files beside the code are not counted), no function over [`MAX_FN_LINES`]
-//!   lines in `src/` folders, unit tests included; functions under `tests/` folders that are
-//!   longer are listed, not failed.
+//! Hard checks (exit 1):
+//! - **Layers of `damon-user/src`:** every top-level module is listed in
+//!   [`layers::USER_LAYERS`], and every import of one top-level module by another (`use
+//!   crate::x…`, `crate::x::…`, `super::…` paths that reach the crate root; test code left
+//!   out) points to the importer's own layer or a lower one.
+//! - **No import cycle** among those modules.
+//! - **No clap outside the command line:** only the modules of [`layers::CLAP_ALLOWED`] name
+//!   clap.
+//! - **Layers of the workspace's crates:** every crate is listed in [`layers::CRATE_LAYERS`]
+//!   and depends on workspace crates of its own layer or lower ones only.
+//!
+//! Warnings (printed, not failed): source files over [`MAX_FILE_LINES`] lines (unit-test files
+//! beside the code are not counted), functions over [`MAX_FN_LINES`] lines (those under
+//! `tests/` folders listed apart).
 //!
 //! It reads text, not Rust's syntax tree: strings, chars and comments are skipped when braces
 //! are counted, which is enough for this code base (a test in this module says what it sees).
@@ -19,29 +25,17 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
+mod crates;
+mod graph;
+pub mod layers;
+mod text;
+
+pub use text::functions;
+
+use self::layers::{CLAP_ALLOWED, USER_LAYERS, layer_of};
+
 pub const MAX_FILE_LINES: usize = 600;
 pub const MAX_FN_LINES: usize = 100;
-
-/// The CLI layer of `damon-user/src`: it parses arguments and converts them into the domain's
-/// vocabulary.
-pub const CLI_LAYER: &[&str] = &["main", "cli"];
-/// One module per command (or family of commands): each has an entry point `main` calls.
-pub const COMMANDS: &[&str] = &[
-    "bench",
-    "calibrate",
-    "compare",
-    "doctor",
-    "export",
-    "manual",
-    "record",
-    "report",
-    "scenario",
-    "serve",
-    "tui",
-];
-
-/// Files allowed over [`MAX_FILE_LINES`], and why.
-pub const LONG_FILES: &[(&str, &str)] = &[];
 
 /// Source folders whose files are measured, relative to the workspace root.
 const SOURCE_DIRS: &[&str] = &[
@@ -49,37 +43,48 @@ const SOURCE_DIRS: &[&str] = &[
     "damon-ebpf/src",
     "damon-user/src",
     "dtcap/src",
+    "lab/src",
     "xtask/src",
 ];
 /// Test folders: their functions are measured, their files' length is not.
-const TEST_DIRS: &[&str] = &["damon-common/tests", "damon-user/tests", "xtask/tests"];
+const TEST_DIRS: &[&str] = &[
+    "damon-common/tests",
+    "damon-user/tests",
+    "lab/tests",
+    "xtask/tests",
+];
 
 /// What `shape` found.
 #[derive(Debug, Default)]
 pub struct Shape {
     /// Top-level module → the top-level modules it imports, with one file that does.
     pub edges: BTreeMap<String, BTreeMap<String, String>>,
+    /// Top-level modules missing from [`USER_LAYERS`].
+    pub unknown: Vec<String>,
     pub cycles: Vec<Vec<String>>,
-    /// `from -> to (file)` arrows that point up a layer.
+    /// `from (layer) -> to (layer): file` arrows that point up a layer.
     pub upward: Vec<String>,
-    /// Domain files that name clap.
-    pub clap_in_domain: Vec<String>,
-    /// (file, lines) over the limit without a reason.
+    /// Files outside [`CLAP_ALLOWED`] that name clap.
+    pub clap: Vec<String>,
+    /// Crate dependencies that point up a layer, and crates missing from the table.
+    pub crates: Vec<String>,
+    /// (file, lines) over [`MAX_FILE_LINES`]: a warning.
     pub long_files: Vec<(String, usize)>,
-    /// (file:line function, lines) over the limit.
+    /// (file:line function, lines) over [`MAX_FN_LINES`] in `src/` folders: a warning.
     pub long_fns: Vec<(String, usize)>,
-    /// The same for functions under `tests/` folders: listed, not a failure (a guest test is
-    /// one boot's script and the checks on its output, read top to bottom).
+    /// The same for functions under `tests/` folders (a guest test is one boot's script and
+    /// the checks on its output, read top to bottom).
     pub long_test_fns: Vec<(String, usize)>,
 }
 
 impl Shape {
+    /// No hard check broken (size warnings do not count).
     pub fn ok(&self) -> bool {
-        self.cycles.is_empty()
+        self.unknown.is_empty()
+            && self.cycles.is_empty()
             && self.upward.is_empty()
-            && self.clap_in_domain.is_empty()
-            && self.long_files.is_empty()
-            && self.long_fns.is_empty()
+            && self.clap.is_empty()
+            && self.crates.is_empty()
     }
 
     pub fn render(&self) -> String {
@@ -99,25 +104,33 @@ impl Shape {
             }
         };
         section(
+            "modules missing from the layer table (add them to xtask/src/shape/layers.rs)",
+            self.unknown.clone(),
+        );
+        section(
             "import cycles",
             self.cycles.iter().map(|c| c.join(" -> ")).collect(),
         );
-        section("arrows up a layer", self.upward.clone());
-        section("domain files naming clap", self.clap_in_domain.clone());
         section(
-            &format!("files over {MAX_FILE_LINES} lines without a stated reason"),
-            self.long_files
-                .iter()
-                .map(|(f, n)| format!("{f}: {n}"))
-                .collect(),
+            "imports up a layer (see xtask/src/shape/layers.rs)",
+            self.upward.clone(),
         );
+        section(
+            "files naming clap outside the command line",
+            self.clap.clone(),
+        );
+        section("crate dependencies up a layer", self.crates.clone());
         let rows = |v: &[(String, usize)]| v.iter().map(|(f, n)| format!("{f}: {n}")).collect();
         section(
-            &format!("functions over {MAX_FN_LINES} lines"),
+            &format!("warning: files over {MAX_FILE_LINES} lines"),
+            rows(&self.long_files),
+        );
+        section(
+            &format!("warning: functions over {MAX_FN_LINES} lines"),
             rows(&self.long_fns),
         );
         section(
-            &format!("test functions under tests/ over {MAX_FN_LINES} lines (listed only)"),
+            &format!("warning: test functions under tests/ over {MAX_FN_LINES} lines"),
             rows(&self.long_test_fns),
         );
         out
@@ -127,17 +140,38 @@ impl Shape {
 /// Measures the workspace at `root`.
 pub fn check(root: &Path) -> Result<Shape> {
     let mut shape = Shape::default();
-    let user = root.join("damon-user/src");
-    let tops = top_modules(&user)?;
-    for file in rust_files(&user)? {
-        let rel = file.strip_prefix(&user).expect("below src").to_path_buf();
-        if is_test_file(&rel) {
+    check_user(&root.join("damon-user/src"), &mut shape)?;
+    shape.crates = crates::check(root)?;
+    measure_sizes(root, &mut shape)?;
+    Ok(shape)
+}
+
+/// The layers, cycles and clap rules over `damon-user/src`'s top-level modules.
+fn check_user(user: &Path, shape: &mut Shape) -> Result<()> {
+    let tops = top_modules(user)?;
+    shape.unknown = tops
+        .iter()
+        .filter(|t| layer_of(USER_LAYERS, t).is_none())
+        .cloned()
+        .collect();
+    // Each file's code without its tests, and the test-only module files it declares.
+    let mut files = Vec::new();
+    let mut test_only = BTreeSet::new();
+    for file in rust_files(user)? {
+        let rel = file.strip_prefix(user).expect("below src").to_path_buf();
+        let text = std::fs::read_to_string(&file)?;
+        let (code, test_mods) = text::without_tests(&text::strip(&text));
+        let dir = module_dir(&rel);
+        test_only.extend(test_mods.into_iter().map(|m| dir.join(m)));
+        files.push((rel, code));
+    }
+    for (rel, code) in files {
+        let stem = rel.with_extension("");
+        if is_test_file(&rel) || test_only.iter().any(|t| stem.starts_with(t)) {
             continue;
         }
         let top = top_of(&rel);
-        let text = std::fs::read_to_string(&file)?;
-        let code = without_tests(&text);
-        for to in crate_imports(code) {
+        for to in text::imports(&code, module_path(&rel).len()) {
             if to != top && tops.contains(&to) {
                 shape
                     .edges
@@ -147,42 +181,43 @@ pub fn check(root: &Path) -> Result<Shape> {
                     .or_insert_with(|| rel.display().to_string());
             }
         }
-        if layer(&top) == Layer::Domain && code.contains("clap") {
-            shape
-                .clap_in_domain
-                .push(format!("damon-user/src/{}", rel.display()));
+        if !CLAP_ALLOWED.iter().any(|(m, _)| *m == top) && text::names_clap(&code) {
+            shape.clap.push(format!("damon-user/src/{}", rel.display()));
         }
     }
-    shape.cycles = cycles(&shape.edges);
-    // The domain imports neither a command nor the CLI layer; commands may take their
-    // arguments from `cli` and use each other (without a cycle, checked above).
+    shape.cycles = graph::cycles(&shape.edges);
     for (from, tos) in &shape.edges {
         for (to, file) in tos {
-            if layer(from) == Layer::Domain && layer(to) != Layer::Domain {
-                shape.upward.push(format!("{from} -> {to} ({file})"));
+            if let (Some(a), Some(b)) = (layer_of(USER_LAYERS, from), layer_of(USER_LAYERS, to))
+                && b > a
+            {
+                shape.upward.push(format!(
+                    "{from} ({}) -> {to} ({}): {file}",
+                    USER_LAYERS[a].name, USER_LAYERS[b].name
+                ));
             }
         }
     }
-    measure_sizes(root, &mut shape)?;
-    Ok(shape)
+    Ok(())
 }
 
-/// Layers from the top: the CLI layer, commands, the domain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layer {
-    Cli,
-    Command,
-    Domain,
-}
-
-fn layer(module: &str) -> Layer {
-    if CLI_LAYER.contains(&module) {
-        Layer::Cli
-    } else if COMMANDS.contains(&module) {
-        Layer::Command
-    } else {
-        Layer::Domain
+/// The module path of a file below `src`: `main.rs` → [], `a.rs` and `a/mod.rs` → [a],
+/// `a/b.rs` → [a, b].
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "main") {
+        parts.pop();
     }
+    parts
+}
+
+/// The folder a file's child modules live in.
+fn module_dir(rel: &Path) -> PathBuf {
+    module_path(rel).iter().collect()
 }
 
 fn measure_sizes(root: &Path, shape: &mut Shape) -> Result<()> {
@@ -201,11 +236,7 @@ fn measure_sizes(root: &Path, shape: &mut Shape) -> Result<()> {
                 let text = std::fs::read_to_string(&file)?;
                 let lines = text.lines().count();
                 let test_file = is_test_file(Path::new(&rel));
-                if files_count
-                    && !test_file
-                    && lines > MAX_FILE_LINES
-                    && !LONG_FILES.iter().any(|(f, _)| *f == rel)
-                {
+                if files_count && !test_file && lines > MAX_FILE_LINES {
                     shape.long_files.push((rel.clone(), lines));
                 }
                 for (line, name, n) in functions(&text) {
@@ -281,315 +312,5 @@ fn is_test_file(rel: &Path) -> bool {
         || name.ends_with("_tests.rs")
 }
 
-/// The file up to its `#[cfg(test)]` test module, if it has one.
-fn without_tests(text: &str) -> &str {
-    let mut at = 0;
-    while let Some(i) = text[at..].find("#[cfg(test)]") {
-        let after = text[at + i + "#[cfg(test)]".len()..].trim_start();
-        if after.starts_with("mod ") {
-            return &text[..at + i];
-        }
-        at += i + 1;
-    }
-    text
-}
-
-/// The top-level modules a text names through `crate::` (`crate::a::b`, `crate::{a::x, b}`).
-fn crate_imports(code: &str) -> BTreeSet<String> {
-    let code = strip(code);
-    let mut out = BTreeSet::new();
-    let mut rest = code.as_str();
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            // Top-level entries of the group: split at commas outside nested braces.
-            let mut depth = 0usize;
-            let mut start = 0;
-            for (j, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => {
-                        out.extend(head(&group[start..j]));
-                        break;
-                    }
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        out.extend(head(&group[start..j]));
-                        start = j + 1;
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            out.extend(head(rest));
-        }
-    }
-    out
-}
-
-/// The first path segment of `a::b…` (or of a lone `a`).
-fn head(path: &str) -> Option<String> {
-    let path = path.trim_start();
-    let end = path
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(path.len());
-    (end > 0).then(|| path[..end].to_owned())
-}
-
-/// The code with comments, string and char literals blanked (braces inside them ignored).
-fn strip(code: &str) -> String {
-    let b = code.as_bytes();
-    let mut out = String::with_capacity(code.len());
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'/' && b.get(i + 1) == Some(&b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
-            i += 2;
-            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                if b[i] == b'\n' {
-                    out.push('\n');
-                }
-                i += 1;
-            }
-            i += 2;
-        } else if c == b'r' && matches!(b.get(i + 1), Some(b'"' | b'#')) && !ident_before(b, i) {
-            let mut j = i + 1;
-            let mut hashes = 0;
-            while b.get(j) == Some(&b'#') {
-                hashes += 1;
-                j += 1;
-            }
-            if b.get(j) != Some(&b'"') {
-                out.push('r');
-                i += 1;
-                continue;
-            }
-            j += 1;
-            let close: Vec<u8> = std::iter::once(b'"')
-                .chain(std::iter::repeat_n(b'#', hashes))
-                .collect();
-            while j < b.len() && !b[j..].starts_with(&close) {
-                if b[j] == b'\n' {
-                    out.push('\n');
-                }
-                j += 1;
-            }
-            out.push_str("\"\"");
-            i = j + close.len();
-        } else if c == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                if b[i] == b'\\' {
-                    i += 1;
-                }
-                if b.get(i) == Some(&b'\n') {
-                    out.push('\n');
-                }
-                i += 1;
-            }
-            out.push_str("\"\"");
-            i += 1;
-        } else if c == b'\'' && is_char_literal(b, i) {
-            let mut j = i + 1;
-            if b.get(j) == Some(&b'\\') {
-                j += 1;
-            }
-            while j < b.len() && b[j] != b'\'' {
-                j += 1;
-            }
-            out.push_str("' '");
-            i = j + 1;
-        } else {
-            // Multi-byte UTF-8 stays whole: copy the character.
-            let ch = code[i..].chars().next().expect("in bounds");
-            out.push(ch);
-            i += ch.len_utf8();
-        }
-    }
-    out
-}
-
-fn ident_before(b: &[u8], i: usize) -> bool {
-    i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')
-}
-
-/// `'x'`, `'\n'`, `'\''` — not a lifetime (`'a`).
-fn is_char_literal(b: &[u8], i: usize) -> bool {
-    match (b.get(i + 1), b.get(i + 2)) {
-        (Some(b'\\'), _) => true,
-        (Some(_), Some(b'\'')) => true,
-        // A multi-byte character: its closing quote comes within 5 bytes.
-        (Some(c), _) if *c >= 0x80 => b[i + 1..b.len().min(i + 6)].contains(&b'\''),
-        _ => false,
-    }
-}
-
-/// Each function with a body: (line of its `fn`, name, lines from `fn` to its closing brace).
-pub fn functions(text: &str) -> Vec<(usize, String, usize)> {
-    let code = strip(text);
-    let lines: Vec<&str> = code.lines().collect();
-    let mut out = Vec::new();
-    for (n, line) in lines.iter().enumerate() {
-        let Some(name) = fn_name(line) else { continue };
-        let mut depth = 0i64;
-        let mut opened = false;
-        let mut end = None;
-        'scan: for (m, l) in lines.iter().enumerate().skip(n) {
-            let from = if m == n {
-                line.find("fn ").unwrap_or(0)
-            } else {
-                0
-            };
-            for c in l[from..].chars() {
-                match c {
-                    ';' if !opened && depth == 0 => break 'scan,
-                    '{' => {
-                        depth += 1;
-                        opened = true;
-                    }
-                    '}' => {
-                        depth -= 1;
-                        if opened && depth == 0 {
-                            end = Some(m);
-                            break 'scan;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if let Some(end) = end {
-            out.push((n + 1, name, end - n + 1));
-        }
-    }
-    out
-}
-
-/// The name of the function a line declares, if it does.
-fn fn_name(line: &str) -> Option<String> {
-    let mut words = line.split_whitespace().peekable();
-    while let Some(w) = words.next() {
-        let w = w.split('(').next().unwrap_or(w);
-        match w {
-            "pub" | "const" | "async" | "unsafe" | "extern" | "\"\"" | "default" => continue,
-            _ if w.starts_with("pub") => continue,
-            "fn" => return words.next().map(|n| head(n).unwrap_or_default()),
-            _ => return None,
-        }
-    }
-    None
-}
-
-/// Strongly connected components with more than one module (Tarjan).
-fn cycles(edges: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>> {
-    struct T<'a> {
-        edges: &'a BTreeMap<String, BTreeMap<String, String>>,
-        index: BTreeMap<&'a str, usize>,
-        low: BTreeMap<&'a str, usize>,
-        stack: Vec<&'a str>,
-        out: Vec<Vec<String>>,
-    }
-    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
-        let i = t.index.len();
-        t.index.insert(v, i);
-        t.low.insert(v, i);
-        t.stack.push(v);
-        for w in t.edges.get(v).into_iter().flat_map(|m| m.keys()) {
-            let w = w.as_str();
-            if !t.index.contains_key(w) {
-                visit(t, w);
-                let lw = t.low[w];
-                let lv = t.low.get_mut(v).expect("visited");
-                *lv = (*lv).min(lw);
-            } else if t.stack.contains(&w) {
-                let iw = t.index[w];
-                let lv = t.low.get_mut(v).expect("visited");
-                *lv = (*lv).min(iw);
-            }
-        }
-        if t.low[v] == t.index[v] {
-            let mut comp = Vec::new();
-            while let Some(w) = t.stack.pop() {
-                comp.push(w.to_owned());
-                if w == v {
-                    break;
-                }
-            }
-            if comp.len() > 1 {
-                comp.sort();
-                t.out.push(comp);
-            }
-        }
-    }
-    let mut t = T {
-        edges,
-        index: BTreeMap::new(),
-        low: BTreeMap::new(),
-        stack: Vec::new(),
-        out: Vec::new(),
-    };
-    for v in edges.keys() {
-        if !t.index.contains_key(v.as_str()) {
-            visit(&mut t, v);
-        }
-    }
-    t.out
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn imports_are_read_from_paths_and_groups() {
-        let code = "use crate::{a::x, b::{c, d::e}, f};\nfn g() { crate::h::i(); }\n\
-                    // crate::comment\nlet s = \"crate::string\";";
-        let got: Vec<String> = crate_imports(code).into_iter().collect();
-        assert_eq!(got, ["a", "b", "f", "h"]);
-    }
-
-    #[test]
-    fn functions_are_measured_from_fn_to_closing_brace() {
-        let text = "pub fn a() {\n    let s = \"}\";\n    let c = '}';\n}\n\
-                    fn decl();\n\
-                    pub(crate) fn b<T>(x: T)\nwhere T: Copy,\n{\n    /* } */\n    r#\"}\"#;\n}\n";
-        let f = functions(text);
-        assert_eq!(
-            f,
-            [(1, "a".to_owned(), 4), (6, "b".to_owned(), 6)],
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_cycle_is_found_and_a_chain_is_not() {
-        fn add(edges: &mut BTreeMap<String, BTreeMap<String, String>>, a: &str, b: &str) {
-            edges
-                .entry(a.to_owned())
-                .or_default()
-                .insert(b.to_owned(), String::new());
-        }
-        let mut edges = BTreeMap::new();
-        add(&mut edges, "a", "b");
-        add(&mut edges, "b", "c");
-        assert!(cycles(&edges).is_empty());
-        add(&mut edges, "c", "a");
-        add(&mut edges, "c", "d");
-        assert_eq!(cycles(&edges), [["a", "b", "c"]]);
-    }
-
-    #[test]
-    fn test_modules_are_cut() {
-        let text = "use crate::a;\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\n";
-        assert_eq!(
-            crate_imports(without_tests(text))
-                .into_iter()
-                .collect::<Vec<_>>(),
-            ["a"]
-        );
-    }
-}
+mod tests;
