@@ -1,5 +1,5 @@
 //! What can go wrong reading or writing a capture, precisely enough to act on.
-use super::format::VERSION;
+use super::header::VERSION;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {

@@ -29,9 +29,7 @@ use super::{
     v1,
 };
 
-pub const MAGIC: &[u8; 8] = b"DMNTRCAP";
-/// The version this build writes (and the newest it reads).
-pub const VERSION: u32 = 2;
+pub use super::header::{MAGIC, VERSION};
 pub(super) const KIND_META: u32 = 1;
 pub(super) const KIND_RECORDS: u32 = 2;
 pub(super) const KIND_SUMMARY: u32 = 3;

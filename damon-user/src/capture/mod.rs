@@ -12,6 +12,7 @@ mod columns;
 mod density;
 mod error;
 pub mod format;
+mod header;
 mod hist;
 pub mod stdio;
 pub mod stream;

@@ -4,8 +4,8 @@ use std::fs;
 
 use super::{
     presets,
-    restore::{DAMON_STAT, is_yes},
-    sysfs::{SysfsRoot, read_attr, read_num, read_opt},
+    restore::is_yes,
+    sysfs::{DAMON_STAT, SysfsRoot, read_attr, read_num, read_opt},
     writes,
 };
 

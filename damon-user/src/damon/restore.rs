@@ -11,13 +11,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use super::{
     guardian::Guardian,
     kdamond::{retry_busy, stop_all},
-    sysfs::{SysfsRoot, read_attr, read_num, read_opt, write_attr, write_raw},
+    sysfs::{DAMON_STAT, SysfsRoot, read_attr, read_num, read_opt, write_attr, write_raw},
 };
 
 /// Modules that start their kdamond exclusively: while one runs, no other kdamond can start.
-/// DAMON_STAT is switched off for the run (it only collects statistics); the other two change
-/// memory placement, so their operator decides.
-pub const DAMON_STAT: &str = "damon_stat";
+/// DAMON_STAT ([`DAMON_STAT`]) is switched off for the run (it only collects statistics); the
+/// other two change memory placement, so their operator decides.
 const EXCLUSIVE_POLICY_MODULES: [(&str, &str); 2] = [
     ("damon_reclaim", "DAMON_RECLAIM"),
     ("damon_lru_sort", "DAMON_LRU_SORT"),

@@ -5,8 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::restore::DAMON_STAT;
-use super::sysfs::{SysfsRoot, read_attr, read_num, read_num_opt, read_opt};
+use super::sysfs::{DAMON_STAT, SysfsRoot, read_attr, read_num, read_num_opt, read_opt};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DamonSnapshot {

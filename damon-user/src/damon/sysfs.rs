@@ -12,6 +12,10 @@ use std::{
 
 use anyhow::{Result, anyhow};
 
+/// The DAMON_STAT module (its kdamond is exclusive; the scenario switches it off for the run
+/// and back on after it). Here, below `restore.rs` and `snapshot.rs`, which both name it.
+pub const DAMON_STAT: &str = "damon_stat";
+
 /// The filesystem root under which `sys/` and `proc/` are looked up (`/` on a real system).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SysfsRoot {

@@ -71,11 +71,8 @@ pub enum Effect {
     Quit(StopReason),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scale {
-    Linear,
-    Log2,
-}
+/// A histogram's scale; binning's type, named here too as the screen's state.
+pub use super::binning::Scale;
 
 /// Where the records come from, for the status line.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,7 +5,7 @@ use crate::{
         histogram::{Bins, octave},
         window::Distribution,
     },
-    tui::{app::Scale, format, keys},
+    tui::{format, keys},
 };
 
 /// The central 99 % of calls: from p0.5 to p99.5.
@@ -45,6 +45,13 @@ impl Binned {
             kind
         }
     }
+}
+
+/// A histogram's scale: linear bins of the bucket width, or powers of two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    Linear,
+    Log2,
 }
 
 /// The scale the data calls for: linear when p1..p99 spans at most [`LINEAR_SPREAD`]×,
