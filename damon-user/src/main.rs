@@ -1,5 +1,6 @@
 //! `damon-trace`: per-call latency of DAMON and timer kernel functions.
 mod accounting;
+mod analysis;
 mod bench;
 mod calibrate;
 mod capture;
@@ -16,6 +17,7 @@ mod manual;
 mod output;
 mod probe;
 mod record;
+mod render;
 mod report;
 mod scenario;
 mod selection;
@@ -54,7 +56,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&args),
         Command::Live(args) => tui::run_live(&args),
         Command::Record(args) => record::run(&args),
-        Command::Report(args) => heatmap_svg::run_report(&args),
+        Command::Report(args) => report::run(&args),
         Command::Compare(args) => compare::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Serve(args) => serve::run(&args),

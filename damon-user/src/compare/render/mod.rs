@@ -11,7 +11,7 @@ pub use table::table;
 use super::{Comparison, FunctionComparison, SideMeta, p_text, side::distinct, signed};
 use crate::{
     probe::calibration_text::format_ns,
-    report::render::percent as pct,
+    render::percent as pct,
     stats::{LatencyStats, buckets::BucketRow, ranktest, runs::Interval},
 };
 
@@ -276,7 +276,7 @@ fn range_cells(f: &FunctionComparison) -> Vec<[String; 5]> {
 }
 
 fn grid_note(f: &FunctionComparison, unit: &str) -> Option<String> {
-    crate::report::render::note_for(&f.grid, unit)
+    crate::render::note_for(&f.grid, unit)
 }
 
 /// The legend under the tables, then what only one side has: the same words in both

@@ -6,9 +6,10 @@ use super::{
     side_line, stat_rows, test_lines,
 };
 use crate::{
+    analysis::values::ValueDist,
     capture::Clock,
     compare::{Comparison, FunctionComparison, values::DistComparison},
-    report::{render::range_label, values::ValueDist},
+    render::range_label,
 };
 
 /// Text for a terminal or a mail.

@@ -5,7 +5,7 @@ use super::{
     clean_numbers, corrected_numbers, disturbance_lines, grid_note, headline, numbers,
     per_interval_cells, range_cells, resolution_line, traced,
 };
-use crate::report::Report;
+use crate::analysis::Report;
 
 /// The report as Markdown, ready for a mail or a pull request.
 pub fn markdown(r: &Report) -> String {
@@ -106,18 +106,4 @@ fn per_interval(out: &mut String, r: &Report) {
             per_interval_cells(p).join(" | ")
         );
     }
-}
-
-/// `report --format markdown --heatmap F.svg`: the picture, linked as the path was given (so
-/// it shows where the Markdown sits beside it; `<…>` when the path has spaces or brackets).
-pub fn heatmap_link(path: &std::path::Path) -> String {
-    let p = path.display().to_string();
-    let target = if p.contains(|c: char| c.is_whitespace() || "()<>".contains(c)) {
-        format!("<{}>", p.replace('<', "%3C").replace('>', "%3E"))
-    } else {
-        p
-    };
-    format!(
-        "\n![Latency over time per function: heatmaps, p50/p99, DAMON interval ends]({target})\n"
-    )
 }

@@ -6,15 +6,16 @@ use serde_json::Value;
 
 use super::{
     COLUMNS, clean_numbers, corrected_numbers, disturbance_lines, grid_note, headline, numbers,
-    per_interval_cells, range_cells, range_label, resolution_line, traced,
+    per_interval_cells, range_cells, resolution_line, traced,
 };
 use crate::{
-    capture::format::ReadInfo,
-    report::{
+    analysis::{
         FunctionReport, Report,
         damon::{DamonContext, IntervalsReport},
         values::{FunctionValues, ValueDist},
     },
+    capture::format::ReadInfo,
+    render::range_label,
 };
 
 /// Widths of the summary table's number columns.
