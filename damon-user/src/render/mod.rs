@@ -2,6 +2,7 @@
 //! markup layer ([`markup`]) a table or a Markdown document is written through once, each
 //! format supplying only its syntax.
 pub mod markdown;
+pub mod markup;
 
 use crate::stats::buckets::BucketGrid;
 

@@ -14,7 +14,10 @@ use crate::analysis::{BucketTable, FunctionReport, Report, kernel::BucketResolut
 use crate::{
     capture::Clock,
     probe::calibration_text::format_ns,
-    render::{note_for, opt, percent},
+    render::{
+        markup::{Column, Markup},
+        note_for, opt, percent,
+    },
     stats::intervals::PerInterval,
 };
 
@@ -138,6 +141,19 @@ pub fn disturbance_lines(r: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The range table's columns: range, calls, percent of the function's matched calls.
+const RANGE_COLUMNS: [Column; 3] = [Column::left(22), Column::right(9), Column::right(8)];
+
+/// A function's range table and the note on its grid, in `m`'s syntax.
+fn range_table(m: &impl Markup, out: &mut String, f: &FunctionReport, t: &BucketTable, unit: &str) {
+    let range = format!("Range ({unit})");
+    out.push_str(&m.table_header(&[&range, "Count", "Percent"], &RANGE_COLUMNS));
+    m.rows(out, range_cells(f, t), &RANGE_COLUMNS);
+    if let Some(note) = grid_note(t, unit) {
+        out.push_str(&m.note(&note));
+    }
+}
+
 /// A range table's rows as text cells: range, calls, percent of the function's matched calls.
 fn range_cells(f: &FunctionReport, t: &BucketTable) -> Vec<[String; 3]> {
     t.rows
@@ -167,6 +183,40 @@ pub fn resolution_line(name: &str, r: &BucketResolution) -> String {
         r.p999.label(),
         r.bound_ns
     )
+}
+
+/// The per-interval table's columns: function, then those of [`per_interval_cells`].
+const PER_INTERVAL_COLUMNS: [Column; 9] = [
+    Column::left(27),
+    Column::right(9),
+    Column::right(7),
+    Column::right(9),
+    Column::right(12),
+    Column::right(11),
+    Column::right(11),
+    Column::right(11),
+    Column::right(8),
+];
+
+/// The per-interval table in `m`'s syntax: a row per function with per-interval numbers,
+/// under the titles `head` (the first four columns), `{mean…max} {unit}{per}` and `outside`.
+fn per_interval_table(
+    m: &impl Markup,
+    out: &mut String,
+    r: &Report,
+    (head, per, outside): ([&str; 4], &str, &str),
+) {
+    let unit = r.meta.unit;
+    let mut titles: Vec<String> = head.map(str::to_owned).into();
+    titles.extend(["mean", "p50", "p99", "max"].map(|s| format!("{s} {unit}{per}")));
+    titles.push(outside.to_owned());
+    out.push_str(&m.table_header(&titles, &PER_INTERVAL_COLUMNS));
+    for f in &r.functions {
+        let Some(p) = &f.per_interval else { continue };
+        let mut cells = vec![m.code(&f.name)];
+        cells.extend(per_interval_cells(p));
+        out.push_str(&m.table_row(&cells, &PER_INTERVAL_COLUMNS));
+    }
 }
 
 /// A function's time per DAMON aggregation interval as cells: intervals, intervals with calls,
