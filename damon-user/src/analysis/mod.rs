@@ -18,7 +18,6 @@ use serde::Serialize;
 
 use crate::{
     capture::{Capture, Clock, DisturbanceStatus, FunctionCounters, FunctionStatus},
-    cli::{BucketArgs, RecordFilter},
     error::UsageError,
     stats::{
         LatencyStats, ValueStats,
@@ -182,18 +181,9 @@ pub struct ReportOptions {
     pub clean_only: bool,
 }
 
+// (`ReportOptions::new`, from the command line's filter and bucket flags, is the CLI
+// layer's: `cli/mod.rs`.)
 impl ReportOptions {
-    pub fn new(filter: &RecordFilter, buckets: &BucketArgs) -> ReportOptions {
-        ReportOptions {
-            functions: filter.functions.clone(),
-            cpu: filter.cpu.clone(),
-            pid: filter.pid.clone(),
-            bucket_ns: buckets.bucket_ns,
-            max_ns: buckets.max_ns,
-            clean_only: false,
-        }
-    }
-
     pub fn keeps(&self, cpu: u32, pid: u32) -> bool {
         (self.cpu.is_empty() || self.cpu.contains(&cpu))
             && (self.pid.is_empty() || self.pid.contains(&pid))
