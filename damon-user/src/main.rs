@@ -1,5 +1,6 @@
 //! `damon-trace`: per-call latency of DAMON and timer kernel functions.
 mod accounting;
+mod analysis;
 // The instrument commands (benchmarks, guest tests): feature `instruments`.
 #[cfg(any(test, feature = "instruments"))]
 mod bench;
@@ -18,6 +19,7 @@ mod manual;
 mod output;
 mod probe;
 mod record;
+mod render;
 mod report;
 mod scenario;
 mod selection;
@@ -56,7 +58,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(&args),
         Command::Live(args) => tui::run_live(&args),
         Command::Record(args) => record::run(&args),
-        Command::Report(args) => heatmap_svg::run_report(&args),
+        Command::Report(args) => report::run(&args),
         Command::Compare(args) => compare::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Serve(args) => serve::run(&args),

@@ -534,6 +534,20 @@ pub struct RecordFilter {
     pub pid: Vec<u32>,
 }
 
+impl crate::analysis::ReportOptions {
+    /// What the filter and bucket flags ask of the analysis.
+    pub fn new(filter: &RecordFilter, buckets: &BucketArgs) -> Self {
+        Self {
+            functions: filter.functions.clone(),
+            cpu: filter.cpu.clone(),
+            pid: filter.pid.clone(),
+            bucket_ns: buckets.bucket_ns,
+            max_ns: buckets.max_ns,
+            clean_only: false,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(after_long_help = help::COMPLETIONS)]
 pub struct CompletionsArgs {

@@ -9,9 +9,9 @@ use super::{
     warnings::{header_warnings, workload_warnings},
 };
 use crate::{
+    analysis::{ReportOptions, check_functions, disturbance, select},
     capture::{Capture, Clock},
     error::UsageError,
-    report::{ReportOptions, check_functions, disturbance, select},
     stats::{buckets::BucketGrid, ranktest},
 };
 

@@ -8,9 +8,9 @@
 use damon_common::{HIST_BUCKETS, hist_bucket_bounds};
 
 use crate::{
+    analysis::{ReportOptions, Selected},
     capture::{Capture, FunctionCounters, KernelDisturbed, KernelHist},
     error::UsageError,
-    report::{ReportOptions, Selected},
     stats::{
         LatencyStats,
         buckets::{BucketGrid, BucketRow},
@@ -40,7 +40,7 @@ impl Resolution {
             .filter_map(|c| c.final_hists())
             .flat_map(|s| s.functions.into_values().map(|(_, h)| h.width_ns))
             .collect();
-        crate::report::kernel::check_options(opts)?;
+        crate::analysis::kernel::check_options(opts)?;
         Ok(Some(Resolution {
             clean_only: opts.clean_only,
             mixed_widths: widths.windows(2).any(|w| w[0] != w[1]),
@@ -129,7 +129,7 @@ pub(super) fn rebucket(h: &KernelHist, width_ns: u64) -> KernelHist {
     }
 }
 
-/// Puts one function of one capture on the grid. `records` is what `report::select` kept of
+/// Puts one function of one capture on the grid. `records` is what `analysis::select` kept of
 /// a stream capture (empty for a kernel capture). With `--clean` a kernel capture's side is
 /// its clean calls' histogram (a stream capture's records are already the clean ones); either
 /// way the side keeps its disturbance counts and its clean calls on the grid.
@@ -151,7 +151,7 @@ pub fn side(c: &Capture, id: u32, records: Selected, res: Resolution) -> Side {
         };
         (hist, k, k.emitted, disturbance, clean)
     } else {
-        let k = crate::report::counters(c, id, records.count);
+        let k = crate::analysis::counters(c, id, records.count);
         let clean = kernel_hist::from_durations(&records.clean_durations, res.width_ns);
         (
             kernel_hist::from_durations(&records.durations, res.width_ns),

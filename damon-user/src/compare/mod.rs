@@ -28,10 +28,10 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::{
+    analysis::{ReportOptions, disturbance::Disturbance},
     capture::{Capture, format::read_file, stdio::is_stdio},
     cli::{CompareArgs, CompareFormat},
     error::UsageError,
-    report::{ReportOptions, disturbance::Disturbance},
     stats::{
         LatencyStats,
         buckets::BucketGrid,

@@ -8,9 +8,9 @@ use plotters::prelude::*;
 
 use super::{Comparison, FunctionComparison, Inputs};
 use crate::{
+    analysis::ReportOptions,
     capture::Capture,
     heatmap_svg::{collect_captures, draw, layout},
-    report::ReportOptions,
 };
 
 const BEFORE: RGBColor = RGBColor(31, 119, 180);

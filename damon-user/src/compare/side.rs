@@ -6,11 +6,11 @@ use damon_common::FunctionId;
 
 use super::{CaptureSide, PERCENTILES, SideMeta, SideStats, intervals, kernel, runs};
 use crate::{
-    capture::{Capture, FunctionCounters, KernelHist},
-    report::{
+    analysis::{
         Selected, counters,
         disturbance::{self, Disturbance},
     },
+    capture::{Capture, FunctionCounters, KernelHist},
     stats::{
         LatencyStats,
         calibration::{Calibration, Corrected},

@@ -1,14 +1,14 @@
 //! Before/after distributions of the returned values and recorded arguments of the DAMON
-//! functions, each side's runs pooled, on one grid (pure; one side's are `report::values`).
+//! functions, each side's runs pooled, on one grid (pure; one side's are `analysis::values`).
 use damon_common::{CallRecord, FunctionId};
 use serde::Serialize;
 
 use crate::{
-    capture::Capture,
-    report::{
+    analysis::{
         value_name,
         values::{ValueDist, ValueGrid, arg, recorded_args},
     },
+    capture::Capture,
 };
 
 /// One row of a before/after histogram on a shared grid.

@@ -201,7 +201,7 @@ fn damon_warnings(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<String>
                 && cfg != reference
             {
                 let mut diffs = Vec::new();
-                crate::report::damon::diff("", reference, cfg, &mut diffs);
+                crate::analysis::damon::diff("", reference, cfg, &mut diffs);
                 // A field only one damon-trace version records is unknown, not different.
                 diffs.retain(|d| !d.contains(": null -> ") && !d.ends_with(" -> null"));
                 if diffs.is_empty() {

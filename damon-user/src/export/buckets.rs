@@ -8,9 +8,9 @@ use std::io::Write;
 
 use super::Exporter;
 use crate::{
+    analysis::ReportOptions,
     capture::Capture,
     error::UsageError,
-    report::ReportOptions,
     stats::buckets::{BucketGrid, BucketRow},
 };
 
@@ -25,13 +25,13 @@ impl Exporter for Buckets {
         if c.is_kernel_mode() {
             return kernel_rows(c, &self.0, out);
         }
-        let selected = crate::report::select(c, &self.0);
+        let selected = crate::analysis::select(c, &self.0);
         for status in &c.meta.functions {
             if !self.0.functions.is_empty() && !self.0.functions.contains(&status.name) {
                 continue;
             }
             let records = selected.get(&status.id).map_or(0, |s| s.count);
-            let k = crate::report::counters(c, status.id, records);
+            let k = crate::analysis::counters(c, status.id, records);
             let accounting = format!("{},{records},{},{}", k.made(), k.dropped(), k.in_flight);
             let Some(sel) = selected.get(&status.id).filter(|s| !s.durations.is_empty()) else {
                 if k.made() > 0 {

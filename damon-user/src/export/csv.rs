@@ -4,8 +4,8 @@ use std::io::Write;
 
 use super::{Exporter, keeps};
 use crate::{
+    analysis::ReportOptions,
     capture::{Capture, DisturbanceStatus},
-    report::ReportOptions,
 };
 
 pub struct Calls(pub ReportOptions);
@@ -77,7 +77,7 @@ impl Exporter for Intervals {
             .into());
         }
         writeln!(out, "function,interval,calls,ns")?;
-        for (name, p) in crate::report::damon::per_interval_of(c) {
+        for (name, p) in crate::analysis::damon::per_interval_of(c) {
             if !self.0.functions.is_empty() && !self.0.functions.contains(&name) {
                 continue;
             }

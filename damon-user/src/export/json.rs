@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::{Exporter, keeps};
 use crate::{
+    analysis::ReportOptions,
     capture::{Capture, DisturbanceStatus},
-    report::ReportOptions,
 };
 
 pub struct Json(pub ReportOptions);
@@ -74,7 +74,7 @@ impl Exporter for Json {
             .filter(|f| self.0.functions.is_empty() || self.0.functions.contains(&f.name))
             .map(|f| {
                 let mut records = counts.get(&f.id).copied().unwrap_or(0);
-                let mut k = crate::report::counters(c, f.id, records);
+                let mut k = crate::analysis::counters(c, f.id, records);
                 // Kernel mode: the counters of the last snapshot when there is no summary, and
                 // `records` = calls counted in the histograms.
                 if let Some((kc, _)) = end.as_ref().and_then(|e| e.functions.get(&f.id)) {
@@ -152,8 +152,8 @@ mod kernel {
     use serde::Serialize;
 
     use crate::{
+        analysis::{ReportOptions, disturbance::Disturbance},
         capture::{Capture, HistSnapshot},
-        report::{ReportOptions, disturbance::Disturbance},
     };
 
     #[derive(Serialize)]
@@ -258,8 +258,8 @@ mod damon {
     use serde::Serialize;
 
     use crate::{
+        analysis::{FunctionReport, ReportOptions, values::ValueDist},
         capture::Capture,
-        report::{FunctionReport, ReportOptions, values::ValueDist},
         stats::intervals::PerInterval,
     };
 
@@ -275,7 +275,7 @@ mod damon {
     }
 
     pub fn functions(c: &Capture, opts: &ReportOptions) -> anyhow::Result<Vec<DamonFunction>> {
-        let report = crate::report::build(c, opts)?;
+        let report = crate::analysis::build(c, opts)?;
         Ok(report
             .functions
             .into_iter()

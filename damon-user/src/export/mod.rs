@@ -17,12 +17,12 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
+    analysis::{ReportOptions, check_functions},
     capture::{
         Capture,
         format::{create_private, read_file},
     },
     cli::{ExportArgs, ExportFormat},
-    report::{ReportOptions, check_functions},
 };
 
 /// Writes a capture in one format.
@@ -103,9 +103,9 @@ mod openmetrics_exporter {
         }
         for f in &mut snap.functions {
             let count = c.records.iter().filter(|r| r.func == f.id).count() as u64;
-            f.counters = crate::report::counters(c, f.id, count);
+            f.counters = crate::analysis::counters(c, f.id, count);
         }
-        for (name, p) in crate::report::damon::per_interval_of(c) {
+        for (name, p) in crate::analysis::damon::per_interval_of(c) {
             if snap.functions.iter().any(|f| f.name == name) {
                 let h = snap.damon.interval_cost_of(&name);
                 for &ns in &p.per_interval_totals {
@@ -122,7 +122,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     check_functions(&capture, &args.filter.functions)?;
     let opts = ReportOptions::new(&args.filter, &args.buckets);
     if capture.is_kernel_mode() {
-        crate::report::kernel::check_options(&opts)?;
+        crate::analysis::kernel::check_options(&opts)?;
     }
     let exporter = exporter(args.format, opts);
     if args.output == Path::new("-") {

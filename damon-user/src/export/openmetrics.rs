@@ -16,8 +16,8 @@ use damon_common::CallRecord;
 
 pub use self::{damon::DamonMetrics, process::ProcessMetrics};
 use crate::{
+    analysis::disturbance::Disturbance,
     capture::{Clock, FunctionCounters, FunctionStatus},
-    report::disturbance::Disturbance,
 };
 
 pub mod damon;

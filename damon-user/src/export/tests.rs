@@ -405,7 +405,7 @@ fn export_capture(c: &Capture, format: ExportFormat) -> anyhow::Result<String> {
 #[test]
 fn kernel_mode_exports_from_buckets() {
     let d: Vec<u64> = (0..500).map(|i| 95 + (i * 13) % 300).collect();
-    let c = crate::report::kernel::test_capture(&d, true);
+    let c = crate::analysis::test_support::test_capture(&d, true);
     let csv = export_capture(&c, ExportFormat::CsvBuckets).expect("csv-buckets");
     let rows: Vec<Vec<&str>> = csv
         .lines()
@@ -513,7 +513,7 @@ fn damon_numbers_in_json_and_csv_equal_report() {
     ] {
         let c = data(name);
         // Through text like the export, so both floats pass the same parser.
-        let report = crate::report::build(&c, &opts()).expect("report");
+        let report = crate::analysis::build(&c, &opts()).expect("report");
         let report: serde_json::Value =
             serde_json::from_str(&serde_json::to_string(&report).expect("report JSON"))
                 .expect("parse");
@@ -582,8 +582,8 @@ fn damon_numbers_in_json_and_csv_equal_report() {
 /// JSON with the disturbed calls' buckets, in OpenMetrics as the same counters stream mode has.
 #[test]
 fn kernel_mode_exports_clean_and_disturbed_calls() {
-    let c = crate::report::tests::disturbance::as_kernel(
-        &crate::report::tests::disturbance::disturbed_capture(),
+    let c = crate::analysis::test_support::as_kernel(
+        &crate::analysis::test_support::disturbed_capture(),
         10,
     );
     let json: serde_json::Value =

@@ -17,11 +17,11 @@ use std::{collections::BTreeMap, path::Path};
 use damon_common::CallRecord;
 
 use crate::{
+    analysis::{ReportOptions, damon::wants_intervals},
     capture::{
         Capture, Clock, DisturbanceStatus, Meta,
         stream::{Outline, Source, Visitor},
     },
-    report::{ReportOptions, damon::wants_intervals},
     stats::{
         heatmap::{Heatmap, Overflow},
         intervals::{Boundaries, Place, counted_kdamonds},
@@ -291,21 +291,6 @@ pub fn collect_captures<'c>(
         any = true;
     }
     any.then(|| c.finish())
-}
-
-/// `damon-trace report`: with `--heatmap`, the picture first (streaming: it never holds the
-/// records the report then loads), then the report (`report::run`).
-pub fn run_report(args: &crate::cli::ReportArgs) -> anyhow::Result<std::process::ExitCode> {
-    use anyhow::Context as _;
-    if let Some(path) = &args.heatmap {
-        let opts = ReportOptions::new(&args.filter, &args.buckets);
-        write_report(&args.file, path, args.force, &opts)
-            .with_context(|| format!("writing {}", path.display()))?;
-        if !crate::capture::stdio::is_stdio(path) {
-            eprintln!("heatmap: {}", path.display());
-        }
-    }
-    crate::report::run(args)
 }
 
 /// `report --heatmap PATH`: draws the capture's maps into `path` (created 0600; an existing

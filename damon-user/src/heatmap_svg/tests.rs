@@ -6,9 +6,9 @@ use std::{
 
 use super::*;
 use crate::{
+    analysis::test_support::opts,
     capture::format::read_file,
     compare::{Inputs, plot},
-    report::tests::opts,
     stats::intervals::per_interval,
 };
 
@@ -230,12 +230,12 @@ fn a_kernel_mode_capture_says_why_it_has_no_heatmap() {
 
 #[test]
 fn markdown_links_the_picture() {
-    let link = crate::report::render::heatmap_link(Path::new("out/run heat.svg"));
+    let link = crate::render::markdown::heatmap_link(Path::new("out/run heat.svg"));
     assert!(
         link.contains("![") && link.ends_with("](<out/run heat.svg>)\n"),
         "{link}"
     );
-    let plain = crate::report::render::heatmap_link(Path::new("h.svg"));
+    let plain = crate::render::markdown::heatmap_link(Path::new("h.svg"));
     assert!(plain.ends_with("](h.svg)\n"), "{plain}");
 }
 

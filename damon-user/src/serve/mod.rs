@@ -20,10 +20,10 @@ use damon_common::{AGGREGATION_MARK, CallRecord, FunctionId};
 use tokio::net::TcpListener;
 
 use crate::{
+    analysis::damon::wants_intervals,
     capture::format::CaptureWriter,
     cli::ServeArgs,
     export::openmetrics::{FunctionMetrics, MetricsSnapshot, ProcessMetrics, render_as},
-    report::damon::wants_intervals,
     session::{Session, StopReason, StopSignals, runtime_with_signals},
     stats::calibration::Calibration,
     stats::interval_tracker::IntervalTracker,
@@ -384,7 +384,7 @@ mod tests {
         for r in &ring {
             fold.record(&mut s, r);
         }
-        let want = crate::report::damon::per_interval_of(&c);
+        let want = crate::analysis::damon::per_interval_of(&c);
         assert_eq!(want.len(), 3, "the three DAMON functions");
         for (name, p) in want {
             let h = s.damon.interval_cost_of(&name);

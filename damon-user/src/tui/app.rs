@@ -12,8 +12,8 @@ use damon_common::{CallRecord, FunctionId};
 use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
+    analysis::disturbance::Disturbance,
     capture::{Clock, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
-    report::disturbance::Disturbance,
     session::StopReason,
     stats::{
         calibration::Calibration,

@@ -302,7 +302,7 @@ fn narrowed(
     if names.is_empty() {
         return Ok(capture);
     }
-    crate::report::check_functions(&capture, names)?;
+    crate::analysis::check_functions(&capture, names)?;
     capture.meta.functions.retain(|f| names.contains(&f.name));
     Ok(capture)
 }

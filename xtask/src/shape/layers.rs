@@ -31,6 +31,12 @@ pub const USER_LAYERS: &[Layer] = &[
         members: &["stats", "trace"],
     },
     Layer {
+        name: "render",
+        about: "numbers and tables written for people: number formats and the markup layer \
+                each text format implements; it knows statistics, not commands",
+        members: &["render"],
+    },
+    Layer {
         name: "probe",
         about: "everything that touches the kernel's BPF side",
         members: &["probe"],
@@ -38,19 +44,14 @@ pub const USER_LAYERS: &[Layer] = &[
     Layer {
         name: "domain",
         about: "what the commands compute: which functions to trace, accounting of calls, \
-                what the kernel allows, the analyses of captures (`analysis/`, planned)",
+                what the kernel allows, a capture's per-function model (`analysis/`) that every \
+                command reading captures shares",
         members: &["accounting", "analysis", "diagnosis", "selection"],
     },
     Layer {
         name: "session",
         about: "one tracing session: probes, DAMON and the capture together",
         members: &["session"],
-    },
-    Layer {
-        name: "render",
-        about: "formatting the domain's results for people (tables, text, SVG); used by \
-                commands, never by the domain (`render/` is planned)",
-        members: &["render"],
     },
     Layer {
         name: "cli",
@@ -64,17 +65,14 @@ pub const USER_LAYERS: &[Layer] = &[
         members: &[
             "calibrate",
             "doctor",
+            "export",
+            "heatmap_svg",
             "manual",
             "record",
             "report",
             "scenario",
+            "tui",
         ],
-    },
-    Layer {
-        name: "commands on report",
-        about: "commands that reuse `report`'s work: `export`, `report --heatmap` \
-                (`heatmap_svg`), `live` and `replay` (`tui`)",
-        members: &["export", "heatmap_svg", "tui"],
     },
     Layer {
         name: "commands on commands",

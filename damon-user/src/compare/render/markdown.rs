@@ -2,12 +2,13 @@
 use std::fmt::Write as _;
 
 use super::{
-    ci_head, clean_rows, closing, corrected_rows, disturbance_line, grid_note, range_cells,
-    side_line, stat_rows, test_lines,
+    BRIEF_COLUMNS, clean_rows, closing, corrected_rows, disturbance_line, range_columns,
+    range_rows, side_line, stat_table, test_lines,
 };
 use crate::{
     capture::Clock,
     compare::{Comparison, FunctionComparison},
+    render::markup::{Markdown, Markup},
 };
 
 /// Markdown for a pull request or a mail that renders it.
@@ -38,35 +39,19 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &s
     if let Some(line) = disturbance_line(f) {
         let _ = writeln!(out, "Disturbance: {line}.\n");
     }
-    let _ = writeln!(
-        out,
-        "| Range ({unit}) | Before | % | After | % |\n|---|--:|--:|--:|--:|"
-    );
-    for cells in range_cells(f) {
-        let _ = writeln!(out, "| {} |", cells.join(" | "));
-    }
-    if let Some(note) = grid_note(f, unit) {
-        let _ = writeln!(out, "\n_{note}_");
-    }
-    let _ = writeln!(
-        out,
-        "\n| {unit} | before | after | after − before | {} |\n|---|--:|--:|--:|---|",
-        ci_head(f)
-    );
-    for [l, vb, va, d, ci] in stat_rows(f) {
-        let _ = writeln!(out, "| {l} | {vb} | {va} | {d} | {ci} |");
-    }
+    let titles = [&format!("Range ({unit})"), "Before", "%", "After", "%"];
+    out.push_str(&Markdown.table_header(&titles, &range_columns(f)));
+    range_rows(&Markdown, out, f, unit);
+    out.push('\n');
+    stat_table(&Markdown, out, f, unit, "after − before");
     for (head, rows) in [corrected_rows(f, unit), clean_rows(f, clean_only)]
         .into_iter()
         .flatten()
     {
-        let _ = writeln!(
-            out,
-            "\n{head}:\n\n| {unit} | before | after | after − before |\n|---|--:|--:|--:|"
-        );
-        for [l, vb, va, d] in rows {
-            let _ = writeln!(out, "| {l} | {vb} | {va} | {d} |");
-        }
+        let _ = writeln!(out, "\n{head}:\n");
+        let titles = [unit, "before", "after", "after − before"];
+        out.push_str(&Markdown.table_header(&titles, &BRIEF_COLUMNS));
+        Markdown.rows(out, rows, &BRIEF_COLUMNS);
     }
     let tests = test_lines(f, unit);
     if !tests.is_empty() {

@@ -11,7 +11,10 @@ pub use table::table;
 use super::{Comparison, FunctionComparison, SideMeta, p_text, side::distinct, signed};
 use crate::{
     probe::calibration_text::format_ns,
-    report::render::percent as pct,
+    render::{
+        markup::{Column, Markup},
+        percent as pct,
+    },
     stats::{LatencyStats, buckets::BucketRow, ranktest, runs::Interval},
 };
 
@@ -257,6 +260,62 @@ fn test_lines(f: &FunctionComparison, unit: &str) -> Vec<String> {
     out
 }
 
+/// The range table's columns: range, before, its percent, after, its percent (aligned text:
+/// the percents wider when they carry a spread over runs).
+fn range_columns(f: &FunctionComparison) -> [Column; 5] {
+    let w = if f.rows.iter().any(|r| r.before_runs_pct.is_some()) {
+        22
+    } else {
+        8
+    };
+    [
+        Column::left(22),
+        Column::right(8),
+        Column::right(w),
+        Column::right(8),
+        Column::right(w),
+    ]
+}
+
+/// The range table's rows and the note on its grid, in `m`'s syntax (the header is each
+/// format's own).
+fn range_rows(m: &impl Markup, out: &mut String, f: &FunctionComparison, unit: &str) {
+    m.rows(out, range_cells(f), &range_columns(f));
+    if let Some(note) = grid_note(f, unit) {
+        out.push_str(&m.note(&note));
+    }
+}
+
+/// The latency table in `m`'s syntax: min, percentiles, mean and max, their difference
+/// (headed `delta`) and interval; the values' columns as wide as the widest value, 12 at least.
+fn stat_table(m: &impl Markup, out: &mut String, f: &FunctionComparison, unit: &str, delta: &str) {
+    let rows = stat_rows(f);
+    let w = rows
+        .iter()
+        .map(|r| r[1].chars().count().max(r[2].chars().count()))
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    let columns = [
+        Column::left(6),
+        Column::right(w),
+        Column::right(w),
+        Column::right(12),
+        Column::left(0).after_gap(2),
+    ];
+    let titles = [unit, "before", "after", delta, ci_head(f)];
+    out.push_str(&m.table_header(&titles, &columns));
+    m.rows(out, rows, &columns);
+}
+
+/// The columns of the corrected and clean tables: label, before, after, delta.
+const BRIEF_COLUMNS: [Column; 4] = [
+    Column::left(6),
+    Column::right(12),
+    Column::right(12),
+    Column::right(12),
+];
+
 /// The range table's rows as cells: range, before, its percent, after, its percent (each
 /// percent with the spread over runs, when a side has several).
 fn range_cells(f: &FunctionComparison) -> Vec<[String; 5]> {
@@ -276,7 +335,7 @@ fn range_cells(f: &FunctionComparison) -> Vec<[String; 5]> {
 }
 
 fn grid_note(f: &FunctionComparison, unit: &str) -> Option<String> {
-    crate::report::render::note_for(&f.grid, unit)
+    crate::render::note_for(&f.grid, unit)
 }
 
 /// The legend under the tables, then what only one side has: the same words in both

@@ -2,13 +2,17 @@
 use std::fmt::Write as _;
 
 use super::{
-    ci_head, clean_rows, closing, corrected_rows, disturbance_line, grid_note, range_cells,
-    side_line, stat_rows, test_lines,
+    BRIEF_COLUMNS, clean_rows, closing, corrected_rows, disturbance_line, range_columns,
+    range_rows, side_line, stat_table, test_lines,
 };
 use crate::{
+    analysis::values::ValueDist,
     capture::Clock,
     compare::{Comparison, FunctionComparison, values::DistComparison},
-    report::{render::range_label, values::ValueDist},
+    render::{
+        markup::{Column, Markup, Plain},
+        range_label,
+    },
 };
 
 /// Text for a terminal or a mail.
@@ -39,15 +43,14 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &s
         let _ = writeln!(out, "{line}");
     }
     ranges(out, f, unit);
-    latencies(out, f, unit);
+    out.push('\n');
+    stat_table(&Plain, out, f, unit, "after−before");
     for (head, rows) in [corrected_rows(f, unit), clean_rows(f, clean_only)]
         .into_iter()
         .flatten()
     {
         let _ = writeln!(out, "{head}");
-        for [l, vb, va, d] in rows {
-            let _ = writeln!(out, "{l:<6} {vb:>12} {va:>12} {d:>12}");
-        }
+        Plain.rows(out, rows, &BRIEF_COLUMNS);
     }
     for t in test_lines(f, unit) {
         let _ = writeln!(out, "{t}");
@@ -64,49 +67,14 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &s
 
 /// The side-by-side range table.
 fn ranges(out: &mut String, f: &FunctionComparison, unit: &str) {
-    let w = if f.rows.iter().any(|r| r.before_runs_pct.is_some()) {
-        22
-    } else {
-        8
-    };
-    let _ = writeln!(
-        out,
-        "{:<22} {:>b$} {:>b$}",
-        format!("Range ({unit})"),
-        "Before",
-        "After",
-        b = w + 9
+    let [range, _, pb, _, _] = range_columns(f);
+    let before = Column::right(pb.width + 9);
+    let head = Plain.table_header(
+        &[&format!("Range ({unit})"), "Before", "After"],
+        &[range, before, before],
     );
-    for [range, before, pb, after, pa] in range_cells(f) {
-        let _ = writeln!(out, "{range:<22} {before:>8} {pb:>w$} {after:>8} {pa:>w$}");
-    }
-    if let Some(note) = grid_note(f, unit) {
-        let _ = writeln!(out, "({note})");
-    }
-}
-
-/// The latency table: min, percentiles, mean and max, their difference and interval.
-fn latencies(out: &mut String, f: &FunctionComparison, unit: &str) {
-    let rows = stat_rows(f);
-    let w = rows
-        .iter()
-        .map(|r| r[1].chars().count().max(r[2].chars().count()))
-        .max()
-        .unwrap_or(0)
-        .max(12);
-    let _ = writeln!(
-        out,
-        "\n{:<6} {:>w$} {:>w$} {:>12}  {}",
-        unit,
-        "before",
-        "after",
-        "after−before",
-        ci_head(f)
-    );
-    for [l, vb, va, d, ci] in rows {
-        let line = format!("{l:<6} {vb:>w$} {va:>w$} {d:>12}  {ci}");
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
+    out.push_str(&head);
+    range_rows(&Plain, out, f, unit);
 }
 
 /// Before/after value distributions as text.

@@ -4,9 +4,9 @@ use damon_common::{CallRecord, disturb};
 
 use super::{run, timer};
 use crate::{
+    analysis::{ReportOptions, test_support::opts},
     capture::{Capture, DisturbanceStatus},
     compare::{Comparison, Inputs, build, render},
-    report::{ReportOptions, tests::opts},
     stats::LatencyStats,
 };
 
@@ -213,7 +213,7 @@ fn clean_on_a_capture_that_did_not_measure_names_it_why_and_the_remedy() {
 /// side of the same calls.
 #[test]
 fn kernel_captures_compare_on_their_clean_calls_too() {
-    use crate::report::tests::disturbance::as_kernel;
+    use crate::analysis::test_support::as_kernel;
     let (b, a) = sides();
     let (kb, ka): (Vec<Capture>, Vec<Capture>) = (
         b.iter().map(|c| as_kernel(c, 10)).collect(),

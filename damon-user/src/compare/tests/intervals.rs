@@ -7,7 +7,7 @@ use crate::{
 };
 
 fn bare_capture() -> Capture {
-    crate::report::tests::stream_capture(Vec::new(), Vec::new(), None)
+    crate::analysis::test_support::stream_capture(Vec::new(), Vec::new(), None)
 }
 
 fn with(durations_per_interval: &[u64]) -> Capture {
@@ -104,9 +104,9 @@ fn real_capture_against_the_old_fixture_and_itself() {
     use std::path::Path;
 
     use crate::{
+        analysis::ReportOptions,
         capture::format::read_file,
         compare::{Inputs, build, render},
-        report::ReportOptions,
     };
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/");
     let new = read_file(Path::new(&format!("{dir}intervals-7.2.dtcap"))).expect("new");

@@ -1,10 +1,10 @@
 use crate::{
+    analysis::{ReportOptions, Selected, test_support::opts},
     capture::FunctionCounters,
     compare::{
         Inputs, build,
         kernel::{MAX_EXPANDED, Resolution, proportional, rebucket, side, stats},
     },
-    report::{ReportOptions, Selected, tests::opts},
     stats::kernel_hist,
 };
 
@@ -13,8 +13,8 @@ use crate::{
 #[test]
 fn kernel_and_stream_of_the_same_calls_agree() {
     let d: Vec<u64> = (0..400).map(|i| 100 + (i * 37) % 300).collect();
-    let k = crate::report::kernel::test_capture(&d, true);
-    let mut s = crate::report::tests::capture(true);
+    let k = crate::analysis::test_support::test_capture(&d, true);
+    let mut s = crate::analysis::test_support::capture(true);
     s.records = d
         .iter()
         .map(|&v| damon_common::CallRecord {
@@ -54,8 +54,10 @@ fn kernel_and_stream_of_the_same_calls_agree() {
         assert!((b.mean_ns - a.mean_ns).abs() < 1e-9);
     }
     // A shift of 50 ns is described (one run a side: never judged), at bucket resolution.
-    let slower =
-        crate::report::kernel::test_capture(&d.iter().map(|v| v + 50).collect::<Vec<_>>(), true);
+    let slower = crate::analysis::test_support::test_capture(
+        &d.iter().map(|v| v + 50).collect::<Vec<_>>(),
+        true,
+    );
     let cmp = build(&Inputs::pair(("b", &s), ("a", &slower)), &opts()).expect("compare");
     let f = &cmp.functions[0];
     assert!(
@@ -69,8 +71,8 @@ fn kernel_and_stream_of_the_same_calls_agree() {
 
 #[test]
 fn filters_are_refused_with_a_kernel_capture() {
-    let k = crate::report::kernel::test_capture(&[100], true);
-    let s = crate::report::tests::capture(true);
+    let k = crate::analysis::test_support::test_capture(&[100], true);
+    let s = crate::analysis::test_support::capture(true);
     let err = build(
         &Inputs::pair(("b", &s), ("a", &k)),
         &ReportOptions {
@@ -94,7 +96,7 @@ fn huge_histograms_are_compared_through_a_proportional_sample() {
     h.buckets[10] = 30_000_000;
     h.buckets[20] = 10_000_000;
     h.count = 40_000_002;
-    let mut c = crate::report::kernel::test_capture(&[1], true);
+    let mut c = crate::analysis::test_support::test_capture(&[1], true);
     c.summary
         .as_mut()
         .expect("summary")

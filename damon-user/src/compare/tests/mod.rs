@@ -12,8 +12,8 @@ use damon_common::CallRecord;
 
 use super::*;
 use crate::{
+    analysis::test_support::{opts, warning},
     capture::{AttachState, FunctionCounters, FunctionStatus},
-    report::tests::{opts, warning},
 };
 
 /// A capture of lock_timer_base (id 3) with these durations, plus damon_migrate_pages (id 2)
@@ -38,7 +38,7 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
         attach,
         detail: None,
     };
-    let mut c = crate::report::tests::stream_capture(
+    let mut c = crate::analysis::test_support::stream_capture(
         vec![
             status("damon_migrate_pages", 2, migrate),
             status("lock_timer_base", 3, attach),

@@ -196,7 +196,7 @@ fn build_on_simulated_captures_keeps_the_rate() {
                 before: b.iter().map(|c| ("b", c)).collect(),
                 after: a.iter().map(|c| ("a", c)).collect(),
             },
-            &crate::report::ReportOptions {
+            &crate::analysis::ReportOptions {
                 bucket_ns: 100,
                 ..Default::default()
             },
@@ -206,7 +206,7 @@ fn build_on_simulated_captures_keeps_the_rate() {
         significant += usize::from(c.functions.iter().any(|f| f.significant));
         let one = build(
             &Inputs::pair(("b", &b[0]), ("a", &a[0])),
-            &crate::report::ReportOptions {
+            &crate::analysis::ReportOptions {
                 bucket_ns: 100,
                 ..Default::default()
             },

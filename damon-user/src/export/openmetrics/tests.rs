@@ -2,7 +2,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::{capture::format::read_file, report::ReportOptions};
+use crate::{analysis::ReportOptions, capture::format::read_file};
 
 fn opts() -> ReportOptions {
     ReportOptions {
@@ -331,7 +331,7 @@ fn promql_quantiles_are_within_15_percent_of_report() {
     let mut worst = (0.0f64, String::new());
     let mut checked = 0;
     for (name, c) in fixtures().iter().filter(|(_, c)| !c.is_kernel_mode()) {
-        let report = crate::report::build(c, &opts).expect("report");
+        let report = crate::analysis::build(c, &opts).expect("report");
         let text = render(&crate::export::openmetrics_exporter::snapshot(c, &opts));
         for f in report.functions.iter().filter(|f| f.matched >= MIN_CALLS) {
             let buckets: Vec<(f64, f64)> = exported_buckets(&text, &f.name, c.meta.clock)
@@ -392,7 +392,7 @@ fn damon_metrics_equal_report() {
     let opts = opts();
     let (mut intervals, mut scores, mut pages) = (0, 0, 0);
     for (name, c) in fixtures().iter().filter(|(_, c)| !c.is_kernel_mode()) {
-        let report = crate::report::build(c, &opts).expect("report");
+        let report = crate::analysis::build(c, &opts).expect("report");
         let text = render(&crate::export::openmetrics_exporter::snapshot(c, &opts));
         check(&text, Exposition::OpenMetrics);
         for f in &report.functions {
@@ -468,7 +468,7 @@ fn tool_metrics_render_when_set() {
         .find(|(n, _)| n == "calibrated-7.2.dtcap")
         .expect("calibrated fixture");
     let mut snap = crate::export::openmetrics_exporter::snapshot(&c, &opts());
-    let report = crate::report::build(&c, &opts()).expect("report");
+    let report = crate::analysis::build(&c, &opts()).expect("report");
     let floors = report.meta.calibration.as_ref().expect("calibration")["floors"]
         .as_array()
         .expect("floors")

@@ -1,7 +1,7 @@
 //! The report as CSV: one row per function.
 use std::fmt::Write as _;
 
-use crate::report::Report;
+use crate::analysis::Report;
 
 /// One CSV row per function (kernel symbol names and attach states never need quoting).
 pub fn csv(r: &Report) -> String {

@@ -2,10 +2,10 @@
 use std::fmt::Write as _;
 
 use super::{
-    clean_numbers, corrected_numbers, disturbance_lines, grid_note, headline, numbers,
-    per_interval_cells, range_cells, resolution_line, traced,
+    clean_numbers, corrected_numbers, disturbance_lines, headline, numbers, per_interval_table,
+    range_table, resolution_line, traced,
 };
-use crate::report::Report;
+use crate::{analysis::Report, render::markup::Markdown};
 
 /// The report as Markdown, ready for a mail or a pull request.
 pub fn markdown(r: &Report) -> String {
@@ -46,17 +46,7 @@ pub fn markdown(r: &Report) -> String {
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n### `{}` ({} records)\n", f.name, f.matched);
-            let _ = writeln!(
-                out,
-                "| Range ({}) | Count | Percent |\n|---|--:|--:|",
-                r.meta.unit
-            );
-            for [range, count, pct] in range_cells(f, t) {
-                let _ = writeln!(out, "| {range} | {count} | {pct} |");
-            }
-            if let Some(note) = grid_note(t, r.meta.unit) {
-                let _ = writeln!(out, "\n_{note}_");
-            }
+            range_table(&Markdown, &mut out, f, t, r.meta.unit);
         }
     }
     for w in &r.warnings {
@@ -92,32 +82,6 @@ fn per_interval(out: &mut String, r: &Report) {
         kdamonds.join(", "),
         iv.markers_dropped
     );
-    let _ = writeln!(
-        out,
-        "| function | intervals | with calls | calls/interval | mean {u} | p50 {u} | p99 {u} | max {u} | calls outside |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|",
-        u = r.meta.unit
-    );
-    for f in &r.functions {
-        let Some(p) = &f.per_interval else { continue };
-        let _ = writeln!(
-            out,
-            "| `{}` | {} |",
-            f.name,
-            per_interval_cells(p).join(" | ")
-        );
-    }
-}
-
-/// `report --format markdown --heatmap F.svg`: the picture, linked as the path was given (so
-/// it shows where the Markdown sits beside it; `<…>` when the path has spaces or brackets).
-pub fn heatmap_link(path: &std::path::Path) -> String {
-    let p = path.display().to_string();
-    let target = if p.contains(|c: char| c.is_whitespace() || "()<>".contains(c)) {
-        format!("<{}>", p.replace('<', "%3C").replace('>', "%3E"))
-    } else {
-        p
-    };
-    format!(
-        "\n![Latency over time per function: heatmaps, p50/p99, DAMON interval ends]({target})\n"
-    )
+    let head = ["function", "intervals", "with calls", "calls/interval"];
+    per_interval_table(&Markdown, out, r, (head, "", "calls outside"));
 }

@@ -5,38 +5,24 @@ mod markdown;
 mod table;
 
 pub use csv::csv;
-pub use markdown::{heatmap_link, markdown};
+pub use markdown::markdown;
 #[cfg(test)]
 pub(in crate::report) use table::context_lines;
 pub use table::table;
 
-use super::{BucketTable, FunctionReport, Report, kernel::BucketResolution};
-use crate::{capture::Clock, probe::calibration_text::format_ns, stats::intervals::PerInterval};
-
-fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
-}
+use crate::analysis::{BucketTable, FunctionReport, Report, kernel::BucketResolution};
+use crate::{
+    capture::Clock,
+    probe::calibration_text::format_ns,
+    render::{
+        markup::{Column, Markup},
+        note_for, opt, percent,
+    },
+    stats::intervals::PerInterval,
+};
 
 fn traced(f: &FunctionReport) -> bool {
     !matches!(f.attach, "missing" | "inlined" | "failed")
-}
-
-/// `count` as a percentage of `total` with two decimals; `-` when there is no total.
-pub fn percent(count: u64, total: u64) -> String {
-    if total == 0 {
-        "-".to_owned()
-    } else {
-        format!("{:.2}%", count as f64 * 100.0 / total as f64)
-    }
-}
-
-/// A value range `lo..hi`, or the one value when both ends are the same.
-pub fn range_label(lo: i64, hi: i64) -> String {
-    if lo == hi {
-        format!("{lo}")
-    } else {
-        format!("{lo}..{hi}")
-    }
 }
 
 /// `kernel 7.2.13 · 20.3 s · captured by damon-trace 0.1.0 · ended: duration`
@@ -65,29 +51,6 @@ pub fn headline(r: &Report) -> String {
 /// Why the rows are as wide as they are, when it is not what was asked.
 pub fn grid_note(t: &BucketTable, unit: &str) -> Option<String> {
     note_for(&t.grid, unit)
-}
-
-/// The note of a grid: widened rows, and where the kernel's log2 buckets take over.
-pub fn note_for(grid: &crate::stats::buckets::BucketGrid, unit: &str) -> Option<String> {
-    // Rows as wide as the kernel's whole linear range: the log2 buckets are all there is.
-    let linear_rows = grid.log2_from_ns.is_none_or(|from| grid.width_ns < from);
-    let widened = grid.widened_from.filter(|_| linear_rows).map(|asked| {
-        format!(
-            "rows are {} {unit} wide: {asked} {unit} rows up to the p99 would take more than 40 lines \
-             (choose with --bucket-ns and --max-ns)",
-            grid.width_ns
-        )
-    });
-    let log2 = grid.log2_from_ns.map(|from| {
-        format!(
-            "from {from} {unit} up the rows are the kernel's log2 buckets, each twice as wide as \
-             the one before (kernel mode; --hist-width widens the linear range)"
-        )
-    });
-    match (widened, log2) {
-        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-        (a, b) => a.or(b),
-    }
 }
 
 const COLUMNS: [&str; 12] = [
@@ -178,6 +141,19 @@ pub fn disturbance_lines(r: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The range table's columns: range, calls, percent of the function's matched calls.
+const RANGE_COLUMNS: [Column; 3] = [Column::left(22), Column::right(9), Column::right(8)];
+
+/// A function's range table and the note on its grid, in `m`'s syntax.
+fn range_table(m: &impl Markup, out: &mut String, f: &FunctionReport, t: &BucketTable, unit: &str) {
+    let range = format!("Range ({unit})");
+    out.push_str(&m.table_header(&[&range, "Count", "Percent"], &RANGE_COLUMNS));
+    m.rows(out, range_cells(f, t), &RANGE_COLUMNS);
+    if let Some(note) = grid_note(t, unit) {
+        out.push_str(&m.note(&note));
+    }
+}
+
 /// A range table's rows as text cells: range, calls, percent of the function's matched calls.
 fn range_cells(f: &FunctionReport, t: &BucketTable) -> Vec<[String; 3]> {
     t.rows
@@ -207,6 +183,40 @@ pub fn resolution_line(name: &str, r: &BucketResolution) -> String {
         r.p999.label(),
         r.bound_ns
     )
+}
+
+/// The per-interval table's columns: function, then those of [`per_interval_cells`].
+const PER_INTERVAL_COLUMNS: [Column; 9] = [
+    Column::left(27),
+    Column::right(9),
+    Column::right(7),
+    Column::right(9),
+    Column::right(12),
+    Column::right(11),
+    Column::right(11),
+    Column::right(11),
+    Column::right(8),
+];
+
+/// The per-interval table in `m`'s syntax: a row per function with per-interval numbers,
+/// under the titles `head` (the first four columns), `{mean…max} {unit}{per}` and `outside`.
+fn per_interval_table(
+    m: &impl Markup,
+    out: &mut String,
+    r: &Report,
+    (head, per, outside): ([&str; 4], &str, &str),
+) {
+    let unit = r.meta.unit;
+    let mut titles: Vec<String> = head.map(str::to_owned).into();
+    titles.extend(["mean", "p50", "p99", "max"].map(|s| format!("{s} {unit}{per}")));
+    titles.push(outside.to_owned());
+    out.push_str(&m.table_header(&titles, &PER_INTERVAL_COLUMNS));
+    for f in &r.functions {
+        let Some(p) = &f.per_interval else { continue };
+        let mut cells = vec![m.code(&f.name)];
+        cells.extend(per_interval_cells(p));
+        out.push_str(&m.table_row(&cells, &PER_INTERVAL_COLUMNS));
+    }
 }
 
 /// A function's time per DAMON aggregation interval as cells: intervals, intervals with calls,

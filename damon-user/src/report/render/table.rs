@@ -5,16 +5,17 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::{
-    COLUMNS, clean_numbers, corrected_numbers, disturbance_lines, grid_note, headline, numbers,
-    per_interval_cells, range_cells, range_label, resolution_line, traced,
+    COLUMNS, clean_numbers, corrected_numbers, disturbance_lines, headline, numbers,
+    per_interval_table, range_table, resolution_line, traced,
 };
 use crate::{
-    capture::format::ReadInfo,
-    report::{
+    analysis::{
         FunctionReport, Report,
         damon::{DamonContext, IntervalsReport},
         values::{FunctionValues, ValueDist},
     },
+    capture::format::ReadInfo,
+    render::{markup::Plain, range_label},
 };
 
 /// Widths of the summary table's number columns.
@@ -36,14 +37,7 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n{} ({}, {} records)", f.name, f.attach, f.matched);
-            let range = format!("Range ({})", r.meta.unit);
-            let _ = writeln!(out, "{range:<22} {:>9} {:>8}", "Count", "Percent");
-            for [range, count, pct] in range_cells(f, t) {
-                let _ = writeln!(out, "{range:<22} {count:>9} {pct:>8}");
-            }
-            if let Some(note) = grid_note(t, r.meta.unit) {
-                let _ = writeln!(out, "({note})");
-            }
+            range_table(&Plain, &mut out, f, t, r.meta.unit);
         }
     }
     if !r.warnings.is_empty() {
@@ -313,29 +307,8 @@ fn per_interval(out: &mut String, r: &Report, iv: &IntervalsReport) {
     if r.functions.iter().all(|f| f.per_interval.is_none()) {
         return;
     }
-    let _ = writeln!(
-        out,
-        "{:<27} {:>9} {:>7} {:>9} {:>12} {:>11} {:>11} {:>11} {:>8}",
-        "function",
-        "intervals",
-        "w/calls",
-        "calls/int",
-        format!("mean {}/int", r.meta.unit),
-        format!("p50 {}/int", r.meta.unit),
-        format!("p99 {}/int", r.meta.unit),
-        format!("max {}/int", r.meta.unit),
-        "outside"
-    );
-    for f in &r.functions {
-        let Some(p) = &f.per_interval else { continue };
-        let [n, with, calls, mean, p50, p99, max, outside] = per_interval_cells(p);
-        let _ = writeln!(
-            out,
-            "{:<27} {n:>9} {with:>7} {calls:>9} {mean:>12} {p50:>11} {p99:>11} {max:>11} \
-             {outside:>8}",
-            f.name,
-        );
-    }
+    let head = ["function", "intervals", "w/calls", "calls/int"];
+    per_interval_table(&Plain, out, r, (head, "/int", "outside"));
     let _ = writeln!(
         out,
         "(time in the function per interval = sum of its call durations; an interval holds \

@@ -105,7 +105,7 @@ fn describes_a_floor() {
 #[test]
 fn a_pending_calibration_is_one_that_did_not_finish() {
     let pending = Calibration::not_run(CalibrationStatus::Pending, "beside".into());
-    let note = crate::report::build::latencies_note(Some(&pending), "ns");
+    let note = crate::analysis::build::latencies_note(Some(&pending), "ns");
     assert!(
         note.contains("calibration did not finish before the recorder ended (beside)"),
         "{note}"

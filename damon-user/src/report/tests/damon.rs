@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::report::{damon::diff, render::context_lines};
+use crate::{analysis::damon::diff, report::render::context_lines};
 
 #[test]
 fn diff_lists_changed_leaves() {
@@ -50,8 +50,9 @@ mod real_capture {
     use std::path::Path;
 
     use crate::{
+        analysis::{ReportOptions, build},
         capture::format::read_file,
-        report::{ReportOptions, build, render},
+        report::render,
         stats::intervals::{Boundaries, per_interval},
     };
 

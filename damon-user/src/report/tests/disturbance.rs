@@ -1,58 +1,16 @@
 //! Disturbance in the report: exact fractions per reason, percentiles over the clean calls
 //! beside the raw ones, and captures that did not measure it say so.
-use damon_common::{CallRecord, disturb};
+use damon_common::CallRecord;
 
-use super::{capture, opts, stream_capture};
+use super::render;
 use crate::{
-    capture::{AttachState, DisturbanceStatus, FunctionStatus},
-    report::{build, render},
+    analysis::{
+        build,
+        test_support::{as_kernel, capture, disturbed_capture, opts},
+    },
+    capture::DisturbanceStatus,
     stats::LatencyStats,
 };
-
-/// One fentry function (id 0) with 20 calls: the 8 clean ones take 100..=800 ns, the 12
-/// disturbed ones 1000..=12000 ns (4 slept, 3 preempted, 4 interrupted only, 1 lost), on two
-/// CPUs; the capture measured disturbance.
-pub(crate) fn disturbed_capture() -> crate::capture::Capture {
-    let reasons: [(usize, [u16; 4]); 4] = [
-        (4, [1, 0, disturb::UNKNOWN, disturb::UNKNOWN]),
-        (3, [0, 2, disturb::UNKNOWN, disturb::UNKNOWN]),
-        (4, [0, 0, 1, 0]),
-        (1, disturb::LOST),
-    ];
-    let mut records: Vec<CallRecord> = (1..=8)
-        .map(|i| CallRecord {
-            duration_ns: i * 100,
-            cpu: (i % 2) as u32,
-            ..CallRecord::default()
-        })
-        .collect();
-    let disturbed = reasons
-        .iter()
-        .flat_map(|&(n, d)| std::iter::repeat_n(d, n))
-        .enumerate();
-    for (i, d) in disturbed {
-        let mut r = CallRecord {
-            duration_ns: (i as u64 + 1) * 1000,
-            cpu: (i % 2) as u32,
-            ..CallRecord::default()
-        };
-        r.set_disturbance(d);
-        records.push(r);
-    }
-    let functions = vec![FunctionStatus {
-        name: "lock_timer_base".into(),
-        id: 0,
-        attach: AttachState::Fentry,
-        detail: None,
-    }];
-    let mut c = stream_capture(functions, records, None);
-    c.meta.disturbance = Some(DisturbanceStatus {
-        measured: true,
-        why_not: None,
-        hardirq_sources: vec!["kstat.irqs_sum".into()],
-    });
-    c
-}
 
 #[test]
 fn disturbed_fraction_and_clean_percentiles_beside_raw() {
@@ -120,7 +78,7 @@ fn the_cpu_filter_applies_to_disturbance_too() {
     let c = disturbed_capture();
     let r = build(
         &c,
-        &crate::report::ReportOptions {
+        &crate::analysis::ReportOptions {
             cpu: vec![1],
             ..opts()
         },
@@ -171,55 +129,6 @@ fn captures_that_did_not_measure_say_why_in_one_line_and_null() {
         serde_json::to_value(&r).expect("json")["meta"]["disturbance"]["why_not"],
         "kernel mode keeps no per-call records"
     );
-}
-
-/// A kernel-mode capture of the same calls as `stream` (every function bucketed at `width_ns`
-/// as the programs do, disturbed calls counted per reason and bucket), measured: what a
-/// `--mode kernel --disturbance` session of those calls writes.
-pub(crate) fn as_kernel(
-    stream: &crate::capture::Capture,
-    width_ns: u64,
-) -> crate::capture::Capture {
-    use damon_common::disturb::DisturbedStats;
-
-    use crate::{
-        capture::{KernelDisturbed, Summary},
-        report::disturbance::Class,
-        stats::kernel_hist::from_durations,
-    };
-    let mut c = stream.clone();
-    c.meta.mode = "kernel".into();
-    c.records.clear();
-    let mut summary = Summary::new(1_000_000_000, "duration", Default::default());
-    for f in &stream.meta.functions {
-        let calls = stream.records.iter().filter(|r| r.func == f.id);
-        let all: Vec<u64> = calls.clone().map(|r| r.duration_ns).collect();
-        let mut h = from_durations(&all, width_ns);
-        // Counted as the programs count them (`DisturbedStats::add`).
-        let mut st = DisturbedStats::default();
-        let mut disturbed = Vec::new();
-        for r in calls.filter(|r| r.class() != Class::Clean) {
-            st.add(r.class(), r.duration_ns);
-            disturbed.push(r.duration_ns);
-        }
-        h.disturbed = Some(KernelDisturbed {
-            slept: st.slept,
-            preempted: st.preempted,
-            interrupted: st.interrupted,
-            lost: st.lost,
-            sum_ns: st.sum_ns,
-            buckets: from_durations(&disturbed, width_ns).buckets,
-        });
-        let counters = crate::capture::FunctionCounters {
-            calls: h.count,
-            emitted: h.count,
-            ..Default::default()
-        };
-        summary.counters.insert(f.id, counters);
-        summary.kernel_hist.insert(f.id, h);
-    }
-    c.summary = Some(summary);
-    c
 }
 
 /// Kernel mode: the same fractions as the records give, and the clean calls' percentiles at

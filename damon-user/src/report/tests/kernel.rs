@@ -1,11 +1,11 @@
 use crate::{
-    capture::KernelHist,
-    report::{
+    analysis::{
         ReportOptions, build,
-        kernel::{NOT_AVAILABLE, test_capture},
-        render,
-        tests::opts,
+        kernel::NOT_AVAILABLE,
+        test_support::{opts, test_capture},
     },
+    capture::KernelHist,
+    report::render,
 };
 
 #[test]

@@ -1,110 +1,17 @@
 mod calibration;
 mod damon;
-pub(crate) mod disturbance;
+mod disturbance;
 mod kernel;
 mod values;
 
-use std::{collections::BTreeMap, path::Path};
+use std::path::Path;
 
-use damon_common::CallRecord;
-
-use super::*;
-use crate::capture::{AttachState, FunctionStatus, Meta, Summary, format::read_file};
-
-/// 20 ns rows, nothing filtered: the options of the report and compare tests.
-pub(crate) fn opts() -> ReportOptions {
-    ReportOptions {
-        bucket_ns: 20,
-        ..Default::default()
-    }
-}
-
-/// The first warning that contains `part` (the test fails without one).
-pub(crate) fn warning<'a>(warnings: &'a [String], part: &str) -> &'a str {
-    warnings
-        .iter()
-        .find(|w| w.contains(part))
-        .unwrap_or_else(|| panic!("no warning with `{part}` in {warnings:?}"))
-}
-
-pub(crate) fn capture(summary: bool) -> Capture {
-    let functions = vec![
-        FunctionStatus {
-            name: "damon_hot_score".into(),
-            id: 0,
-            attach: AttachState::Fentry,
-            detail: None,
-        },
-        FunctionStatus {
-            name: "damon_migrate_pages".into(),
-            id: 2,
-            attach: AttachState::Missing,
-            detail: Some("not in /proc/kallsyms".into()),
-        },
-    ];
-    let records = (1..=10)
-        .map(|i| CallRecord {
-            entry_ns: i,
-            duration_ns: i * 10,
-            value: 10 + i as i64,
-            pid: 100 + (i % 2) as u32,
-            tid: 1,
-            cpu: (i % 3) as u32,
-            func: 0,
-            arg0: (i % 5) as i64,
-            arg1: i as i64,
-            ..CallRecord::default()
-        })
-        .collect();
-    let mut counters = BTreeMap::new();
-    counters.insert(
-        0,
-        FunctionCounters {
-            calls: 13,
-            emitted: 10,
-            ring_full: 2,
-            in_flight: 1,
-            orphan_exits: 4,
-            ..Default::default()
-        },
-    );
-    stream_capture(functions, records, summary.then_some((1, counters)))
-}
-
-/// A stream capture of these functions and records by damon-trace 0.1.0 (4 KiB ring), with
-/// the summary of a recorder that finished after `duration_ns` with these counters (`None`:
-/// it was killed).
-pub(crate) fn stream_capture(
-    functions: Vec<FunctionStatus>,
-    records: Vec<CallRecord>,
-    end: Option<(u64, BTreeMap<u32, FunctionCounters>)>,
-) -> Capture {
-    Capture {
-        meta: Meta {
-            tool_version: "0.1.0".into(),
-            kernel: Default::default(),
-            hostname: String::new(),
-            start_unix_ns: 0,
-            start_monotonic_ns: 0,
-            command_line: vec![],
-            mode: "stream".into(),
-            ring_size: 4096,
-            functions,
-            damon: None,
-            cpu_model: String::new(),
-            calibration: None,
-            intervals: None,
-            args: Vec::new(),
-            filter: Default::default(),
-            disturbance: None,
-            clock: Default::default(),
-        },
-        records,
-        summary: end.map(|(duration_ns, counters)| Summary::new(duration_ns, "duration", counters)),
-        marks: Vec::new(),
-        hist_snapshots: Vec::new(),
-    }
-}
+use super::render;
+use crate::{
+    analysis::{test_support::*, *},
+    capture::{AttachState, FunctionCounters, format::read_file},
+    stats::buckets::BucketRow,
+};
 
 #[test]
 fn accounts_and_summarises() {

@@ -1,8 +1,8 @@
 use std::path::Path;
 
 use crate::{
+    analysis::{ReportOptions, build, values::ValueDist},
     capture::{Capture, format::read_file},
-    report::{ReportOptions, build, values::ValueDist},
 };
 
 #[test]

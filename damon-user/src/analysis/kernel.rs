@@ -119,38 +119,3 @@ pub fn function(
     };
     Ok((f, k))
 }
-
-/// A kernel-mode capture of `damon_hot_score` (id 0) with these durations bucketed at 10 ns;
-/// finished (summary with histograms) or killed (one snapshot only).
-#[cfg(test)]
-pub fn test_capture(durations: &[u64], finished: bool) -> crate::capture::Capture {
-    use crate::{capture::AttachState, stats::kernel_hist::from_durations};
-    let mut c = super::tests::capture(true);
-    c.records.clear();
-    c.meta.mode = "kernel".into();
-    c.meta.functions.retain(|f| f.id == 0);
-    c.meta.functions[0].attach = AttachState::Fentry;
-    let h = from_durations(durations, 10);
-    let counters = FunctionCounters {
-        calls: h.count + 2,
-        emitted: h.count,
-        stamp_full: 1,
-        in_flight: 1,
-        ..Default::default()
-    };
-    let mut snap = HistSnapshot {
-        elapsed_ns: 3_000_000_000,
-        ..Default::default()
-    };
-    snap.functions.insert(0, (counters, h.clone()));
-    c.hist_snapshots.push(snap);
-    let s = c.summary.as_mut().expect("summary");
-    s.counters.clear();
-    if finished {
-        s.counters.insert(0, counters);
-        s.kernel_hist.insert(0, h);
-    } else {
-        c.summary = None;
-    }
-    c
-}

@@ -1,25 +1,23 @@
-//! `damon-trace report`: per-function accounting, latency percentiles and range tables of a
-//! capture. Building the report is pure; [`render`] turns it into text, Markdown or CSV.
-mod build;
+//! The analysis of a capture: per-function accounting, latency percentiles (raw, clean and
+//! corrected), range tables, disturbance, values, time per DAMON interval and kernel-mode
+//! histograms, as a [`Report`] model (pure). The `report` command renders it; compare,
+//! export, tui, serve and the heatmaps build on the same pieces.
+pub(crate) mod build;
 pub mod damon;
 pub mod disturbance;
 pub mod kernel;
-pub mod render;
 #[cfg(test)]
-pub(crate) mod tests;
+pub(crate) mod test_support;
 pub mod values;
 
 pub use build::build;
-use std::{collections::BTreeMap, process::ExitCode};
+use std::collections::BTreeMap;
 
 use damon_common::{CallRecord, FunctionId};
 use serde::Serialize;
 
 use crate::{
-    capture::{
-        Capture, Clock, DisturbanceStatus, FunctionCounters, FunctionStatus, format::load_file,
-    },
-    cli::{BucketArgs, RecordFilter, ReportArgs, ReportFormat},
+    capture::{Capture, Clock, DisturbanceStatus, FunctionCounters, FunctionStatus},
     error::UsageError,
     stats::{
         LatencyStats, ValueStats,
@@ -183,18 +181,9 @@ pub struct ReportOptions {
     pub clean_only: bool,
 }
 
+// (`ReportOptions::new`, from the command line's filter and bucket flags, is the CLI
+// layer's: `cli/mod.rs`.)
 impl ReportOptions {
-    pub fn new(filter: &RecordFilter, buckets: &BucketArgs) -> ReportOptions {
-        ReportOptions {
-            functions: filter.functions.clone(),
-            cpu: filter.cpu.clone(),
-            pid: filter.pid.clone(),
-            bucket_ns: buckets.bucket_ns,
-            max_ns: buckets.max_ns,
-            clean_only: false,
-        }
-    }
-
     pub fn keeps(&self, cpu: u32, pid: u32) -> bool {
         (self.cpu.is_empty() || self.cpu.contains(&cpu))
             && (self.pid.is_empty() || self.pid.contains(&pid))
@@ -333,35 +322,4 @@ impl FunctionReport {
             resolution: None,
         }
     }
-}
-
-pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let opts = ReportOptions::new(&args.filter, &args.buckets);
-    if args
-        .heatmap
-        .as_deref()
-        .is_some_and(crate::capture::stdio::is_stdio)
-    {
-        // `--heatmap -`: the SVG (`heatmap_svg::run_report`) is stdout's document.
-        return Ok(ExitCode::SUCCESS);
-    }
-    let loaded = load_file(&args.file)?;
-    let mut report = build(&loaded.capture, &opts)?;
-    if let Some(chunk) = loaded.info.torn_chunk {
-        report.warnings.push(format!(
-            "the file ends inside chunk {chunk} (the recorder was killed while writing it): \
-             the records of the complete chunks before it are shown"
-        ));
-    }
-    let mut text = match args.format {
-        ReportFormat::Table => render::table(&report, Some(&loaded.info)),
-        ReportFormat::Json => crate::output::json_document(&report)?,
-        ReportFormat::Csv => render::csv(&report),
-        ReportFormat::Markdown => render::markdown(&report),
-    };
-    if let (ReportFormat::Markdown, Some(path)) = (args.format, &args.heatmap) {
-        text.push_str(&render::heatmap_link(path));
-    }
-    crate::output::write_stdout(&text)?;
-    Ok(ExitCode::SUCCESS)
 }

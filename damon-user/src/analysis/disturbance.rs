@@ -73,7 +73,7 @@ impl Disturbance {
         format!(
             "disturbed {} of {} calls (slept {}, preempted {}, interrupted only {}, snapshot \
              lost {})",
-            crate::report::render::percent(self.disturbed(), self.calls()),
+            crate::render::percent(self.disturbed(), self.calls()),
             self.calls(),
             self.slept,
             self.preempted,

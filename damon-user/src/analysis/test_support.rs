@@ -1,0 +1,228 @@
+//! Captures and options the tests of the analysis and of the commands built on it share
+//! (report, compare, export, heatmaps).
+use std::collections::BTreeMap;
+
+use damon_common::{CallRecord, disturb};
+
+use super::ReportOptions;
+use crate::capture::{
+    AttachState, Capture, DisturbanceStatus, FunctionCounters, FunctionStatus, HistSnapshot, Meta,
+    Summary,
+};
+
+/// 20 ns rows, nothing filtered: the options of the report and compare tests.
+pub fn opts() -> ReportOptions {
+    ReportOptions {
+        bucket_ns: 20,
+        ..Default::default()
+    }
+}
+
+/// The first warning that contains `part` (the test fails without one).
+pub fn warning<'a>(warnings: &'a [String], part: &str) -> &'a str {
+    warnings
+        .iter()
+        .find(|w| w.contains(part))
+        .unwrap_or_else(|| panic!("no warning with `{part}` in {warnings:?}"))
+}
+
+pub fn capture(summary: bool) -> Capture {
+    let functions = vec![
+        FunctionStatus {
+            name: "damon_hot_score".into(),
+            id: 0,
+            attach: AttachState::Fentry,
+            detail: None,
+        },
+        FunctionStatus {
+            name: "damon_migrate_pages".into(),
+            id: 2,
+            attach: AttachState::Missing,
+            detail: Some("not in /proc/kallsyms".into()),
+        },
+    ];
+    let records = (1..=10)
+        .map(|i| CallRecord {
+            entry_ns: i,
+            duration_ns: i * 10,
+            value: 10 + i as i64,
+            pid: 100 + (i % 2) as u32,
+            tid: 1,
+            cpu: (i % 3) as u32,
+            func: 0,
+            arg0: (i % 5) as i64,
+            arg1: i as i64,
+            ..CallRecord::default()
+        })
+        .collect();
+    let mut counters = BTreeMap::new();
+    counters.insert(
+        0,
+        FunctionCounters {
+            calls: 13,
+            emitted: 10,
+            ring_full: 2,
+            in_flight: 1,
+            orphan_exits: 4,
+            ..Default::default()
+        },
+    );
+    stream_capture(functions, records, summary.then_some((1, counters)))
+}
+
+/// A stream capture of these functions and records by damon-trace 0.1.0 (4 KiB ring), with
+/// the summary of a recorder that finished after `duration_ns` with these counters (`None`:
+/// it was killed).
+pub fn stream_capture(
+    functions: Vec<FunctionStatus>,
+    records: Vec<CallRecord>,
+    end: Option<(u64, BTreeMap<u32, FunctionCounters>)>,
+) -> Capture {
+    Capture {
+        meta: Meta {
+            tool_version: "0.1.0".into(),
+            kernel: Default::default(),
+            hostname: String::new(),
+            start_unix_ns: 0,
+            start_monotonic_ns: 0,
+            command_line: vec![],
+            mode: "stream".into(),
+            ring_size: 4096,
+            functions,
+            damon: None,
+            cpu_model: String::new(),
+            calibration: None,
+            intervals: None,
+            args: Vec::new(),
+            filter: Default::default(),
+            disturbance: None,
+            clock: Default::default(),
+        },
+        records,
+        summary: end.map(|(duration_ns, counters)| Summary::new(duration_ns, "duration", counters)),
+        marks: Vec::new(),
+        hist_snapshots: Vec::new(),
+    }
+}
+
+/// One fentry function (id 0) with 20 calls: the 8 clean ones take 100..=800 ns, the 12
+/// disturbed ones 1000..=12000 ns (4 slept, 3 preempted, 4 interrupted only, 1 lost), on two
+/// CPUs; the capture measured disturbance.
+pub fn disturbed_capture() -> Capture {
+    let reasons: [(usize, [u16; 4]); 4] = [
+        (4, [1, 0, disturb::UNKNOWN, disturb::UNKNOWN]),
+        (3, [0, 2, disturb::UNKNOWN, disturb::UNKNOWN]),
+        (4, [0, 0, 1, 0]),
+        (1, disturb::LOST),
+    ];
+    let mut records: Vec<CallRecord> = (1..=8)
+        .map(|i| CallRecord {
+            duration_ns: i * 100,
+            cpu: (i % 2) as u32,
+            ..CallRecord::default()
+        })
+        .collect();
+    let disturbed = reasons
+        .iter()
+        .flat_map(|&(n, d)| std::iter::repeat_n(d, n))
+        .enumerate();
+    for (i, d) in disturbed {
+        let mut r = CallRecord {
+            duration_ns: (i as u64 + 1) * 1000,
+            cpu: (i % 2) as u32,
+            ..CallRecord::default()
+        };
+        r.set_disturbance(d);
+        records.push(r);
+    }
+    let functions = vec![FunctionStatus {
+        name: "lock_timer_base".into(),
+        id: 0,
+        attach: AttachState::Fentry,
+        detail: None,
+    }];
+    let mut c = stream_capture(functions, records, None);
+    c.meta.disturbance = Some(DisturbanceStatus {
+        measured: true,
+        why_not: None,
+        hardirq_sources: vec!["kstat.irqs_sum".into()],
+    });
+    c
+}
+
+/// A kernel-mode capture of the same calls as `stream` (every function bucketed at `width_ns`
+/// as the programs do, disturbed calls counted per reason and bucket), measured: what a
+/// `--mode kernel --disturbance` session of those calls writes.
+pub fn as_kernel(stream: &Capture, width_ns: u64) -> Capture {
+    use damon_common::disturb::DisturbedStats;
+
+    use super::disturbance::Class;
+    use crate::{capture::KernelDisturbed, stats::kernel_hist::from_durations};
+    let mut c = stream.clone();
+    c.meta.mode = "kernel".into();
+    c.records.clear();
+    let mut summary = Summary::new(1_000_000_000, "duration", Default::default());
+    for f in &stream.meta.functions {
+        let calls = stream.records.iter().filter(|r| r.func == f.id);
+        let all: Vec<u64> = calls.clone().map(|r| r.duration_ns).collect();
+        let mut h = from_durations(&all, width_ns);
+        // Counted as the programs count them (`DisturbedStats::add`).
+        let mut st = DisturbedStats::default();
+        let mut disturbed = Vec::new();
+        for r in calls.filter(|r| r.class() != Class::Clean) {
+            st.add(r.class(), r.duration_ns);
+            disturbed.push(r.duration_ns);
+        }
+        h.disturbed = Some(KernelDisturbed {
+            slept: st.slept,
+            preempted: st.preempted,
+            interrupted: st.interrupted,
+            lost: st.lost,
+            sum_ns: st.sum_ns,
+            buckets: from_durations(&disturbed, width_ns).buckets,
+        });
+        let counters = FunctionCounters {
+            calls: h.count,
+            emitted: h.count,
+            ..Default::default()
+        };
+        summary.counters.insert(f.id, counters);
+        summary.kernel_hist.insert(f.id, h);
+    }
+    c.summary = Some(summary);
+    c
+}
+
+/// A kernel-mode capture of `damon_hot_score` (id 0) with these durations bucketed at 10 ns;
+/// finished (summary with histograms) or killed (one snapshot only).
+pub fn test_capture(durations: &[u64], finished: bool) -> Capture {
+    use crate::stats::kernel_hist::from_durations;
+    let mut c = capture(true);
+    c.records.clear();
+    c.meta.mode = "kernel".into();
+    c.meta.functions.retain(|f| f.id == 0);
+    c.meta.functions[0].attach = AttachState::Fentry;
+    let h = from_durations(durations, 10);
+    let counters = FunctionCounters {
+        calls: h.count + 2,
+        emitted: h.count,
+        stamp_full: 1,
+        in_flight: 1,
+        ..Default::default()
+    };
+    let mut snap = HistSnapshot {
+        elapsed_ns: 3_000_000_000,
+        ..Default::default()
+    };
+    snap.functions.insert(0, (counters, h.clone()));
+    c.hist_snapshots.push(snap);
+    let s = c.summary.as_mut().expect("summary");
+    s.counters.clear();
+    if finished {
+        s.counters.insert(0, counters);
+        s.kernel_hist.insert(0, h);
+    } else {
+        c.summary = None;
+    }
+    c
+}
