@@ -1,18 +1,18 @@
 //! What `--attach auto` does on this kernel: the pair it tries first (see
-//! [`crate::probe::auto::auto_first`]) and whether that pair, the other one or neither can
+//! [`crate::probe::loader::auto::auto_first`]) and whether that pair, the other one or neither can
 //! attach here, from the kernel's facts and the trial attaches. The preemption model alone
 //! says which pair comes first, not which one attaches: on a kernel without kprobes a
 //! preemptible kernel still ends up on fentry/fexit, or on nothing.
 use super::{Check, FunctionDiagnosis, Level, check};
 use crate::{
-    probe::{auto::auto_first, kernel::Lockdown},
+    probe::{facts::kernel::Lockdown, loader::auto::auto_first},
     trace::AttachMethod,
 };
 
 /// The facts the answer rests on, as `diagnose` read them.
 pub(super) struct AutoFacts<'a> {
     /// A task can be preempted inside a fentry/fexit probe
-    /// ([`crate::probe::kernel::Preemption::preempts_trampolines`]).
+    /// ([`crate::probe::facts::kernel::Preemption::preempts_trampolines`]).
     pub preempts_trampolines: bool,
     pub lockdown: Option<Lockdown>,
     /// /sys/kernel/btf/vmlinux exists (fentry/fexit need it).
@@ -232,7 +232,7 @@ fn pairs_check(f: &AutoFacts) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::kernel::SymbolPresence;
+    use crate::probe::facts::kernel::SymbolPresence;
 
     fn tried(fentry: &str, kprobe: &str) -> FunctionDiagnosis {
         FunctionDiagnosis {

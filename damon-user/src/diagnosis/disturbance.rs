@@ -5,7 +5,7 @@ use super::{Check, Level, check};
 /// Found: where the hard-interrupt count comes from. Missing: why, as a warning only when the
 /// privileges to look were there (without them the addresses are hidden, not absent).
 pub(super) fn disturbance_check(privileged: bool) -> Check {
-    let status = crate::probe::disturb::available();
+    let status = crate::probe::tracer::disturb::available();
     if status.measured {
         let found = format!(
             "--disturbance can tell clean calls: task_struct switch counts, softirqs and hard \

@@ -20,10 +20,12 @@ use serde::Serialize;
 use crate::{
     damon::ScenarioLeftover,
     probe::{
-        inventory::BpfObjects,
-        kernel::{self, Kallsyms, Lockdown, SymbolPresence},
-        session::selftest::SelfTest,
-        trial::{ProbeTrial, try_each},
+        facts::kernel::{self, Kallsyms, Lockdown, SymbolPresence},
+        loader::{
+            inventory::BpfObjects,
+            session::selftest::SelfTest,
+            trial::{ProbeTrial, try_each},
+        },
     },
     trace::TracedFunction,
 };
@@ -78,10 +80,10 @@ pub struct Diagnosis {
     pub verdict: String,
     /// What the kprobe-session self-test measured (the `session` check), when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_test: Option<crate::probe::session::selftest::SelfTest>,
+    pub session_test: Option<crate::probe::loader::session::selftest::SelfTest>,
     /// The same for fsession (the `fsession` check).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fsession_test: Option<crate::probe::session::selftest::SelfTest>,
+    pub fsession_test: Option<crate::probe::loader::session::selftest::SelfTest>,
 }
 
 /// What `doctor --leftovers` reports: the `leftovers` check alone, with the listing it judged.
@@ -169,7 +171,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     };
     // Without trials (no privileges), BTF is still world-readable: read it for them.
     let parsed_btf = if trials.is_empty() && btf {
-        crate::probe::sysfiles::aya_btf()
+        crate::probe::facts::sysfiles::aya_btf()
     } else {
         None
     };
@@ -402,7 +404,7 @@ fn function_diagnoses(
 /// `attach` check says which pair `--attach auto` then really gets.
 fn preemption_check(p: &kernel::Preemption, release: &str) -> Check {
     let model = p.model.as_deref().unwrap_or("unknown");
-    let kprobe_skips = if crate::probe::skips::kernel_counts_kprobe_skips(release) {
+    let kprobe_skips = if crate::probe::loader::skips::kernel_counts_kprobe_skips(release) {
         "the kernel counts every probe run it skips (shown as skipped entries/exits)"
     } else {
         "this kernel (< 6.7) counts skipped fentry/fexit runs but not skipped kprobe runs"

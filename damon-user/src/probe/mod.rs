@@ -1,23 +1,9 @@
 //! Everything that touches the kernel: facts about it, attaching probes, reading the ring.
-pub mod attach;
-pub mod auto;
-pub mod btf;
+//!
+//! By concept, imports pointing one way: [`facts`] (what the running kernel is and has) ←
+//! [`loader`] (the eBPF object, its program names, loading and attaching) ← [`tracer`] (a
+//! session's loaded probes, their maps and ring) ← [`calibrate`] (the probe floor).
 pub mod calibrate;
-pub mod calibration_text;
-pub mod cgroup;
-pub mod disturb;
-pub mod floor;
-pub mod folio_node;
-pub mod globals;
-pub mod intervals;
-pub mod inventory;
-pub mod kernel;
-pub mod kernel_maps;
-pub mod probe_log;
-pub mod programs;
-pub mod ring;
-pub mod session;
-pub mod skips;
-pub mod sysfiles;
+pub mod facts;
+pub mod loader;
 pub mod tracer;
-pub mod trial;

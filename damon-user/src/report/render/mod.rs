@@ -11,7 +11,7 @@ pub(in crate::report) use table::context_lines;
 pub use table::table;
 
 use super::{BucketTable, FunctionReport, Report, kernel::BucketResolution};
-use crate::{capture::Clock, probe::calibration_text::format_ns, stats::intervals::PerInterval};
+use crate::{capture::Clock, probe::calibrate::text::format_ns, stats::intervals::PerInterval};
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| v.to_string())

@@ -12,7 +12,7 @@ use super::{
     Kfuncs, Kind, SessionError, attach, function_btf_id, has_fsession, instructions, load,
     rewrite_kfunc_calls,
 };
-use crate::probe::programs::EBPF_OBJECT;
+use crate::probe::loader::programs::EBPF_OBJECT;
 
 /// The programs' names in the object: the kprobe session's and the fsession's.
 pub const PROGRAM: &str = "sess_probe";
@@ -175,7 +175,7 @@ pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, Ses
     let declined_entries = read(&counts, 3);
     let returns_after_decline = read(&counts, 1) - returns;
     let zero_cookies_after_decline = read(&counts, 2) - zero_cookies;
-    let skipped = crate::probe::skips::recursion_misses(prog.as_fd());
+    let skipped = crate::probe::loader::skips::recursion_misses(prog.as_fd());
     drop(link);
     Ok(SelfTest {
         kind: if fsession {

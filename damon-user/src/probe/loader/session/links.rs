@@ -14,7 +14,7 @@ use super::{
     rewrite_kfunc_calls,
 };
 use crate::{
-    probe::{
+    probe::loader::{
         attach::{timed_attach, timed_load},
         programs::program_names,
         skips,

@@ -28,7 +28,10 @@ use aya_obj::{
 };
 use damon_common::KFUNC_PLACEHOLDERS;
 
-use super::{programs::EBPF_OBJECT, skips::bpf, sysfiles::StartCache};
+use crate::probe::{
+    facts::sysfiles::StartCache,
+    loader::{programs::EBPF_OBJECT, skips::bpf},
+};
 
 /// `enum bpf_attach_type`'s `BPF_TRACE_KPROBE_SESSION` (UAPI, Linux ≥ 6.10).
 pub const BPF_TRACE_KPROBE_SESSION: u32 = 56;
@@ -187,7 +190,7 @@ fn parsed() -> Result<Object, String> {
     })
 }
 
-/// [`parsed`]'s object, kept for the start ([`crate::probe::sysfiles::release`] drops it).
+/// [`parsed`]'s object, kept for the start ([`crate::probe::facts::sysfiles::release`] drops it).
 pub(in crate::probe) static PARSED: StartCache<Result<Object, String>> = StartCache::new();
 
 /// Program `prog` of the embedded object (the one `bpf` was loaded from), its map references
@@ -354,7 +357,7 @@ pub fn attach(kind: Kind, prog: BorrowedFd<'_>, symbol: &str) -> Result<OwnedFd,
 /// Whether this kernel has fsession: its BTF names `BPF_TRACE_FSESSION` (an enumerator of
 /// `enum bpf_attach_type`, which aya's BTF API does not list, so the string table is searched).
 pub fn has_fsession() -> bool {
-    crate::probe::sysfiles::vmlinux_btf().is_ok_and(|b| {
+    crate::probe::facts::sysfiles::vmlinux_btf().is_ok_and(|b| {
         b.windows(b"BPF_TRACE_FSESSION\0".len())
             .any(|w| w == b"BPF_TRACE_FSESSION\0")
     })

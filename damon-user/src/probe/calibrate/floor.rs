@@ -13,7 +13,7 @@ use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS};
 
 use std::os::fd::{AsFd as _, OwnedFd};
 
-use crate::probe::{attach::program, programs::EBPF_OBJECT, session};
+use crate::probe::loader::{attach::program, programs::EBPF_OBJECT, session};
 
 /// Which floor pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +103,7 @@ pub struct Floor {
 /// them, the stamp map at [`FLOOR_STAMP_ENTRIES`]) and attaches the floor pair `kind` to
 /// `symbol`; the pair stays attached while the returned value lives.
 pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
-    let btf = super::sysfiles::aya_btf().context("reading the kernel's BTF")?;
+    let btf = crate::probe::facts::sysfiles::aya_btf().context("reading the kernel's BTF")?;
     let ring_bytes = match kind {
         FloorKind::KprobeStampRing | FloorKind::SessionRing => RECORD_FLOOR_RING_BYTES,
         _ => 4096,

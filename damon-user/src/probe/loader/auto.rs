@@ -6,7 +6,7 @@ use crate::trace::{AttachChoice, AttachMethod, TracedFunction};
 
 /// The kernel's facts `--attach auto` decides by, read once per session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct AutoFacts {
+pub(in crate::probe) struct AutoFacts {
     /// A task can be preempted inside a trampoline program (fentry/fexit, fsession).
     pub preemptible: bool,
     /// The preemption model, as the note names it.
@@ -20,14 +20,14 @@ pub(super) struct AutoFacts {
 }
 
 impl AutoFacts {
-    pub(super) fn read(btf: Option<&Btf>, streams: bool) -> AutoFacts {
+    pub(in crate::probe) fn read(btf: Option<&Btf>, streams: bool) -> AutoFacts {
         let _t = crate::timing::phase("auto facts: preemption, kfuncs in BTF, fsession");
-        let p = crate::probe::kernel::Preemption::read();
+        let p = crate::probe::facts::kernel::Preemption::read();
         AutoFacts {
             preemptible: p.preempts_trampolines(),
             model: p.model,
-            kprobe_session: crate::probe::session::Kfuncs::resolve(btf).is_ok(),
-            fsession: crate::probe::session::has_fsession(),
+            kprobe_session: crate::probe::loader::session::Kfuncs::resolve(btf).is_ok(),
+            fsession: crate::probe::loader::session::has_fsession(),
             streams,
         }
     }
@@ -42,7 +42,7 @@ impl AutoFacts {
 /// - other kernels: an fsession, else fentry/fexit (no task is preempted inside them there).
 ///
 /// The others follow as fallbacks. The note says why, for the function's attach detail.
-pub(super) fn resolve_auto(
+pub(in crate::probe) fn resolve_auto(
     choice: AttachChoice,
     facts: &AutoFacts,
     func: &TracedFunction,
@@ -108,7 +108,7 @@ pub fn auto_first(preempts_trampolines: bool) -> AttachMethod {
 }
 
 /// The methods to try for a function, in order: the first that attaches is used.
-pub(super) type AttachOrder = Vec<AttachMethod>;
+pub(in crate::probe) type AttachOrder = Vec<AttachMethod>;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use damon_common::{
 
 use crate::{
     capture::{IntervalHook, MarkCounters},
-    probe::attach::describe_error,
+    probe::loader::attach::describe_error,
 };
 
 /// Name of the program in the eBPF object.

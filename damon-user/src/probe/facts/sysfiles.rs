@@ -51,7 +51,8 @@ static BTF_BYTES: StartCache<Result<Arc<[u8]>, String>> = StartCache::new();
 static FILTER_TEXT: StartCache<Result<Arc<str>, String>> = StartCache::new();
 static AYA_BTF: StartCache<Option<Arc<aya::Btf>>> = StartCache::new();
 /// `Kallsyms::read`'s parse of [`kallsyms`].
-pub(super) static KALLSYMS_PARSED: StartCache<Arc<super::kernel::Kallsyms>> = StartCache::new();
+pub(in crate::probe) static KALLSYMS_PARSED: StartCache<Arc<super::kernel::Kallsyms>> =
+    StartCache::new();
 
 /// Drops every kept file and parse (the start is over: the programs are attached and the
 /// calibration's loaded). The next use reads again.
@@ -61,7 +62,7 @@ pub fn release() {
     FILTER_TEXT.release();
     AYA_BTF.release();
     KALLSYMS_PARSED.release();
-    super::session::PARSED.release();
+    crate::probe::loader::session::PARSED.release();
 }
 
 /// Where the kernel lists its symbols.

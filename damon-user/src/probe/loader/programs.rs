@@ -8,11 +8,14 @@ use damon_common::{
 use crate::trace::{AttachMethod, TracedFunction};
 
 /// The compiled eBPF object, embedded so the binary is self-contained (also inside the VM).
-pub(super) static EBPF_OBJECT: &[u8] =
+pub(in crate::probe) static EBPF_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/damon"));
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
-pub(super) fn program_names(func: &TracedFunction, mode: AttachMethod) -> (String, String) {
+pub(in crate::probe) fn program_names(
+    func: &TracedFunction,
+    mode: AttachMethod,
+) -> (String, String) {
     let (entry, exit) = match mode {
         AttachMethod::Fentry => ("fentry", "fexit"),
         AttachMethod::Kprobe => ("kprobe", "kretprobe"),
@@ -36,7 +39,7 @@ pub const CALIB_TRIGGER_TARGET: &str = "bpf_fentry_test1";
 /// Every program name of ours, in full: each built-in function and user slot in both modes
 /// (entry and exit), the interval hook, the calibration trigger, the benchmark's floor and the
 /// session self-test.
-pub(super) fn all_program_names() -> Vec<String> {
+pub(in crate::probe) fn all_program_names() -> Vec<String> {
     let user =
         (damon_common::FIRST_USER_FUNC..=damon_common::LAST_USER_FUNC).map(|id| TracedFunction {
             id,
@@ -54,7 +57,7 @@ pub(super) fn all_program_names() -> Vec<String> {
             [a, b, c, d, e, g]
         })
         .chain([
-            super::intervals::PROGRAM.to_owned(),
+            crate::probe::tracer::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
             super::session::selftest::PROGRAM.to_owned(),
             super::session::selftest::FSESSION_PROGRAM.to_owned(),
@@ -65,14 +68,16 @@ pub(super) fn all_program_names() -> Vec<String> {
 
 /// The benchmark's floor programs (`bench-floor`), every kind.
 fn floor_program_names() -> impl Iterator<Item = String> {
-    super::floor::FloorKind::ALL.into_iter().flat_map(|k| {
-        let (entry, exit) = super::floor::program_names(k);
-        [entry.to_owned(), exit.to_owned()]
-    })
+    crate::probe::calibrate::floor::FloorKind::ALL
+        .into_iter()
+        .flat_map(|k| {
+            let (entry, exit) = crate::probe::calibrate::floor::program_names(k);
+            [entry.to_owned(), exit.to_owned()]
+        })
 }
 
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 13] = [
+pub(in crate::probe) const MAP_NAMES: [&str; 13] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -130,7 +135,7 @@ mod tests {
             })
             .collect();
         names.extend([
-            super::super::intervals::PROGRAM.to_owned(),
+            crate::probe::tracer::intervals::PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
             super::super::session::selftest::PROGRAM.to_owned(),
             super::super::session::selftest::FSESSION_PROGRAM.to_owned(),
