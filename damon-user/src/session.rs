@@ -300,7 +300,7 @@ impl Session {
         };
         if beside.is_none() {
             // The start is over: drop the big files it read (see `sysfiles`).
-            crate::probe::facts::sysfiles::release();
+            crate::probe::release();
         }
         Ok(Session {
             tracer,
@@ -348,7 +348,7 @@ impl Session {
             return Ok(None);
         };
         // Its tracers are loaded and gone: so is the start's need for the big files.
-        crate::probe::facts::sysfiles::release();
+        crate::probe::release();
         if quiet {
             self.meta.calibration = Some(serde_json::to_value(&cal)?);
         } else {

@@ -7,3 +7,11 @@ pub mod calibrate;
 pub mod facts;
 pub mod loader;
 pub mod tracer;
+
+/// Drops every kernel file and parse kept for the start (the start is over: the programs are
+/// attached and the calibration's loaded; see [`facts::sysfiles`]). The next use reads again.
+pub fn release() {
+    facts::sysfiles::release();
+    facts::kernel::KALLSYMS_PARSED.release();
+    loader::session::PARSED.release();
+}

@@ -9,7 +9,10 @@ use crate::{
     capture::AttachState,
     probe::{
         facts::kernel::{Kallsyms, SymbolPresence, btf_has_function},
-        loader::{programs::program_names, session::links::SessionLinks},
+        loader::{
+            programs::{program_names, timed_attach, timed_load},
+            session::links::SessionLinks,
+        },
     },
     trace::{AttachMethod, TracedFunction},
 };
@@ -325,18 +328,6 @@ pub(in crate::probe) fn attach_kprobe(
         timed_attach(name, target, || kprobe.attach(target, 0).map(|_| ()))
     };
     attach_pair(bpf, func, AttachMethod::Kprobe, kprobe, kprobe)
-}
-
-/// `load`, the program's load into the kernel (the verifier), as a `--debug-timing` phase.
-pub(in crate::probe) fn timed_load<T>(name: &str, load: impl FnOnce() -> T) -> T {
-    let _t = crate::timing::phase(format_args!("verifier: {name} loaded"));
-    load()
-}
-
-/// `attach` of program `name` to `target`, as a `--debug-timing` phase.
-pub(in crate::probe) fn timed_attach<T>(name: &str, target: &str, attach: impl FnOnce() -> T) -> T {
-    let _t = crate::timing::phase(format_args!("attach: {name} to {target}"));
-    attach()
 }
 
 pub(in crate::probe) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: AttachMethod) {

@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// Name of the program in the eBPF object.
-pub const PROGRAM: &str = "damon_aggregated";
+pub use crate::probe::loader::programs::INTERVALS_PROGRAM as PROGRAM;
 /// How the hook is named in metadata and reports.
 pub const HOOK_NAME: &str = "tracepoint:damon:damon_aggregated";
 

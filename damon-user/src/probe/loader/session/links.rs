@@ -15,8 +15,7 @@ use super::{
 };
 use crate::{
     probe::loader::{
-        attach::{timed_attach, timed_load},
-        programs::program_names,
+        programs::{program_names, timed_attach, timed_load},
         skips,
     },
     trace::{AttachMethod, TracedFunction},

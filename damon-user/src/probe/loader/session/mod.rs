@@ -190,7 +190,7 @@ fn parsed() -> Result<Object, String> {
     })
 }
 
-/// [`parsed`]'s object, kept for the start ([`crate::probe::facts::sysfiles::release`] drops it).
+/// [`parsed`]'s object, kept for the start ([`crate::probe::release`] drops it).
 pub(in crate::probe) static PARSED: StartCache<Result<Object, String>> = StartCache::new();
 
 /// Program `prog` of the embedded object (the one `bpf` was loaded from), its map references

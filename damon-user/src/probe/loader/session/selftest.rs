@@ -15,8 +15,9 @@ use super::{
 use crate::probe::loader::programs::EBPF_OBJECT;
 
 /// The programs' names in the object: the kprobe session's and the fsession's.
-pub const PROGRAM: &str = "sess_probe";
-pub const FSESSION_PROGRAM: &str = "fsess_probe";
+pub use crate::probe::loader::programs::{
+    FSESSION_SELFTEST_PROGRAM as FSESSION_PROGRAM, SESSION_SELFTEST_PROGRAM as PROGRAM,
+};
 /// Where getppid(2) enters the kernel, by kernel version and configuration; the first that
 /// takes a kprobe session link is used.
 const GETPPID: [&str; 3] = ["__x64_sys_getppid", "__do_sys_getppid", "__se_sys_getppid"];
