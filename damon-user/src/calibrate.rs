@@ -50,10 +50,8 @@ fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
     let methods: Vec<AttachMethod> = match AttachChoice::from(args.attach) {
         // Every method this kernel has (the sessions only where it has them).
         AttachChoice::Auto => {
-            let btf = crate::probe::facts::sysfiles::aya_btf();
-            let kprobe_session =
-                crate::probe::loader::session::Kfuncs::resolve(btf.as_deref()).is_ok();
-            let fsession = crate::probe::loader::session::has_fsession();
+            let kernel = crate::probe::facts::KernelFacts::get();
+            let (kprobe_session, fsession) = (kernel.kprobe_session(), kernel.fsession());
             AttachMethod::ALL
                 .into_iter()
                 .filter(|m| match m {

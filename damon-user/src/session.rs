@@ -17,7 +17,7 @@ use crate::{
     diagnosis,
     probe::{
         calibrate,
-        facts::kernel::KernelIdentity,
+        facts::KernelFacts,
         loader::probe_log::{ProbeLog, ProbeLogLevel},
         tracer::{LoadOptions, Tracer, ring::RingReader},
     },
@@ -190,7 +190,7 @@ fn session_meta(
     let mode = config.mode;
     Ok(Meta {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        kernel: KernelIdentity::read(),
+        kernel: KernelFacts::get().identity().clone(),
         hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .unwrap_or_default()
             .trim()
@@ -240,7 +240,7 @@ impl Session {
     /// stored in the metadata; `serve` gives none (it writes no capture).
     pub fn start(config: &SessionConfig) -> anyhow::Result<Session> {
         // Locked down, no tracing program loads: say why at once rather than after calibrating.
-        if crate::probe::facts::kernel::read_lockdown()
+        if KernelFacts::get().lockdown()
             == Some(crate::probe::facts::kernel::Lockdown::Confidentiality)
             && let Some(e) = nothing_traceable(config)
         {

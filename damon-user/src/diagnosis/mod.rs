@@ -20,7 +20,10 @@ use serde::Serialize;
 use crate::{
     damon::ScenarioLeftover,
     probe::{
-        facts::kernel::{self, Kallsyms, Lockdown, SymbolPresence},
+        facts::{
+            KernelFacts,
+            kernel::{self, Kallsyms, Lockdown, SymbolPresence},
+        },
         loader::{
             inventory::BpfObjects,
             session::selftest::SelfTest,
@@ -29,7 +32,7 @@ use crate::{
     },
     trace::TracedFunction,
 };
-use auto::{AutoFacts, auto_check, refused_with_eperm};
+use auto::{AutoView, auto_check, refused_with_eperm};
 use leftovers::{leftovers_check, settled_bpf_objects};
 use memlock::memlock_check;
 use privileges::{MissingCaps, privileges};
@@ -101,7 +104,7 @@ pub struct Leftovers {
 pub fn leftovers() -> Leftovers {
     leftovers_of(
         settled_bpf_objects(),
-        kernel::KernelIdentity::read().release,
+        KernelFacts::get().identity().release.clone(),
     )
 }
 
@@ -138,17 +141,17 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         settled_bpf_objects()
     };
     let facts = phase("kernel facts: privileges, BTF, lockdown, kallsyms, preemption");
-    let ident = kernel::KernelIdentity::read();
+    let kernel_facts = KernelFacts::get();
+    let ident = kernel_facts.identity().clone();
     let privileged = privileges();
-    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    let btf = kernel_facts.btf();
     let mut checks = vec![privileges_check(&privileged), btf_check(btf)];
-    let lockdown = kernel::read_lockdown();
+    let lockdown = kernel_facts.lockdown();
     checks.push(lockdown_check(lockdown));
     let kallsyms = Kallsyms::read().unwrap_or_default();
     let kprobes = kernel::kprobes_supported(&kallsyms);
     checks.push(kprobes_check(kprobes));
-    let preemption = kernel::Preemption::read();
-    checks.push(preemption_check(&preemption, &ident.release));
+    checks.push(preemption_check(kernel_facts.preemption(), &ident.release));
     drop(facts);
     let others = phase("checks: DAMON, scenario, leftovers, memlock, tracefs");
     // The `attach` check goes here, once the trials below have run.
@@ -189,15 +192,12 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     let holds = |t: &Option<SelfTest>| t.as_ref().is_some_and(SelfTest::holds);
     checks.insert(
         auto_at,
-        auto_check(&AutoFacts {
-            preempts_trampolines: preemption.preempts_trampolines(),
-            lockdown,
-            btf,
+        auto_check(&AutoView::of(
+            kernel_facts,
             kprobes,
-            functions: &diag_functions,
-            kprobe_session: holds(&session_test),
-            fsession: holds(&fsession_test),
-        }),
+            &diag_functions,
+            (holds(&session_test), holds(&fsession_test)),
+        )),
     );
     checks.extend(sessions);
     checks.push({
@@ -435,8 +435,8 @@ const FTRACE_ENABLED: &str = "/proc/sys/kernel/ftrace_enabled";
 const KPROBES_ENABLED: &str = "/sys/kernel/debug/kprobes/enabled";
 
 fn damon_check() -> Check {
-    let kdamonds = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
-    if !kdamonds.exists() {
+    let kdamonds = Path::new(crate::probe::facts::DAMON_KDAMONDS);
+    if !KernelFacts::get().damon() {
         return check(
             "damon",
             Level::Warn,

@@ -224,9 +224,7 @@ pub(in crate::probe) fn kprobe_failure(err: &ProgramError, symbol: &str) -> Stri
     }
     let described = describe_error(err);
     if described.contains(&format!("os error {}", libc::EACCES)) {
-        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-            .ok()
-            .and_then(|t| t.trim().parse().ok());
+        let paranoid = crate::probe::facts::KernelFacts::get().perf_event_paranoid();
         let admin = crate::probe::facts::kernel::effective_caps().is_some_and(|c| {
             crate::probe::facts::kernel::has_cap(c, crate::probe::facts::kernel::CAP_SYS_ADMIN)
         });

@@ -28,10 +28,10 @@ use globals::{field_offsets, stamp_map_entries};
 use crate::{
     capture::{FunctionCounters, FunctionStatus, KernelDisturbed},
     probe::{
-        facts::kernel::Kallsyms,
+        facts::{KernelFacts, kernel::Kallsyms},
         loader::{
             attach::{attach_present, describe_error, program, unload},
-            auto::{AutoFacts, resolve_auto},
+            auto::resolve_auto,
             probe_log::{ProbeLog, ProbeLogLevel},
             programs::{CALIB_TRIGGER, CALIB_TRIGGER_TARGET, EBPF_OBJECT, program_names},
             session::links::{SessionCounts, SessionLinks, session_counters},
@@ -152,7 +152,7 @@ impl Tracer {
                 })
             }),
             kprobe_skips_counted: crate::probe::loader::skips::kernel_counts_kprobe_skips(
-                &crate::probe::facts::kernel::KernelIdentity::read().release,
+                &KernelFacts::get().identity().release,
             ),
             final_skips: BTreeMap::new(),
         })
@@ -483,10 +483,19 @@ fn attach_functions(
     let mut attached = Vec::new();
     let mut statuses = Vec::new();
     let mut sessions = SessionLinks::default();
-    let facts = AutoFacts::read(btf, opts.mode.mode.streams());
+    let facts = {
+        let _t = timing::phase("auto facts: preemption, kfuncs in BTF, fsession");
+        let facts = KernelFacts::get();
+        // Read here, as this phase.
+        facts.preemption();
+        facts.kprobe_session();
+        facts.fsession();
+        facts
+    };
+    let streams = opts.mode.mode.streams();
     for func in &opts.functions {
         let _t = timing::phase(format_args!("{}: attached", func.symbol));
-        let (order, auto_note) = resolve_auto(opts.attach, &facts, func);
+        let (order, auto_note) = resolve_auto(opts.attach, facts, streams, func);
         let (state, detail) =
             attach_present(bpf, &mut sessions, kallsyms, func, &order, &auto_note, btf);
         if let Some(method) = AttachMethod::of_state(state) {

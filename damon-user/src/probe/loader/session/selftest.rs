@@ -9,8 +9,7 @@ use damon_common::{GLOBAL_SESSION_PROBE_TGID, MAP_EVENTS, MAP_SESSION_PROBE};
 use serde::Serialize;
 
 use super::{
-    Kfuncs, Kind, SessionError, attach, function_btf_id, has_fsession, instructions, load,
-    rewrite_kfunc_calls,
+    Kfuncs, Kind, SessionError, attach, function_btf_id, instructions, load, rewrite_kfunc_calls,
 };
 use crate::probe::loader::programs::EBPF_OBJECT;
 
@@ -114,7 +113,7 @@ fn getppid_calls(n: u64) {
 /// needs.
 pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, SessionError> {
     let kfuncs = Kfuncs::resolve(btf)?;
-    if fsession && !has_fsession() {
+    if fsession && !crate::probe::facts::KernelFacts::get().fsession() {
         return Err(SessionError::NoFsession);
     }
     let program = if fsession { FSESSION_PROGRAM } else { PROGRAM };
