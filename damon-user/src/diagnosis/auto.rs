@@ -136,7 +136,7 @@ fn allowed(m: AttachMethod, f: &AutoView) -> Allowed {
             "a kernel whose security policy allows tracing programs (lockdown=none)",
         )
     } else if results.iter().any(|r| r.contains(PARANOID_REFUSAL)) {
-        // Named by the attach's own error (probe::attach::kprobe_failure).
+        // Named by the attach's own error (probe::loader::attach::kprobe_failure).
         no(
             format!(
                 "kernel.perf_event_paranoid above 2 refuses {} to a process without \
@@ -152,7 +152,7 @@ fn allowed(m: AttachMethod, f: &AutoView) -> Allowed {
 
 /// The `attach` check: what `--attach auto` ends up with on this kernel, and why.
 pub(super) fn auto_check(f: &AutoView) -> Check {
-    // Where the session self-test held, auto uses that session (`probe::auto::resolve_auto`).
+    // Where the session self-test held, auto uses that session (`probe::loader::auto::resolve_auto`).
     if f.preempts_trampolines && f.kprobe_session {
         let pairs = pairs_check(f);
         return check(

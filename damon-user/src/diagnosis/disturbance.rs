@@ -1,5 +1,5 @@
 //! The `disturbance` check: whether `--disturbance` can tell clean calls here, i.e. whether
-//! every kernel counter it reads was found (`probe::disturb`), and if not, which is missing.
+//! every kernel counter it reads was found (`probe::tracer::disturb`), and if not, which is missing.
 use super::{Check, Level, check};
 
 /// Found: where the hard-interrupt count comes from. Missing: why, as a warning only when the

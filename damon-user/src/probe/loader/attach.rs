@@ -88,7 +88,7 @@ pub(in crate::probe) fn unload(bpf: &mut Ebpf, name: &str, mode: AttachMethod) {
             Err(_) => <&mut FExit>::try_from(prog).and_then(FExit::unload),
         },
         AttachMethod::Kprobe => <&mut KProbe>::try_from(prog).and_then(KProbe::unload),
-        // Loaded by `probe::session`, never by aya: nothing of aya's to unload.
+        // Loaded by `probe::loader::session`, never by aya: nothing of aya's to unload.
         AttachMethod::KprobeSession | AttachMethod::Fsession => return,
     };
 }

@@ -243,7 +243,7 @@ impl Tracer {
         }
     }
 
-    /// Runs of program `name` the kernel skipped, by its own count (see `probe::skips`);
+    /// Runs of program `name` the kernel skipped, by its own count (see `probe::loader::skips`);
     /// `None` when the program is not loaded or this kernel does not count them.
     fn skipped_runs(&self, name: &str, mode: AttachMethod) -> Option<u64> {
         use std::os::fd::AsFd as _;
