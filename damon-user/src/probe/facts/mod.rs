@@ -13,7 +13,7 @@ use kernel::{KernelIdentity, Lockdown, Preemption};
 /// Everything the tool needs to know about the running kernel, read lazily (a fact no command
 /// path asks for is never read: `doctor --leftovers` mounts no debugfs) and once per process:
 /// [`KernelFacts::get`]. What decides by these facts takes them by reference, so tests give
-/// their own ([`KernelFacts::known`]).
+/// their own (`KernelFacts::known`).
 ///
 /// Not in here: what a start reads many times but drops afterwards (kallsyms, the BTF:
 /// [`sysfiles`]), the process's own capabilities and namespace, and DAMON's state.
