@@ -88,7 +88,7 @@ pub fn drop_warning(
     if c.stamp_full > 0 {
         why.push(format!(
             "the entry-stamp map ({} open calls) was full for {}",
-            crate::probe::globals::stamp_map_entries(),
+            crate::probe::tracer::globals::stamp_map_entries(),
             c.stamp_full
         ));
     }

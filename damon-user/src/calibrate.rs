@@ -32,7 +32,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
             calibration: &cal,
         })?
     } else {
-        crate::probe::calibration_text::render_text(&cal, clock)
+        crate::probe::calibrate::text::render_text(&cal, clock)
     };
     crate::output::write_stdout(&text)?;
     if cal.status != CalibrationStatus::Ok {
@@ -50,9 +50,8 @@ fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
     let methods: Vec<AttachMethod> = match AttachChoice::from(args.attach) {
         // Every method this kernel has (the sessions only where it has them).
         AttachChoice::Auto => {
-            let btf = crate::probe::sysfiles::aya_btf();
-            let kprobe_session = crate::probe::session::Kfuncs::resolve(btf.as_deref()).is_ok();
-            let fsession = crate::probe::session::has_fsession();
+            let kernel = crate::probe::facts::KernelFacts::get();
+            let (kprobe_session, fsession) = (kernel.kprobe_session(), kernel.fsession());
             AttachMethod::ALL
                 .into_iter()
                 .filter(|m| match m {

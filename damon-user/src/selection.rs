@@ -43,13 +43,13 @@ pub fn select_and_expand(
 /// (`available_filter_functions`, which fentry needs) and that the kprobe blacklist does not
 /// name (when it can be read). A usage error says why the list cannot be read.
 fn traceable_functions() -> anyhow::Result<Vec<String>> {
-    let mut names = crate::probe::kernel::ftrace_functions().map_err(|e| {
+    let mut names = crate::probe::facts::kernel::ftrace_functions().map_err(|e| {
         UsageError(format!(
             "a --func glob is matched against the functions this kernel can trace, but {e}; \
              run as root with tracefs available, or name the functions without * ? ["
         ))
     })?;
-    if let Some(blacklist) = crate::probe::kernel::kprobe_blacklist() {
+    if let Some(blacklist) = crate::probe::facts::kernel::kprobe_blacklist() {
         names.retain(|n| !blacklist.contains(n));
     }
     let mut names: Vec<String> = names.into_iter().collect();
@@ -107,7 +107,7 @@ fn select_names(sel: &FunctionNames) -> anyhow::Result<Vec<TracedFunction>> {
 /// compiler clones left) are not errors here: the session reports each one's status and why,
 /// as for the built-in functions. When kallsyms cannot be read, attaching will say why.
 pub fn check_symbols(functions: &[TracedFunction]) -> anyhow::Result<()> {
-    use crate::probe::kernel::{Kallsyms, SymbolPresence};
+    use crate::probe::facts::kernel::{Kallsyms, SymbolPresence};
     let user: Vec<&TracedFunction> = functions
         .iter()
         .filter(|f| f.as_builtin().is_none())

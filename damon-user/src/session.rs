@@ -17,10 +17,9 @@ use crate::{
     diagnosis,
     probe::{
         calibrate,
-        kernel::KernelIdentity,
-        probe_log::{ProbeLog, ProbeLogLevel},
-        ring::RingReader,
-        tracer::{LoadOptions, Tracer},
+        facts::KernelFacts,
+        loader::probe_log::{ProbeLog, ProbeLogLevel},
+        tracer::{LoadOptions, Tracer, ring::RingReader},
     },
     stats::calibration::{Calibration, CalibrationStatus},
     timing,
@@ -191,7 +190,7 @@ fn session_meta(
     let mode = config.mode;
     Ok(Meta {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        kernel: KernelIdentity::read(),
+        kernel: KernelFacts::get().identity().clone(),
         hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .unwrap_or_default()
             .trim()
@@ -241,8 +240,8 @@ impl Session {
     /// stored in the metadata; `serve` gives none (it writes no capture).
     pub fn start(config: &SessionConfig) -> anyhow::Result<Session> {
         // Locked down, no tracing program loads: say why at once rather than after calibrating.
-        if crate::probe::kernel::read_lockdown()
-            == Some(crate::probe::kernel::Lockdown::Confidentiality)
+        if KernelFacts::get().lockdown()
+            == Some(crate::probe::facts::kernel::Lockdown::Confidentiality)
             && let Some(e) = nothing_traceable(config)
         {
             return Err(e);
@@ -301,7 +300,7 @@ impl Session {
         };
         if beside.is_none() {
             // The start is over: drop the big files it read (see `sysfiles`).
-            crate::probe::sysfiles::release();
+            crate::probe::release();
         }
         Ok(Session {
             tracer,
@@ -349,7 +348,7 @@ impl Session {
             return Ok(None);
         };
         // Its tracers are loaded and gone: so is the start's need for the big files.
-        crate::probe::sysfiles::release();
+        crate::probe::release();
         if quiet {
             self.meta.calibration = Some(serde_json::to_value(&cal)?);
         } else {

@@ -9,7 +9,7 @@ use super::{
 use crate::{
     capture::{Capture, DisturbanceStatus, FunctionCounters, FunctionStatus, HistSnapshot},
     error::UsageError,
-    probe::calibration_text::describe_floor,
+    probe::calibrate::text::describe_floor,
     stats::{
         LatencyStats, ValueStats,
         buckets::BucketGrid,

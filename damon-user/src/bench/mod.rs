@@ -36,9 +36,9 @@ use crate::{
 /// `bench-floor`: attaches the floor pair, prints `attached` and waits to be killed (the
 /// programs detach when the process ends).
 pub fn run_floor(args: &FloorArgs) -> anyhow::Result<ExitCode> {
-    let kind = crate::probe::floor::FloorKind::parse(&args.attach)
+    let kind = crate::probe::calibrate::floor::FloorKind::parse(&args.attach)
         .with_context(|| format!("no floor `{}`", args.attach))?;
-    let _bpf = crate::probe::floor::attach(&args.func, kind)?;
+    let _bpf = crate::probe::calibrate::floor::attach(&args.func, kind)?;
     println!("attached");
     loop {
         std::thread::sleep(Duration::from_secs(3600));

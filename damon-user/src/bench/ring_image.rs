@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use damon_common::{AGGREGATION_MARK, CALL_RECORD_SIZE, CallRecord, FunctionId};
 
-use crate::{probe::ring, stats::rng::Rng};
+use crate::{probe::tracer::ring, stats::rng::Rng};
 
 /// Header bits of a BPF ring buffer item (kernel/bpf/ringbuf.c, `BPF_RINGBUF_*`).
 const BUSY_BIT: u32 = 1 << 31;

@@ -138,7 +138,7 @@ impl TaskFilterArgs {
             cgroup: self
                 .cgroup
                 .as_deref()
-                .map(crate::probe::cgroup::resolve)
+                .map(crate::probe::facts::cgroup::resolve)
                 .transpose()?,
         })
     }

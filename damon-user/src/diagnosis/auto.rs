@@ -1,18 +1,23 @@
 //! What `--attach auto` does on this kernel: the pair it tries first (see
-//! [`crate::probe::auto::auto_first`]) and whether that pair, the other one or neither can
+//! [`crate::probe::loader::auto::auto_first`]) and whether that pair, the other one or neither can
 //! attach here, from the kernel's facts and the trial attaches. The preemption model alone
 //! says which pair comes first, not which one attaches: on a kernel without kprobes a
 //! preemptible kernel still ends up on fentry/fexit, or on nothing.
 use super::{Check, FunctionDiagnosis, Level, check};
 use crate::{
-    probe::{auto::auto_first, kernel::Lockdown},
+    probe::{
+        facts::{KernelFacts, kernel::Lockdown},
+        loader::auto::auto_first,
+    },
     trace::AttachMethod,
 };
 
-/// The facts the answer rests on, as `diagnose` read them.
-pub(super) struct AutoFacts<'a> {
+/// What the answer rests on, as `diagnose` found it: a view of the kernel's facts
+/// ([`KernelFacts`]) with doctor's own findings (kprobes in kallsyms, the trials, the
+/// self-tests).
+pub(super) struct AutoView<'a> {
     /// A task can be preempted inside a fentry/fexit probe
-    /// ([`crate::probe::kernel::Preemption::preempts_trampolines`]).
+    /// ([`crate::probe::facts::kernel::Preemption::preempts_trampolines`]).
     pub preempts_trampolines: bool,
     pub lockdown: Option<Lockdown>,
     /// /sys/kernel/btf/vmlinux exists (fentry/fexit need it).
@@ -25,6 +30,27 @@ pub(super) struct AutoFacts<'a> {
     pub kprobe_session: bool,
     /// Its fsession self-test held here.
     pub fsession: bool,
+}
+
+impl<'a> AutoView<'a> {
+    /// The kernel's facts with doctor's findings: kprobes, the trials and whether each
+    /// self-test held.
+    pub(super) fn of(
+        kernel: &KernelFacts,
+        kprobes: bool,
+        functions: &'a [FunctionDiagnosis],
+        (kprobe_session, fsession): (bool, bool),
+    ) -> AutoView<'a> {
+        AutoView {
+            preempts_trampolines: kernel.preemption().preempts_trampolines(),
+            lockdown: kernel.lockdown(),
+            btf: kernel.btf(),
+            kprobes,
+            functions,
+            kprobe_session,
+            fsession,
+        }
+    }
 }
 
 /// Whether the kernel lets a probe pair attach at all.
@@ -57,7 +83,7 @@ const PARANOID_REFUSAL: &str = "kernel.perf_event_paranoid is ";
 
 const LOCKDOWN_REMEDY: &str = "a kernel with lockdown=none (Secure Boot off)";
 
-fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
+fn allowed(m: AttachMethod, f: &AutoView) -> Allowed {
     let no = |cause: String, remedy| Allowed::No { cause, remedy };
     let confidential = f.lockdown == Some(Lockdown::Confidentiality);
     match m {
@@ -110,7 +136,7 @@ fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
             "a kernel whose security policy allows tracing programs (lockdown=none)",
         )
     } else if results.iter().any(|r| r.contains(PARANOID_REFUSAL)) {
-        // Named by the attach's own error (probe::attach::kprobe_failure).
+        // Named by the attach's own error (probe::loader::attach::kprobe_failure).
         no(
             format!(
                 "kernel.perf_event_paranoid above 2 refuses {} to a process without \
@@ -125,8 +151,8 @@ fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
 }
 
 /// The `attach` check: what `--attach auto` ends up with on this kernel, and why.
-pub(super) fn auto_check(f: &AutoFacts) -> Check {
-    // Where the session self-test held, auto uses that session (`probe::auto::resolve_auto`).
+pub(super) fn auto_check(f: &AutoView) -> Check {
+    // Where the session self-test held, auto uses that session (`probe::loader::auto::resolve_auto`).
     if f.preempts_trampolines && f.kprobe_session {
         let pairs = pairs_check(f);
         return check(
@@ -157,7 +183,7 @@ pub(super) fn auto_check(f: &AutoFacts) -> Check {
 
 /// What `--attach auto` ends up with among the probe pairs (no session here, or a function
 /// that a session does not suit).
-fn pairs_check(f: &AutoFacts) -> Check {
+fn pairs_check(f: &AutoView) -> Check {
     let first = auto_first(f.preempts_trampolines);
     let second = match first {
         AttachMethod::Fentry => AttachMethod::Kprobe,
@@ -232,7 +258,7 @@ fn pairs_check(f: &AutoFacts) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::kernel::SymbolPresence;
+    use crate::probe::facts::kernel::SymbolPresence;
 
     fn tried(fentry: &str, kprobe: &str) -> FunctionDiagnosis {
         FunctionDiagnosis {
@@ -253,8 +279,8 @@ mod tests {
     const NO_KPROBES: &str = "kernel has no kprobes (CONFIG_KPROBES off)";
 
     /// The host's facts, with `functions` as the trials.
-    fn host(functions: &[FunctionDiagnosis]) -> AutoFacts<'_> {
-        AutoFacts {
+    fn host(functions: &[FunctionDiagnosis]) -> AutoView<'_> {
+        AutoView {
             preempts_trampolines: true,
             lockdown: Some(Lockdown::Integrity),
             btf: true,
@@ -267,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_session_whose_self_test_held_is_what_auto_uses() {
-        let preemptible = AutoFacts {
+        let preemptible = AutoView {
             kprobe_session: true,
             fsession: true,
             ..host(&[])
@@ -280,7 +306,7 @@ mod tests {
             "{}",
             c.found
         );
-        let not = AutoFacts {
+        let not = AutoView {
             preempts_trampolines: false,
             ..preemptible
         };
@@ -290,7 +316,7 @@ mod tests {
                 .starts_with("--attach auto uses an fsession here")
         );
         // A session that did not hold (or is absent) leaves the pairs' answer.
-        let absent = AutoFacts {
+        let absent = AutoView {
             preempts_trampolines: false,
             fsession: false,
             ..not
@@ -299,7 +325,7 @@ mod tests {
     }
 
     /// The check of `facts`, which must be at `level`.
-    fn at(level: Level, facts: AutoFacts) -> Check {
+    fn at(level: Level, facts: AutoView) -> Check {
         let c = auto_check(&facts);
         assert_eq!(c.level, level, "{c:?}");
         c
@@ -323,7 +349,7 @@ mod tests {
             )
         );
         // The same on a kernel that is not preemptible: only the order of the causes changes.
-        let not_preemptible = AutoFacts {
+        let not_preemptible = AutoView {
             preempts_trampolines: false,
             ..host(&funcs)
         };
@@ -334,7 +360,7 @@ mod tests {
             "{c:?}"
         );
         // lockdown=confidentiality forbids both, whatever the trials; one remedy.
-        let confidential = AutoFacts {
+        let confidential = AutoView {
             lockdown: Some(Lockdown::Confidentiality),
             kprobes: true,
             ..host(&[])
@@ -356,7 +382,7 @@ mod tests {
     #[test]
     fn auto_says_which_pair_it_ends_up_with() {
         let both = [tried("ok", "ok")];
-        let guest = |preempts_trampolines| AutoFacts {
+        let guest = |preempts_trampolines| AutoView {
             preempts_trampolines,
             kprobes: true,
             lockdown: None,
@@ -393,7 +419,7 @@ mod tests {
         )];
         let found = at(
             Level::Ok,
-            AutoFacts {
+            AutoView {
                 kprobes: true,
                 ..host(&paranoid)
             },
@@ -414,7 +440,7 @@ mod tests {
         )];
         let found = at(
             Level::Ok,
-            AutoFacts {
+            AutoView {
                 kprobes: true,
                 ..host(&untried)
             },

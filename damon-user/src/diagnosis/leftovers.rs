@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Check, Level, check};
-use crate::probe::inventory::{BpfObject, BpfObjects, list_bpf_objects};
+use crate::probe::loader::inventory::{BpfObject, BpfObjects, list_bpf_objects};
 
 /// Programs, maps or links of ours loaded now: another damon-trace is running (named, with its
 /// pid, from /proc/*/fdinfo), or something pinned them.

@@ -20,14 +20,19 @@ use serde::Serialize;
 use crate::{
     damon::ScenarioLeftover,
     probe::{
-        inventory::BpfObjects,
-        kernel::{self, Kallsyms, Lockdown, SymbolPresence},
-        session::selftest::SelfTest,
-        trial::{ProbeTrial, try_each},
+        facts::{
+            KernelFacts,
+            kernel::{self, Kallsyms, Lockdown, SymbolPresence},
+        },
+        loader::{
+            inventory::BpfObjects,
+            session::selftest::SelfTest,
+            trial::{ProbeTrial, try_each},
+        },
     },
     trace::TracedFunction,
 };
-use auto::{AutoFacts, auto_check, refused_with_eperm};
+use auto::{AutoView, auto_check, refused_with_eperm};
 use leftovers::{leftovers_check, settled_bpf_objects};
 use memlock::memlock_check;
 use privileges::{MissingCaps, privileges};
@@ -78,10 +83,10 @@ pub struct Diagnosis {
     pub verdict: String,
     /// What the kprobe-session self-test measured (the `session` check), when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_test: Option<crate::probe::session::selftest::SelfTest>,
+    pub session_test: Option<crate::probe::loader::session::selftest::SelfTest>,
     /// The same for fsession (the `fsession` check).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fsession_test: Option<crate::probe::session::selftest::SelfTest>,
+    pub fsession_test: Option<crate::probe::loader::session::selftest::SelfTest>,
 }
 
 /// What `doctor --leftovers` reports: the `leftovers` check alone, with the listing it judged.
@@ -99,7 +104,7 @@ pub struct Leftovers {
 pub fn leftovers() -> Leftovers {
     leftovers_of(
         settled_bpf_objects(),
-        kernel::KernelIdentity::read().release,
+        KernelFacts::get().identity().release.clone(),
     )
 }
 
@@ -136,17 +141,17 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
         settled_bpf_objects()
     };
     let facts = phase("kernel facts: privileges, BTF, lockdown, kallsyms, preemption");
-    let ident = kernel::KernelIdentity::read();
+    let kernel_facts = KernelFacts::get();
+    let ident = kernel_facts.identity().clone();
     let privileged = privileges();
-    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    let btf = kernel_facts.btf();
     let mut checks = vec![privileges_check(&privileged), btf_check(btf)];
-    let lockdown = kernel::read_lockdown();
+    let lockdown = kernel_facts.lockdown();
     checks.push(lockdown_check(lockdown));
     let kallsyms = Kallsyms::read().unwrap_or_default();
     let kprobes = kernel::kprobes_supported(&kallsyms);
     checks.push(kprobes_check(kprobes));
-    let preemption = kernel::Preemption::read();
-    checks.push(preemption_check(&preemption, &ident.release));
+    checks.push(preemption_check(kernel_facts.preemption(), &ident.release));
     drop(facts);
     let others = phase("checks: DAMON, scenario, leftovers, memlock, tracefs");
     // The `attach` check goes here, once the trials below have run.
@@ -169,7 +174,7 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     };
     // Without trials (no privileges), BTF is still world-readable: read it for them.
     let parsed_btf = if trials.is_empty() && btf {
-        crate::probe::sysfiles::aya_btf()
+        crate::probe::facts::sysfiles::aya_btf()
     } else {
         None
     };
@@ -187,15 +192,12 @@ pub fn diagnose(functions: &[TracedFunction]) -> Diagnosis {
     let holds = |t: &Option<SelfTest>| t.as_ref().is_some_and(SelfTest::holds);
     checks.insert(
         auto_at,
-        auto_check(&AutoFacts {
-            preempts_trampolines: preemption.preempts_trampolines(),
-            lockdown,
-            btf,
+        auto_check(&AutoView::of(
+            kernel_facts,
             kprobes,
-            functions: &diag_functions,
-            kprobe_session: holds(&session_test),
-            fsession: holds(&fsession_test),
-        }),
+            &diag_functions,
+            (holds(&session_test), holds(&fsession_test)),
+        )),
     );
     checks.extend(sessions);
     checks.push({
@@ -402,7 +404,7 @@ fn function_diagnoses(
 /// `attach` check says which pair `--attach auto` then really gets.
 fn preemption_check(p: &kernel::Preemption, release: &str) -> Check {
     let model = p.model.as_deref().unwrap_or("unknown");
-    let kprobe_skips = if crate::probe::skips::kernel_counts_kprobe_skips(release) {
+    let kprobe_skips = if crate::probe::loader::skips::kernel_counts_kprobe_skips(release) {
         "the kernel counts every probe run it skips (shown as skipped entries/exits)"
     } else {
         "this kernel (< 6.7) counts skipped fentry/fexit runs but not skipped kprobe runs"
@@ -433,8 +435,8 @@ const FTRACE_ENABLED: &str = "/proc/sys/kernel/ftrace_enabled";
 const KPROBES_ENABLED: &str = "/sys/kernel/debug/kprobes/enabled";
 
 fn damon_check() -> Check {
-    let kdamonds = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
-    if !kdamonds.exists() {
+    let kdamonds = Path::new(crate::probe::facts::DAMON_KDAMONDS);
+    if !KernelFacts::get().damon() {
         return check(
             "damon",
             Level::Warn,

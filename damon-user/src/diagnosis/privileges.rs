@@ -1,7 +1,7 @@
 //! Whether this process may trace: CAP_BPF to load programs and CAP_PERFMON to attach them
 //! (CAP_SYS_ADMIN stands in for either). The capability numbers and the reading of the
-//! effective set are in [`crate::probe::kernel`].
-use crate::probe::kernel::{self, CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN};
+//! effective set are in [`crate::probe::facts::kernel`].
+use crate::probe::facts::kernel::{self, CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN};
 
 /// The capabilities tracing needs and this process lacks (in its effective set).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{Check, Diagnosis, Leftovers, Level};
-use crate::probe::kernel::SymbolPresence;
+use crate::probe::facts::kernel::SymbolPresence;
 
 /// The text report: each check with its remedy, each function's attach results, the verdict.
 pub fn render_text(d: &Diagnosis) -> String {

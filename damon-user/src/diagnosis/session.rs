@@ -1,6 +1,6 @@
 //! The `session` and `fsession` checks: per-invocation sessions measured by their self-test.
 use super::{Check, Level, check};
-use crate::probe::session::{SessionError, selftest, selftest::SelfTest};
+use crate::probe::loader::session::{SessionError, selftest, selftest::SelfTest};
 
 /// `session` (kprobe session) and `fsession`: whether each works here as the tool relies on it
 /// (one program at a call's entry and return, 8 bytes per invocation), measured by the
@@ -12,7 +12,7 @@ pub(super) fn session_checks(
     btf: bool,
 ) -> ([Check; 2], Option<SelfTest>, Option<SelfTest>) {
     let parsed = (privileged && btf)
-        .then(crate::probe::sysfiles::aya_btf)
+        .then(crate::probe::facts::sysfiles::aya_btf)
         .flatten();
     let (kprobe, kprobe_test) = one("session", "kprobe sessions", privileged, || {
         selftest::self_test(parsed.as_deref(), false)

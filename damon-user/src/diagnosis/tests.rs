@@ -108,7 +108,7 @@ fn verdict_puts_this_process_first_then_the_kernel() {
 /// text shows the one check as the full report does.
 #[test]
 fn leftovers_alone_are_clean_only_when_listed_and_none_is_ours() {
-    use crate::probe::inventory::{BpfObject, BpfObjects};
+    use crate::probe::loader::inventory::{BpfObject, BpfObjects};
     let object = |id, name: &str, ours| BpfObject {
         id,
         kind: "tracing".to_owned(),

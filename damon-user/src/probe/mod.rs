@@ -1,25 +1,17 @@
 //! Everything that touches the kernel: facts about it, attaching probes, reading the ring.
-pub mod attach;
-pub mod auto;
-pub mod btf;
+//!
+//! By concept, imports pointing one way: [`facts`] (what the running kernel is and has) ←
+//! [`loader`] (the eBPF object, its program names, loading and attaching) ← [`tracer`] (a
+//! session's loaded probes, their maps and ring) ← [`calibrate`] (the probe floor).
 pub mod calibrate;
-pub mod calibration_text;
-pub mod cgroup;
-pub mod disturb;
-// Attached by the instrument command `bench-floor` only (its program names are checked here).
-#[cfg_attr(not(any(test, feature = "instruments")), allow(dead_code))]
-pub mod floor;
-pub mod folio_node;
-pub mod globals;
-pub mod intervals;
-pub mod inventory;
-pub mod kernel;
-pub mod kernel_maps;
-pub mod probe_log;
-pub mod programs;
-pub mod ring;
-pub mod session;
-pub mod skips;
-pub mod sysfiles;
+pub mod facts;
+pub mod loader;
 pub mod tracer;
-pub mod trial;
+
+/// Drops every kernel file and parse kept for the start (the start is over: the programs are
+/// attached and the calibration's loaded; see [`facts::sysfiles`]). The next use reads again.
+pub fn release() {
+    facts::sysfiles::release();
+    facts::kernel::KALLSYMS_PARSED.release();
+    loader::session::PARSED.release();
+}

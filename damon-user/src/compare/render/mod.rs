@@ -10,7 +10,7 @@ pub use table::table;
 
 use super::{Comparison, FunctionComparison, SideMeta, p_text, side::distinct, signed};
 use crate::{
-    probe::calibration_text::format_ns,
+    probe::calibrate::text::format_ns,
     render::{
         markup::{Column, Markup},
         percent as pct,

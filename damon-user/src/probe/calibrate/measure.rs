@@ -12,10 +12,7 @@ use damon_common::{FIRST_USER_FUNC, HistStats, hist_bucket_bounds};
 use super::{BATCH, FLOOR_FUNCTIONS, FloorRequest, HELD_OUT_FUNCTION, RING_BYTES, WARM_UP, ids};
 use crate::{
     capture::{AttachState, FunctionCounters},
-    probe::{
-        ring::decode,
-        tracer::{LoadOptions, Tracer},
-    },
+    probe::tracer::{LoadOptions, Tracer, ring::decode},
     stats::calibration::{Floor, FloorBucket, FloorDistribution, FunctionMedian, HeldOut},
     trace::TracedFunction,
 };

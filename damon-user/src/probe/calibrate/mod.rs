@@ -142,7 +142,11 @@ pub fn calibrate(
 }
 
 mod beside;
+// Attached by the instrument command `bench-floor` only (its program names are checked here).
+#[cfg_attr(not(any(test, feature = "instruments")), allow(dead_code))]
+pub mod floor;
 mod measure;
+pub mod text;
 pub use beside::{Beside, Prepared};
 use measure::measure;
 
@@ -217,7 +221,7 @@ fn settle_status(cal: &mut Calibration) {
 /// One line per floor for stderr: `probe floor fentry/stream 812 ± 40 ns (20000 calls of
 /// bpf_fentry_test1); held-out bpf_fentry_test2 +2.0 ns; 1.9 s`.
 pub fn summary_lines(cal: &Calibration, unit: &str) -> Vec<String> {
-    use crate::probe::calibration_text::describe_floor;
+    use crate::probe::calibrate::text::describe_floor;
     if cal.status == CalibrationStatus::Skipped {
         return vec!["probe floor not measured (--no-calibrate): latencies are raw only".into()];
     }

@@ -13,7 +13,7 @@ pub use table::table;
 use crate::analysis::{BucketTable, FunctionReport, Report, kernel::BucketResolution};
 use crate::{
     capture::Clock,
-    probe::calibration_text::format_ns,
+    probe::calibrate::text::format_ns,
     render::{
         markup::{Column, Markup},
         note_for, opt, percent,

@@ -1,6 +1,6 @@
 use crate::{
     capture::Clock,
-    probe::calibration_text::{describe_floor, format_ns, render_text},
+    probe::calibrate::text::{describe_floor, format_ns, render_text},
     stats::calibration::{Calibration, CalibrationStatus, Floor, FloorDistribution, HeldOut},
 };
 

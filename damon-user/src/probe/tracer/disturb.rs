@@ -19,7 +19,7 @@ use damon_common::{
     },
 };
 
-use crate::{capture::DisturbanceStatus, probe::btf::Btf, trace::ModeConfig};
+use crate::{capture::DisturbanceStatus, probe::facts::btf::Btf, trace::ModeConfig};
 
 /// The globals the programs read the counters through, and what the capture says of them.
 pub(super) struct Counters {
@@ -48,9 +48,11 @@ pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters 
     let found = if !mode.disturbance {
         Err(NOT_ASKED.to_owned())
     } else {
-        btf.as_ref()
-            .map_err(Clone::clone)
-            .and_then(|b| find(b, &|name| super::folio_node::symbol_address(name, PER_CPU)))
+        btf.as_ref().map_err(Clone::clone).and_then(|b| {
+            find(b, &|name| {
+                crate::probe::facts::folio_node::symbol_address(name, PER_CPU)
+            })
+        })
     };
     match found {
         Ok(c) => c,

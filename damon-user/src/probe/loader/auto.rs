@@ -1,37 +1,9 @@
 //! What `--attach auto` means on the running kernel: per function, the methods to try in
 //! order, and the note that says why.
-use aya::Btf;
-
-use crate::trace::{AttachChoice, AttachMethod, TracedFunction};
-
-/// The kernel's facts `--attach auto` decides by, read once per session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct AutoFacts {
-    /// A task can be preempted inside a trampoline program (fentry/fexit, fsession).
-    pub preemptible: bool,
-    /// The preemption model, as the note names it.
-    pub model: Option<String>,
-    /// The kernel has kprobe sessions (the kfuncs are in its BTF: Linux ≥ 6.10).
-    pub kprobe_session: bool,
-    /// The kernel has fsessions (Linux 7.x).
-    pub fsession: bool,
-    /// Each call goes to userspace as a record (its arguments with it).
-    pub streams: bool,
-}
-
-impl AutoFacts {
-    pub(super) fn read(btf: Option<&Btf>, streams: bool) -> AutoFacts {
-        let _t = crate::timing::phase("auto facts: preemption, kfuncs in BTF, fsession");
-        let p = crate::probe::kernel::Preemption::read();
-        AutoFacts {
-            preemptible: p.preempts_trampolines(),
-            model: p.model,
-            kprobe_session: crate::probe::session::Kfuncs::resolve(btf).is_ok(),
-            fsession: crate::probe::session::has_fsession(),
-            streams,
-        }
-    }
-}
+use crate::{
+    probe::facts::KernelFacts,
+    trace::{AttachChoice, AttachMethod, TracedFunction},
+};
 
 /// What `--attach auto` means for `func` on the running kernel, the cheapest method that is
 /// exact there first (measured: README "Overhead", the `vm_exact` tests):
@@ -42,17 +14,20 @@ impl AutoFacts {
 /// - other kernels: an fsession, else fentry/fexit (no task is preempted inside them there).
 ///
 /// The others follow as fallbacks. The note says why, for the function's attach detail.
-pub(super) fn resolve_auto(
+/// `streams`: each call goes to userspace as a record (its arguments with it).
+pub(in crate::probe) fn resolve_auto(
     choice: AttachChoice,
-    facts: &AutoFacts,
+    facts: &KernelFacts,
+    streams: bool,
     func: &TracedFunction,
 ) -> (AttachOrder, Option<String>) {
     use AttachMethod::{Fentry, Fsession, Kprobe, KprobeSession};
     if let AttachChoice::Only(m) = choice {
         return (vec![m], None);
     }
-    if !facts.preemptible {
-        return if facts.fsession {
+    let preemption = facts.preemption();
+    if !preemption.preempts_trampolines() {
+        return if facts.fsession() {
             (
                 vec![Fsession, Fentry, Kprobe],
                 Some(
@@ -66,10 +41,12 @@ pub(super) fn resolve_auto(
             (vec![Fentry, Kprobe], None)
         };
     }
-    let model = facts.model.as_deref().unwrap_or("dynamic, model unknown");
-    let args_lost =
-        facts.streams && func.as_builtin() == Some(damon_common::FunctionId::DamonHotScore);
-    if facts.kprobe_session && !args_lost {
+    let model = preemption
+        .model
+        .as_deref()
+        .unwrap_or("dynamic, model unknown");
+    let args_lost = streams && func.as_builtin() == Some(damon_common::FunctionId::DamonHotScore);
+    if facts.kprobe_session() && !args_lost {
         return (
             vec![KprobeSession, Kprobe, Fentry],
             Some(format!(
@@ -80,7 +57,7 @@ pub(super) fn resolve_auto(
             )),
         );
     }
-    let why_not_session = if facts.kprobe_session {
+    let why_not_session = if facts.kprobe_session() {
         "; not a kprobe session, whose cookie has no room for damon_hot_score's arguments in \
          stream mode"
     } else {
@@ -108,7 +85,7 @@ pub fn auto_first(preempts_trampolines: bool) -> AttachMethod {
 }
 
 /// The methods to try for a function, in order: the first that attaches is used.
-pub(super) type AttachOrder = Vec<AttachMethod>;
+pub(in crate::probe) type AttachOrder = Vec<AttachMethod>;
 
 #[cfg(test)]
 mod tests {
@@ -121,14 +98,13 @@ mod tests {
         }
     }
 
-    fn facts(preemptible: bool, kprobe_session: bool, fsession: bool) -> AutoFacts {
-        AutoFacts {
-            preemptible,
-            model: Some("full".to_owned()),
-            kprobe_session,
-            fsession,
-            streams: true,
-        }
+    fn facts(preemptible: bool, kprobe_session: bool, fsession: bool) -> KernelFacts {
+        let model = if preemptible { "full" } else { "none" };
+        let preemption = crate::probe::facts::kernel::Preemption {
+            model: Some(model.to_owned()),
+            source: "test".to_owned(),
+        };
+        KernelFacts::known(preemption, None, true, kprobe_session, fsession)
     }
 
     #[test]
@@ -137,7 +113,7 @@ mod tests {
         let hot = TracedFunction::builtin(damon_common::FunctionId::DamonHotScore);
         for m in AttachMethod::ALL {
             assert_eq!(
-                resolve_auto(AttachChoice::Only(m), &f, &hot),
+                resolve_auto(AttachChoice::Only(m), &f, true, &hot),
                 (vec![m], None)
             );
         }
@@ -146,8 +122,9 @@ mod tests {
     #[test]
     fn auto_picks_the_cheapest_exact_method_of_the_kernel() {
         use AttachMethod::{Fentry, Fsession, Kprobe, KprobeSession};
-        let order =
-            |f: &AutoFacts, func: &TracedFunction| resolve_auto(AttachChoice::Auto, f, func);
+        let order = |f: &KernelFacts, func: &TracedFunction| {
+            resolve_auto(AttachChoice::Auto, f, true, func)
+        };
         let slot = func(4, "vfs_read");
         let hot = TracedFunction::builtin(damon_common::FunctionId::DamonHotScore);
         // 7.x preemptible: the kprobe session; 6.1 preempt=full: kprobes.
@@ -166,11 +143,8 @@ mod tests {
             note.unwrap()
                 .contains("no room for damon_hot_score's arguments")
         );
-        let kernel_mode = AutoFacts {
-            streams: false,
-            ..facts(true, true, true)
-        };
-        assert_eq!(order(&kernel_mode, &hot).0, [KprobeSession, Kprobe, Fentry]);
+        let kernel_mode = resolve_auto(AttachChoice::Auto, &facts(true, true, true), false, &hot);
+        assert_eq!(kernel_mode.0, [KprobeSession, Kprobe, Fentry]);
         // Not preemptible: the fsession where the kernel has it, fentry elsewhere.
         assert_eq!(
             order(&facts(false, true, true), &hot).0,

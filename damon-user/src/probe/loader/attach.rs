@@ -8,9 +8,11 @@ use aya::{
 use crate::{
     capture::AttachState,
     probe::{
-        kernel::{Kallsyms, SymbolPresence, btf_has_function},
-        programs::program_names,
-        session::links::SessionLinks,
+        facts::kernel::{Kallsyms, SymbolPresence, btf_has_function},
+        loader::{
+            programs::{program_names, timed_attach, timed_load},
+            session::links::SessionLinks,
+        },
     },
     trace::{AttachMethod, TracedFunction},
 };
@@ -61,7 +63,7 @@ pub fn describe_error(err: &ProgramError) -> String {
 }
 
 /// An error's message followed by those of its sources, each after `: `.
-pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
+pub(in crate::probe) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut msg = err.to_string();
     let mut source = err.source();
     while let Some(s) = source {
@@ -75,7 +77,7 @@ pub(super) fn error_chain(err: &dyn std::error::Error) -> String {
 /// Kernel-internal ENOTSUPP, which leaks to userspace from some BPF paths.
 const ENOTSUPP: i32 = 524;
 
-pub(super) fn unload(bpf: &mut Ebpf, name: &str, mode: AttachMethod) {
+pub(in crate::probe) fn unload(bpf: &mut Ebpf, name: &str, mode: AttachMethod) {
     let Some(prog) = bpf.program_mut(name) else {
         return;
     };
@@ -86,7 +88,7 @@ pub(super) fn unload(bpf: &mut Ebpf, name: &str, mode: AttachMethod) {
             Err(_) => <&mut FExit>::try_from(prog).and_then(FExit::unload),
         },
         AttachMethod::Kprobe => <&mut KProbe>::try_from(prog).and_then(KProbe::unload),
-        // Loaded by `probe::session`, never by aya: nothing of aya's to unload.
+        // Loaded by `probe::loader::session`, never by aya: nothing of aya's to unload.
         AttachMethod::KprobeSession | AttachMethod::Fsession => return,
     };
 }
@@ -94,7 +96,7 @@ pub(super) fn unload(bpf: &mut Ebpf, name: &str, mode: AttachMethod) {
 /// Attaches `func` if the kernel has it as a plain function; otherwise says why not (missing,
 /// or inlined with only compiler clones left). `auto_note` is the detail of a function that
 /// `--attach auto` put on kprobes.
-pub(super) fn attach_present(
+pub(in crate::probe) fn attach_present(
     bpf: &mut Ebpf,
     sessions: &mut SessionLinks,
     kallsyms: &Kallsyms,
@@ -190,7 +192,7 @@ fn attach_one(
 /// Whether ftrace can patch `symbol` (`None`: its list is unreadable). Read only after a
 /// failure: the list is long.
 fn in_ftrace(symbol: &str) -> Option<bool> {
-    crate::probe::kernel::ftrace_functions()
+    crate::probe::facts::kernel::ftrace_functions()
         .ok()
         .map(|set| set.contains(symbol))
 }
@@ -203,7 +205,7 @@ fn errno_only(err: &ProgramError) -> String {
 
 /// Why fentry refused `symbol`: the kernel's facts when they explain it (the function is not
 /// one ftrace can patch: `notrace`, `noinstr`, ...), else the errno and its usual cause.
-pub(super) fn fentry_failure(err: &ProgramError, symbol: &str) -> String {
+pub(in crate::probe) fn fentry_failure(err: &ProgramError, symbol: &str) -> String {
     match in_ftrace(symbol) {
         Some(false) => format!(
             "{} — not in available_filter_functions: the function is notrace or noinstr, which \
@@ -216,17 +218,16 @@ pub(super) fn fentry_failure(err: &ProgramError, symbol: &str) -> String {
 
 /// Why kprobes refused `symbol`: on the kernel's kprobe blacklist, or (EINVAL on a function
 /// ftrace cannot patch either) most likely `noinstr` code, which kprobes refuse.
-pub(super) fn kprobe_failure(err: &ProgramError, symbol: &str) -> String {
-    if crate::probe::kernel::kprobe_blacklist().is_some_and(|l| l.contains(symbol)) {
+pub(in crate::probe) fn kprobe_failure(err: &ProgramError, symbol: &str) -> String {
+    if crate::probe::facts::kernel::kprobe_blacklist().is_some_and(|l| l.contains(symbol)) {
         return format!("{} — on the kernel's kprobe blacklist", errno_only(err));
     }
     let described = describe_error(err);
     if described.contains(&format!("os error {}", libc::EACCES)) {
-        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-            .ok()
-            .and_then(|t| t.trim().parse().ok());
-        let admin = crate::probe::kernel::effective_caps()
-            .is_some_and(|c| crate::probe::kernel::has_cap(c, crate::probe::kernel::CAP_SYS_ADMIN));
+        let paranoid = crate::probe::facts::KernelFacts::get().perf_event_paranoid();
+        let admin = crate::probe::facts::kernel::effective_caps().is_some_and(|c| {
+            crate::probe::facts::kernel::has_cap(c, crate::probe::facts::kernel::CAP_SYS_ADMIN)
+        });
         if let Some(why) = paranoid.and_then(|p| paranoid_refusal(p, admin)) {
             return format!("{} — {why}", errno_only(err));
         }
@@ -256,7 +257,10 @@ fn paranoid_refusal(paranoid: i32, cap_sys_admin: bool) -> Option<String> {
     })
 }
 
-pub(super) fn program<'a, T>(bpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, ProgramError>
+pub(in crate::probe) fn program<'a, T>(
+    bpf: &'a mut Ebpf,
+    name: &str,
+) -> Result<&'a mut T, ProgramError>
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
 {
@@ -287,7 +291,7 @@ fn attach_pair(
 }
 
 /// Attaches `func`'s fentry/fexit pair, in [`attach_pair`]'s order.
-pub(super) fn attach_fentry(
+pub(in crate::probe) fn attach_fentry(
     bpf: &mut Ebpf,
     func: &TracedFunction,
     btf: &Btf,
@@ -311,7 +315,10 @@ pub(super) fn attach_fentry(
 }
 
 /// Attaches `func`'s kprobe/kretprobe pair, in [`attach_pair`]'s order.
-pub(super) fn attach_kprobe(bpf: &mut Ebpf, func: &TracedFunction) -> Result<(), ProgramError> {
+pub(in crate::probe) fn attach_kprobe(
+    bpf: &mut Ebpf,
+    func: &TracedFunction,
+) -> Result<(), ProgramError> {
     let target = func.symbol.as_str();
     let kprobe = |bpf: &mut Ebpf, name: &str| {
         let kprobe: &mut KProbe = program(bpf, name)?;
@@ -321,19 +328,7 @@ pub(super) fn attach_kprobe(bpf: &mut Ebpf, func: &TracedFunction) -> Result<(),
     attach_pair(bpf, func, AttachMethod::Kprobe, kprobe, kprobe)
 }
 
-/// `load`, the program's load into the kernel (the verifier), as a `--debug-timing` phase.
-pub(super) fn timed_load<T>(name: &str, load: impl FnOnce() -> T) -> T {
-    let _t = crate::timing::phase(format_args!("verifier: {name} loaded"));
-    load()
-}
-
-/// `attach` of program `name` to `target`, as a `--debug-timing` phase.
-pub(super) fn timed_attach<T>(name: &str, target: &str, attach: impl FnOnce() -> T) -> T {
-    let _t = crate::timing::phase(format_args!("attach: {name} to {target}"));
-    attach()
-}
-
-pub(super) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: AttachMethod) {
+pub(in crate::probe) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: AttachMethod) {
     let (entry, exit) = program_names(func, mode);
     unload(bpf, &entry, mode);
     unload(bpf, &exit, mode);

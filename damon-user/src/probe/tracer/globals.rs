@@ -40,7 +40,7 @@ pub(super) type Fields = (
 );
 
 /// The kernel's BTF as parsed for the field offsets, or why it could not be.
-pub(super) type ParsedBtf = Result<crate::probe::btf::Btf, String>;
+pub(super) type ParsedBtf = Result<crate::probe::facts::btf::Btf, String>;
 
 /// The struct field offsets and kernel facts the programs need ([`OFFSET_UNKNOWN`] / 0 where
 /// they cannot be found) and what each function's records will carry.
@@ -118,9 +118,9 @@ fn folio_node_fields(
     status: &mut ArgStatus,
 ) {
     let folio = (|| {
-        let sym = crate::probe::folio_node::data_symbol_address("vmemmap_base")?;
+        let sym = crate::probe::facts::folio_node::data_symbol_address("vmemmap_base")?;
         let size = parsed.as_ref().map_err(Clone::clone)?.struct_size("page")?;
-        let r = crate::probe::folio_node::node_pfn_ranges(Path::new("/sys"))?;
+        let r = crate::probe::facts::folio_node::node_pfn_ranges(Path::new("/sys"))?;
         Ok::<_, String>((sym, size, r))
     })();
     let found = folio.map(|(sym, size, r)| {

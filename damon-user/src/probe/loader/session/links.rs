@@ -10,13 +10,13 @@ use std::{
 use aya::{Btf, Ebpf};
 
 use super::{
-    Kfuncs, Kind, Relocated, SessionError, attach, function_btf_id, has_fsession, load, module_btf,
+    Kfuncs, Kind, Relocated, SessionError, attach, function_btf_id, load, module_btf,
     rewrite_kfunc_calls,
 };
 use crate::{
-    probe::{
-        attach::{timed_attach, timed_load},
-        programs::program_names,
+    probe::facts::KernelFacts,
+    probe::loader::{
+        programs::{program_names, timed_attach, timed_load},
         skips,
     },
     trace::{AttachMethod, TracedFunction},
@@ -69,7 +69,9 @@ impl SessionLinks {
         // A module's function: its BTF object, held until the program is loaded.
         let mut module_btf = None;
         let kind = match method {
-            AttachMethod::Fsession if !has_fsession() => return Err(SessionError::NoFsession),
+            AttachMethod::Fsession if !KernelFacts::get().fsession() => {
+                return Err(SessionError::NoFsession);
+            }
             AttachMethod::Fsession => match function_btf_id(btf, &func.symbol) {
                 Ok(btf_id) => Kind::Fsession {
                     btf_id,

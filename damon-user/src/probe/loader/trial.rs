@@ -4,9 +4,11 @@ use aya::{Btf, Ebpf, EbpfLoader};
 use damon_common::MAP_EVENTS;
 
 use crate::probe::{
-    attach::{attach_fentry, attach_kprobe, fentry_failure, kprobe_failure, unload_pair},
-    kernel::{Kallsyms, SymbolPresence, btf_has_function, kprobes_supported},
-    programs::EBPF_OBJECT,
+    facts::kernel::{Kallsyms, SymbolPresence, btf_has_function, kprobes_supported},
+    loader::{
+        attach::{attach_fentry, attach_kprobe, fentry_failure, kprobe_failure, unload_pair},
+        programs::EBPF_OBJECT,
+    },
 };
 use crate::trace::{AttachMethod, TracedFunction};
 
@@ -23,7 +25,7 @@ pub struct ProbeTrial {
 /// Attaches and immediately detaches each function's fentry and kprobe pairs, so the diagnosis
 /// reports what the kernel really allows rather than a guess.
 pub fn try_each(functions: &[TracedFunction]) -> Vec<ProbeTrial> {
-    let btf = super::sysfiles::aya_btf();
+    let btf = crate::probe::facts::sysfiles::aya_btf();
     let object = crate::timing::phase("object: ELF parsed, maps created (EbpfLoader::load)");
     let mut loaded = EbpfLoader::new()
         .btf(btf.as_deref())

@@ -28,7 +28,10 @@ use aya_obj::{
 };
 use damon_common::KFUNC_PLACEHOLDERS;
 
-use super::{programs::EBPF_OBJECT, skips::bpf, sysfiles::StartCache};
+use crate::probe::{
+    facts::sysfiles::StartCache,
+    loader::{programs::EBPF_OBJECT, skips::bpf},
+};
 
 /// `enum bpf_attach_type`'s `BPF_TRACE_KPROBE_SESSION` (UAPI, Linux ≥ 6.10).
 pub const BPF_TRACE_KPROBE_SESSION: u32 = 56;
@@ -120,15 +123,9 @@ impl Kfuncs {
     /// Looks each kfunc up in the running kernel's BTF.
     pub fn resolve(btf: Option<&aya::Btf>) -> Result<Kfuncs, SessionError> {
         let btf = btf.ok_or(SessionError::NoBtf)?;
-        KFUNC_PLACEHOLDERS
-            .iter()
-            .map(|&(placeholder, name)| {
-                btf.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
-                    .map(|id| (placeholder, id))
-                    .map_err(|_| SessionError::NoKfunc(name))
-            })
-            .collect::<Result<_, _>>()
+        crate::probe::facts::session_kfunc_ids(btf)
             .map(Kfuncs)
+            .map_err(SessionError::NoKfunc)
     }
 
     #[cfg(test)]
@@ -187,7 +184,7 @@ fn parsed() -> Result<Object, String> {
     })
 }
 
-/// [`parsed`]'s object, kept for the start ([`crate::probe::sysfiles::release`] drops it).
+/// [`parsed`]'s object, kept for the start ([`crate::probe::release`] drops it).
 pub(in crate::probe) static PARSED: StartCache<Result<Object, String>> = StartCache::new();
 
 /// Program `prog` of the embedded object (the one `bpf` was loaded from), its map references
@@ -349,15 +346,6 @@ pub fn attach(kind: Kind, prog: BorrowedFd<'_>, symbol: &str) -> Result<OwnedFd,
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
         Err(err) => Err(failed(err)),
     }
-}
-
-/// Whether this kernel has fsession: its BTF names `BPF_TRACE_FSESSION` (an enumerator of
-/// `enum bpf_attach_type`, which aya's BTF API does not list, so the string table is searched).
-pub fn has_fsession() -> bool {
-    crate::probe::sysfiles::vmlinux_btf().is_ok_and(|b| {
-        b.windows(b"BPF_TRACE_FSESSION\0".len())
-            .any(|w| w == b"BPF_TRACE_FSESSION\0")
-    })
 }
 
 /// The BTF id of kernel function `symbol` (an fsession's target).

@@ -116,7 +116,7 @@ impl Kallsyms {
     /// `/proc/kallsyms`, read and parsed once per start (see [`super::sysfiles`]).
     pub fn read() -> std::io::Result<std::sync::Arc<Kallsyms>> {
         let text = super::sysfiles::kallsyms()?;
-        Ok(super::sysfiles::KALLSYMS_PARSED.get_or_init(|| {
+        Ok(KALLSYMS_PARSED.get_or_init(|| {
             let _t = crate::timing::phase("kallsyms: parsed");
             std::sync::Arc::new(Kallsyms::parse(&text))
         }))
@@ -227,6 +227,10 @@ pub fn ftrace_functions() -> Result<std::collections::HashSet<String>, String> {
         .map(str::to_owned)
         .collect())
 }
+
+/// `Kallsyms::read`'s parse of [`super::sysfiles::kallsyms`], kept for the start like it.
+pub(in crate::probe) static KALLSYMS_PARSED: super::sysfiles::StartCache<std::sync::Arc<Kallsyms>> =
+    super::sysfiles::StartCache::new();
 
 // Defined with the capture it describes, so the capture codec has no dependency on probing.
 pub use crate::capture::KernelIdentity;

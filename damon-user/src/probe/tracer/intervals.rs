@@ -9,11 +9,11 @@ use damon_common::{
 
 use crate::{
     capture::{IntervalHook, MarkCounters},
-    probe::attach::describe_error,
+    probe::loader::attach::describe_error,
 };
 
 /// Name of the program in the eBPF object.
-pub const PROGRAM: &str = "damon_aggregated";
+pub use crate::probe::loader::programs::INTERVALS_PROGRAM as PROGRAM;
 /// How the hook is named in metadata and reports.
 pub const HOOK_NAME: &str = "tracepoint:damon:damon_aggregated";
 

@@ -1,6 +1,12 @@
 //! The tracer's lifecycle: loads the eBPF object, attaches every selected function, reads the
 //! counters and histograms, collects the stamps of exited tasks, and detaches in the order that
 //! keeps the call accounting exact.
+pub mod disturb;
+pub mod globals;
+pub mod intervals;
+pub mod kernel_maps;
+pub mod ring;
+
 use std::{
     collections::{BTreeMap, HashSet},
     time::Duration,
@@ -17,17 +23,19 @@ use damon_common::{
     MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS, STAMP_DEPTH, StampStack, stamp_key_func,
     stamp_key_tid,
 };
+use globals::{field_offsets, stamp_map_entries};
 
 use crate::{
     capture::{FunctionCounters, FunctionStatus, KernelDisturbed},
     probe::{
-        attach::{attach_present, describe_error, program, unload},
-        auto::{AutoFacts, resolve_auto},
-        globals::{field_offsets, stamp_map_entries},
-        kernel::Kallsyms,
-        probe_log::{ProbeLog, ProbeLogLevel},
-        programs::{CALIB_TRIGGER, CALIB_TRIGGER_TARGET, EBPF_OBJECT, program_names},
-        session::links::{SessionCounts, SessionLinks, session_counters},
+        facts::{KernelFacts, kernel::Kallsyms},
+        loader::{
+            attach::{attach_present, describe_error, program, unload},
+            auto::resolve_auto,
+            probe_log::{ProbeLog, ProbeLogLevel},
+            programs::{CALIB_TRIGGER, CALIB_TRIGGER_TARGET, EBPF_OBJECT, program_names},
+            session::links::{SessionCounts, SessionLinks, session_counters},
+        },
     },
     timing,
     trace::{AttachChoice, AttachMethod, ModeConfig, TracedFunction},
@@ -93,27 +101,27 @@ impl Tracer {
     /// in the statuses, not as errors; an error means nothing could be set up at all.
     pub fn load(opts: &LoadOptions) -> anyhow::Result<Tracer> {
         let kallsyms = Kallsyms::read().context("reading /proc/kallsyms")?;
-        let btf = super::sysfiles::aya_btf();
+        let btf = crate::probe::facts::sysfiles::aya_btf();
         let builtins: Vec<FunctionId> = opts
             .functions
             .iter()
             .filter_map(TracedFunction::as_builtin)
             .collect();
-        let parsed = crate::probe::btf::Btf::from_sys_fs();
+        let parsed = crate::probe::facts::btf::Btf::from_sys_fs();
         let offsets_phase = timing::phase("field offsets, disturbance counters");
         let (mut offsets, mut globals64, node_ranges, args) = field_offsets(&builtins, &parsed);
-        let disturbance = crate::probe::disturb::counters(opts.mode, &parsed)
+        let disturbance = crate::probe::tracer::disturb::counters(opts.mode, &parsed)
             .into_globals(&mut offsets, &mut globals64);
         drop(offsets_phase);
         let mut bpf = {
             let _t = timing::phase("object: ELF parsed, maps created (EbpfLoader::load)");
             load_object(opts, &offsets, &globals64, &disturbance, btf.as_deref())?
         };
-        crate::probe::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
+        crate::probe::facts::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
         // Boundaries first, so that the first calls already fall inside an interval.
         let interval_hook = {
             let _t = timing::phase("interval hook: tracepoint program loaded, attached");
-            Box::new(crate::probe::intervals::attach(&mut bpf))
+            Box::new(crate::probe::tracer::intervals::attach(&mut bpf))
         };
         let (attached, statuses, sessions) =
             attach_functions(&mut bpf, opts, &kallsyms, btf.as_deref());
@@ -125,7 +133,7 @@ impl Tracer {
                 .iter()
                 .any(|(f, m)| f.symbol == a.function && *m == AttachMethod::KprobeSession);
             if by_session {
-                crate::probe::session::links::kprobe_session_args(a);
+                crate::probe::loader::session::links::kprobe_session_args(a);
             }
         }
         Ok(Tracer {
@@ -137,14 +145,14 @@ impl Tracer {
             args,
             disturbance,
             trace_mode: opts.mode.mode.bits(),
-            stamp_gc: crate::probe::kernel::in_initial_pid_namespace().then(|| {
+            stamp_gc: crate::probe::facts::kernel::in_initial_pid_namespace().then(|| {
                 Box::new(StampGc {
                     last: std::time::Instant::now(),
                     stale: HashSet::new(),
                 })
             }),
-            kprobe_skips_counted: crate::probe::skips::kernel_counts_kprobe_skips(
-                &crate::probe::kernel::KernelIdentity::read().release,
+            kprobe_skips_counted: crate::probe::loader::skips::kernel_counts_kprobe_skips(
+                &KernelFacts::get().identity().release,
             ),
             final_skips: BTreeMap::new(),
         })
@@ -169,7 +177,7 @@ impl Tracer {
     pub fn mark_counters(&self) -> Option<crate::capture::MarkCounters> {
         self.interval_hook
             .attached
-            .then(|| crate::probe::intervals::counters(&self.bpf).ok())
+            .then(|| crate::probe::tracer::intervals::counters(&self.bpf).ok())
             .flatten()
     }
 
@@ -202,7 +210,7 @@ impl Tracer {
     pub fn detach(&mut self) {
         // Boundaries off first: calls after the last boundary are counted as outside any
         // complete interval, never lost.
-        crate::probe::intervals::detach(&mut self.bpf);
+        crate::probe::tracer::intervals::detach(&mut self.bpf);
         self.unload_side(Side::Entry);
         // A session program's link carries both ends: it goes now, and a call still inside
         // its function stays in flight (no stamp to wait for).
@@ -235,18 +243,18 @@ impl Tracer {
         }
     }
 
-    /// Runs of program `name` the kernel skipped, by its own count (see `probe::skips`);
+    /// Runs of program `name` the kernel skipped, by its own count (see `probe::loader::skips`);
     /// `None` when the program is not loaded or this kernel does not count them.
     fn skipped_runs(&self, name: &str, mode: AttachMethod) -> Option<u64> {
         use std::os::fd::AsFd as _;
         let prog = self.bpf.program(name)?;
         let fd = prog.fd().ok()?.as_fd();
         match mode {
-            AttachMethod::Fentry => crate::probe::skips::recursion_misses(fd),
+            AttachMethod::Fentry => crate::probe::loader::skips::recursion_misses(fd),
             AttachMethod::Kprobe if self.kprobe_skips_counted => {
-                let in_prog = crate::probe::skips::recursion_misses(fd)?;
-                let in_link = crate::probe::skips::prog_id(fd)
-                    .and_then(crate::probe::skips::kprobe_link_missed)
+                let in_prog = crate::probe::loader::skips::recursion_misses(fd)?;
+                let in_link = crate::probe::loader::skips::prog_id(fd)
+                    .and_then(crate::probe::loader::skips::kprobe_link_missed)
                     .unwrap_or(0);
                 Some(in_prog + in_link)
             }
@@ -422,7 +430,7 @@ impl Tracer {
 
     /// Function `id`'s in-kernel histogram (`kernel_maps::histogram`).
     fn histogram(&self, id: u32) -> anyhow::Result<(HistStats, Vec<u64>)> {
-        super::kernel_maps::histogram(&self.bpf, id)
+        kernel_maps::histogram(&self.bpf, id)
     }
 
     /// Per traced function id: its disturbed calls, when the kernel counts them (kernel mode
@@ -433,7 +441,7 @@ impl Tracer {
             return Ok(BTreeMap::new());
         }
         let ids = self.attached.iter().map(|(f, _)| f.id);
-        ids.map(|id| Ok((id, super::kernel_maps::disturbed(&self.bpf, id)?)))
+        ids.map(|id| Ok((id, kernel_maps::disturbed(&self.bpf, id)?)))
             .collect()
     }
 
@@ -446,7 +454,8 @@ impl Tracer {
         let prog: &mut FEntry = program(&mut self.bpf, CALIB_TRIGGER)
             .map_err(|e| anyhow::anyhow!("{CALIB_TRIGGER}: {}", describe_error(&e)))?;
         if prog.fd().is_err() {
-            let btf = super::sysfiles::aya_btf().context("reading the kernel's BTF")?;
+            let btf =
+                crate::probe::facts::sysfiles::aya_btf().context("reading the kernel's BTF")?;
             let _t = timing::phase(format_args!("verifier: {CALIB_TRIGGER} loaded"));
             prog.load(CALIB_TRIGGER_TARGET, &btf).map_err(|e| {
                 anyhow::anyhow!(
@@ -474,10 +483,19 @@ fn attach_functions(
     let mut attached = Vec::new();
     let mut statuses = Vec::new();
     let mut sessions = SessionLinks::default();
-    let facts = AutoFacts::read(btf, opts.mode.mode.streams());
+    let facts = {
+        let _t = timing::phase("auto facts: preemption, kfuncs in BTF, fsession");
+        let facts = KernelFacts::get();
+        // Read here, as this phase.
+        facts.preemption();
+        facts.kprobe_session();
+        facts.fsession();
+        facts
+    };
+    let streams = opts.mode.mode.streams();
     for func in &opts.functions {
         let _t = timing::phase(format_args!("{}: attached", func.symbol));
-        let (order, auto_note) = resolve_auto(opts.attach, &facts, func);
+        let (order, auto_note) = resolve_auto(opts.attach, facts, streams, func);
         let (state, detail) =
             attach_present(bpf, &mut sessions, kallsyms, func, &order, &auto_note, btf);
         if let Some(method) = AttachMethod::of_state(state) {
@@ -523,7 +541,7 @@ fn load_object(
     loader.override_global(damon_common::GLOBAL_FILTER_TGID, &tgid, true);
     loader.override_global(damon_common::GLOBAL_FILTER_TID, &tid, true);
     loader.override_global(damon_common::GLOBAL_FILTER_CGROUP, &cgroup, true);
-    crate::probe::probe_log::configure(&mut loader, opts.debug_probes);
+    crate::probe::loader::probe_log::configure(&mut loader, opts.debug_probes);
     for (global, off) in offsets {
         loader.override_global(global, off, true);
     }

@@ -8,11 +8,11 @@
 //! kallsyms once, in `Kallsyms::read`) took a 1 s `record --no-calibrate` under QEMU/TCG on 7.2
 //! from 11.1–12.1 s to 7.9–8.1 s, and its start on a host up to the diagnosis from 0.44 s to
 //! 0.22 s. A symbol or type that appears after the first
-//! read (a module loaded while the command runs) is not seen until [`release`]: load the
+//! read (a module loaded while the command runs) is not seen until [`crate::probe::release`]: load the
 //! module first, as `patch-ab` does.
 //!
 //! The copies are large (on 7.2 the text, the BTF and aya's parse of it held ~60 MiB of heap),
-//! so a session that has attached and finished its calibration drops them with [`release`]:
+//! so a session that has attached and finished its calibration drops them with [`crate::probe::release`]:
 //! a later use reads the file again.
 use std::{
     io,
@@ -50,18 +50,13 @@ static KALLSYMS_TEXT: StartCache<Result<Arc<str>, (io::ErrorKind, String)>> = St
 static BTF_BYTES: StartCache<Result<Arc<[u8]>, String>> = StartCache::new();
 static FILTER_TEXT: StartCache<Result<Arc<str>, String>> = StartCache::new();
 static AYA_BTF: StartCache<Option<Arc<aya::Btf>>> = StartCache::new();
-/// `Kallsyms::read`'s parse of [`kallsyms`].
-pub(super) static KALLSYMS_PARSED: StartCache<Arc<super::kernel::Kallsyms>> = StartCache::new();
-
-/// Drops every kept file and parse (the start is over: the programs are attached and the
-/// calibration's loaded). The next use reads again.
-pub fn release() {
+/// Drops every kept file and aya's parse (see [`crate::probe::release`], which drops the
+/// other parses too). The next use reads again.
+pub(in crate::probe) fn release() {
     KALLSYMS_TEXT.release();
     BTF_BYTES.release();
     FILTER_TEXT.release();
     AYA_BTF.release();
-    KALLSYMS_PARSED.release();
-    super::session::PARSED.release();
 }
 
 /// Where the kernel lists its symbols.

@@ -8,11 +8,14 @@ use damon_common::{
 use crate::trace::{AttachMethod, TracedFunction};
 
 /// The compiled eBPF object, embedded so the binary is self-contained (also inside the VM).
-pub(super) static EBPF_OBJECT: &[u8] =
+pub(in crate::probe) static EBPF_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/damon"));
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
-pub(super) fn program_names(func: &TracedFunction, mode: AttachMethod) -> (String, String) {
+pub(in crate::probe) fn program_names(
+    func: &TracedFunction,
+    mode: AttachMethod,
+) -> (String, String) {
     let (entry, exit) = match mode {
         AttachMethod::Fentry => ("fentry", "fexit"),
         AttachMethod::Kprobe => ("kprobe", "kretprobe"),
@@ -33,10 +36,17 @@ pub const CALIB_TRIGGER: &str = "calib_trigger";
 #[allow(dead_code, reason = "used by calibration")]
 pub const CALIB_TRIGGER_TARGET: &str = "bpf_fentry_test1";
 
+/// The interval hook's program (see [`crate::probe::tracer::intervals`]).
+pub const INTERVALS_PROGRAM: &str = "damon_aggregated";
+/// doctor's self-test programs (see [`crate::probe::loader::session::selftest`]): the kprobe
+/// session's and the fsession's.
+pub const SESSION_SELFTEST_PROGRAM: &str = "sess_probe";
+pub const FSESSION_SELFTEST_PROGRAM: &str = "fsess_probe";
+
 /// Every program name of ours, in full: each built-in function and user slot in both modes
 /// (entry and exit), the interval hook, the calibration trigger, the benchmark's floor and the
 /// session self-test.
-pub(super) fn all_program_names() -> Vec<String> {
+pub(in crate::probe) fn all_program_names() -> Vec<String> {
     let user =
         (damon_common::FIRST_USER_FUNC..=damon_common::LAST_USER_FUNC).map(|id| TracedFunction {
             id,
@@ -54,10 +64,10 @@ pub(super) fn all_program_names() -> Vec<String> {
             [a, b, c, d, e, g]
         })
         .chain([
-            super::intervals::PROGRAM.to_owned(),
+            INTERVALS_PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
-            super::session::selftest::PROGRAM.to_owned(),
-            super::session::selftest::FSESSION_PROGRAM.to_owned(),
+            SESSION_SELFTEST_PROGRAM.to_owned(),
+            FSESSION_SELFTEST_PROGRAM.to_owned(),
         ])
         .chain(floor_program_names())
         .collect()
@@ -65,14 +75,97 @@ pub(super) fn all_program_names() -> Vec<String> {
 
 /// The benchmark's floor programs (`bench-floor`), every kind.
 fn floor_program_names() -> impl Iterator<Item = String> {
-    super::floor::FloorKind::ALL.into_iter().flat_map(|k| {
-        let (entry, exit) = super::floor::program_names(k);
+    FloorKind::ALL.into_iter().flat_map(|k| {
+        let (entry, exit) = floor_pair_names(k);
         [entry.to_owned(), exit.to_owned()]
     })
 }
 
+/// Which floor pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloorKind {
+    /// fentry/fexit, reading the clock once each.
+    Fentry,
+    /// kprobe/kretprobe, reading the clock once each.
+    Kprobe,
+    /// fentry/fexit, reading the clock once each and keeping the entry time per task in a
+    /// hash map (lookup on both sides).
+    FentryStamp,
+    /// kprobe/kretprobe with the same per-task stamp.
+    KprobeStamp,
+    /// kprobe/kretprobe with the per-task stamp and a 64-byte record reserved and submitted
+    /// in the ring per call (no wake-up).
+    KprobeStampRing,
+    /// One kprobe session program: the entry time in the invocation's cookie, the clock read
+    /// again at return (exact, no map). Linux ≥ 6.10.
+    Session,
+    /// The session floor plus the 64-byte ring record per call.
+    SessionRing,
+    /// The session floor as an fsession (BPF trampoline; Linux 7.x).
+    Fsession,
+}
+
+// Its names are read by the instrument command `bench-floor` only.
+#[cfg_attr(not(any(test, feature = "instruments")), allow(dead_code))]
+impl FloorKind {
+    pub const ALL: [FloorKind; 8] = [
+        FloorKind::Fentry,
+        FloorKind::Kprobe,
+        FloorKind::FentryStamp,
+        FloorKind::KprobeStamp,
+        FloorKind::KprobeStampRing,
+        FloorKind::Session,
+        FloorKind::SessionRing,
+        FloorKind::Fsession,
+    ];
+
+    /// `bench-floor --attach`'s value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FloorKind::Fentry => "fentry",
+            FloorKind::Kprobe => "kprobe",
+            FloorKind::FentryStamp => "fentry-stamp",
+            FloorKind::KprobeStamp => "kprobe-stamp",
+            FloorKind::KprobeStampRing => "kprobe-stamp-ring",
+            FloorKind::Session => "session",
+            FloorKind::SessionRing => "session-ring",
+            FloorKind::Fsession => "fsession",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FloorKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// The floor pair's program names: (entry, exit); a session's one program is both.
+pub const fn floor_pair_names(kind: FloorKind) -> (&'static str, &'static str) {
+    match kind {
+        FloorKind::Fentry => ("floor_fentry", "floor_fexit"),
+        FloorKind::Kprobe => ("floor_kprobe", "floor_kretprobe"),
+        FloorKind::FentryStamp => ("floor_st_fentry", "floor_st_fexit"),
+        FloorKind::KprobeStamp => ("floor_sk_entry", "floor_sk_exit"),
+        FloorKind::KprobeStampRing => ("floor_skr_entry", "floor_skr_exit"),
+        FloorKind::Session => ("floor_session", "floor_session"),
+        FloorKind::SessionRing => ("floor_session_rec", "floor_session_rec"),
+        FloorKind::Fsession => ("floor_fsession", "floor_fsession"),
+    }
+}
+
+/// `load`, the program's load into the kernel (the verifier), as a `--debug-timing` phase.
+pub(in crate::probe) fn timed_load<T>(name: &str, load: impl FnOnce() -> T) -> T {
+    let _t = crate::timing::phase(format_args!("verifier: {name} loaded"));
+    load()
+}
+
+/// `attach` of program `name` to `target`, as a `--debug-timing` phase.
+pub(in crate::probe) fn timed_attach<T>(name: &str, target: &str, attach: impl FnOnce() -> T) -> T {
+    let _t = crate::timing::phase(format_args!("attach: {name} to {target}"));
+    attach()
+}
+
 /// Every map name of ours, in full.
-pub(super) const MAP_NAMES: [&str; 13] = [
+pub(in crate::probe) const MAP_NAMES: [&str; 13] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -130,10 +223,10 @@ mod tests {
             })
             .collect();
         names.extend([
-            super::super::intervals::PROGRAM.to_owned(),
+            INTERVALS_PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
-            super::super::session::selftest::PROGRAM.to_owned(),
-            super::super::session::selftest::FSESSION_PROGRAM.to_owned(),
+            SESSION_SELFTEST_PROGRAM.to_owned(),
+            FSESSION_SELFTEST_PROGRAM.to_owned(),
         ]);
         names.extend(floor_program_names());
         names

@@ -2,7 +2,7 @@
 //! "leaves no trace" check and the tests that assert it).
 use serde::Serialize;
 
-use crate::probe::{
+use crate::probe::loader::{
     attach::error_chain,
     programs::{MAP_NAMES, all_program_names},
 };

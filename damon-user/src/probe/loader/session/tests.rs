@@ -5,7 +5,7 @@ use damon_common::{KFUNC_SESSION_COOKIE, KFUNC_SESSION_IS_RETURN};
 
 use super::selftest::{PROGRAM, SelfTest};
 use super::*;
-use crate::probe::programs::EBPF_OBJECT;
+use crate::probe::loader::programs::EBPF_OBJECT;
 
 fn call(imm: i32, src_reg: u8) -> bpf_insn {
     // SAFETY: a plain C struct of integers.

@@ -9,14 +9,14 @@ use damon_common::{GLOBAL_SESSION_PROBE_TGID, MAP_EVENTS, MAP_SESSION_PROBE};
 use serde::Serialize;
 
 use super::{
-    Kfuncs, Kind, SessionError, attach, function_btf_id, has_fsession, instructions, load,
-    rewrite_kfunc_calls,
+    Kfuncs, Kind, SessionError, attach, function_btf_id, instructions, load, rewrite_kfunc_calls,
 };
-use crate::probe::programs::EBPF_OBJECT;
+use crate::probe::loader::programs::EBPF_OBJECT;
 
 /// The programs' names in the object: the kprobe session's and the fsession's.
-pub const PROGRAM: &str = "sess_probe";
-pub const FSESSION_PROGRAM: &str = "fsess_probe";
+pub use crate::probe::loader::programs::{
+    FSESSION_SELFTEST_PROGRAM as FSESSION_PROGRAM, SESSION_SELFTEST_PROGRAM as PROGRAM,
+};
 /// Where getppid(2) enters the kernel, by kernel version and configuration; the first that
 /// takes a kprobe session link is used.
 const GETPPID: [&str; 3] = ["__x64_sys_getppid", "__do_sys_getppid", "__se_sys_getppid"];
@@ -113,7 +113,7 @@ fn getppid_calls(n: u64) {
 /// needs.
 pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, SessionError> {
     let kfuncs = Kfuncs::resolve(btf)?;
-    if fsession && !has_fsession() {
+    if fsession && !crate::probe::facts::KernelFacts::get().fsession() {
         return Err(SessionError::NoFsession);
     }
     let program = if fsession { FSESSION_PROGRAM } else { PROGRAM };
@@ -175,7 +175,7 @@ pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, Ses
     let declined_entries = read(&counts, 3);
     let returns_after_decline = read(&counts, 1) - returns;
     let zero_cookies_after_decline = read(&counts, 2) - zero_cookies;
-    let skipped = crate::probe::skips::recursion_misses(prog.as_fd());
+    let skipped = crate::probe::loader::skips::recursion_misses(prog.as_fd());
     drop(link);
     Ok(SelfTest {
         kind: if fsession {

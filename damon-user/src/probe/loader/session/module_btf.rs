@@ -15,7 +15,7 @@ use std::{
 
 use aya_obj::generated::bpf_btf_info;
 
-use crate::probe::skips::{BTF_OBJECTS, kernel_objects, object_info};
+use crate::probe::loader::skips::{BTF_OBJECTS, kernel_objects, object_info};
 
 const BTF_MAGIC: u16 = 0xeb9f;
 /// `BTF_KIND_FUNC`.
@@ -123,7 +123,8 @@ pub struct ModuleFunction {
 /// when no module has it.
 pub fn find(symbol: &str) -> Result<Option<ModuleFunction>, String> {
     let dir = Path::new("/sys/kernel/btf");
-    let vmlinux = crate::probe::sysfiles::vmlinux_btf().map_err(|e| format!("vmlinux BTF: {e}"))?;
+    let vmlinux =
+        crate::probe::facts::sysfiles::vmlinux_btf().map_err(|e| format!("vmlinux BTF: {e}"))?;
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
         let module = entry.file_name().to_string_lossy().into_owned();

@@ -13,76 +13,10 @@ use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS};
 
 use std::os::fd::{AsFd as _, OwnedFd};
 
-use crate::probe::{attach::program, programs::EBPF_OBJECT, session};
-
-/// Which floor pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FloorKind {
-    /// fentry/fexit, reading the clock once each.
-    Fentry,
-    /// kprobe/kretprobe, reading the clock once each.
-    Kprobe,
-    /// fentry/fexit, reading the clock once each and keeping the entry time per task in a
-    /// hash map (lookup on both sides).
-    FentryStamp,
-    /// kprobe/kretprobe with the same per-task stamp.
-    KprobeStamp,
-    /// kprobe/kretprobe with the per-task stamp and a 64-byte record reserved and submitted
-    /// in the ring per call (no wake-up).
-    KprobeStampRing,
-    /// One kprobe session program: the entry time in the invocation's cookie, the clock read
-    /// again at return (exact, no map). Linux ≥ 6.10.
-    Session,
-    /// The session floor plus the 64-byte ring record per call.
-    SessionRing,
-    /// The session floor as an fsession (BPF trampoline; Linux 7.x).
-    Fsession,
-}
-
-impl FloorKind {
-    pub const ALL: [FloorKind; 8] = [
-        FloorKind::Fentry,
-        FloorKind::Kprobe,
-        FloorKind::FentryStamp,
-        FloorKind::KprobeStamp,
-        FloorKind::KprobeStampRing,
-        FloorKind::Session,
-        FloorKind::SessionRing,
-        FloorKind::Fsession,
-    ];
-
-    /// `bench-floor --attach`'s value.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            FloorKind::Fentry => "fentry",
-            FloorKind::Kprobe => "kprobe",
-            FloorKind::FentryStamp => "fentry-stamp",
-            FloorKind::KprobeStamp => "kprobe-stamp",
-            FloorKind::KprobeStampRing => "kprobe-stamp-ring",
-            FloorKind::Session => "session",
-            FloorKind::SessionRing => "session-ring",
-            FloorKind::Fsession => "fsession",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<FloorKind> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
-
-/// The floor pair's program names: (entry, exit); a session's one program is both.
-pub const fn program_names(kind: FloorKind) -> (&'static str, &'static str) {
-    match kind {
-        FloorKind::Fentry => ("floor_fentry", "floor_fexit"),
-        FloorKind::Kprobe => ("floor_kprobe", "floor_kretprobe"),
-        FloorKind::FentryStamp => ("floor_st_fentry", "floor_st_fexit"),
-        FloorKind::KprobeStamp => ("floor_sk_entry", "floor_sk_exit"),
-        FloorKind::KprobeStampRing => ("floor_skr_entry", "floor_skr_exit"),
-        FloorKind::Session => ("floor_session", "floor_session"),
-        FloorKind::SessionRing => ("floor_session_rec", "floor_session_rec"),
-        FloorKind::Fsession => ("floor_fsession", "floor_fsession"),
-    }
-}
+/// The floor pairs and their program names are the object's, with its other names (see
+/// [`programs`](crate::probe::loader::programs)).
+pub use crate::probe::loader::programs::{FloorKind, floor_pair_names as program_names};
+use crate::probe::loader::{attach::program, programs::EBPF_OBJECT, session};
 
 /// The ring of the record floor: as large as the benchmark gives ours (`record --ring-size`),
 /// so that every call of its loop finds room and pays a real reserve and submit.
@@ -103,7 +37,7 @@ pub struct Floor {
 /// them, the stamp map at [`FLOOR_STAMP_ENTRIES`]) and attaches the floor pair `kind` to
 /// `symbol`; the pair stays attached while the returned value lives.
 pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
-    let btf = super::sysfiles::aya_btf().context("reading the kernel's BTF")?;
+    let btf = crate::probe::facts::sysfiles::aya_btf().context("reading the kernel's BTF")?;
     let ring_bytes = match kind {
         FloorKind::KprobeStampRing | FloorKind::SessionRing => RECORD_FLOOR_RING_BYTES,
         _ => 4096,
