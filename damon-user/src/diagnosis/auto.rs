@@ -6,7 +6,7 @@
 use super::{Check, FunctionDiagnosis, Level, check};
 use crate::{
     probe::{auto::auto_first, kernel::Lockdown},
-    trace::AttachMethod,
+    trace::Attach,
 };
 
 /// The facts the answer rests on, as `diagnose` read them.
@@ -48,7 +48,7 @@ pub(super) fn refused_with_eperm(result: &str) -> bool {
     result.contains("Operation not permitted") || result.contains("EPERM")
 }
 
-fn pair(m: AttachMethod) -> &'static str {
+fn pair(m: Attach) -> &'static str {
     m.probes()
 }
 
@@ -57,17 +57,17 @@ const PARANOID_REFUSAL: &str = "kernel.perf_event_paranoid is ";
 
 const LOCKDOWN_REMEDY: &str = "a kernel with lockdown=none (Secure Boot off)";
 
-fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
+fn allowed(m: Attach, f: &AutoFacts) -> Allowed {
     let no = |cause: String, remedy| Allowed::No { cause, remedy };
     let confidential = f.lockdown == Some(Lockdown::Confidentiality);
     match m {
-        AttachMethod::Fentry if confidential => {
+        Attach::Fentry if confidential => {
             return no(
                 "lockdown=confidentiality forbids fentry/fexit".to_owned(),
                 LOCKDOWN_REMEDY,
             );
         }
-        AttachMethod::Fentry if !f.btf => {
+        Attach::Fentry if !f.btf => {
             return no(
                 "the kernel has no BTF (/sys/kernel/btf/vmlinux), which fentry/fexit need"
                     .to_owned(),
@@ -75,13 +75,13 @@ fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
             );
         }
         // Before lockdown: without kprobes, lifting lockdown would not help.
-        AttachMethod::Kprobe if !f.kprobes => {
+        Attach::Kprobe if !f.kprobes => {
             return no(
                 "the kernel has no kprobes (CONFIG_KPROBES off)".to_owned(),
                 "a kernel with CONFIG_KPROBES=y",
             );
         }
-        AttachMethod::Kprobe if confidential => {
+        Attach::Kprobe if confidential => {
             return no(
                 "lockdown=confidentiality forbids kprobe/kretprobe".to_owned(),
                 LOCKDOWN_REMEDY,
@@ -93,10 +93,10 @@ fn allowed(m: AttachMethod, f: &AutoFacts) -> Allowed {
         .functions
         .iter()
         .map(|func| match m {
-            AttachMethod::Fentry => func.fentry.as_str(),
-            AttachMethod::Kprobe => func.kprobe.as_str(),
+            Attach::Fentry => func.fentry.as_str(),
+            Attach::Kprobe => func.kprobe.as_str(),
             // No per-function trial: doctor's `session` and `fsession` checks test the kernel.
-            AttachMethod::KprobeSession | AttachMethod::Fsession => "not tried",
+            Attach::KprobeSession | Attach::Fsession => "not tried",
         })
         .collect();
     if results.contains(&"ok") {
@@ -160,15 +160,15 @@ pub(super) fn auto_check(f: &AutoFacts) -> Check {
 fn pairs_check(f: &AutoFacts) -> Check {
     let first = auto_first(f.preempts_trampolines);
     let second = match first {
-        AttachMethod::Fentry => AttachMethod::Kprobe,
-        _ => AttachMethod::Fentry,
+        Attach::Fentry => Attach::Kprobe,
+        _ => Attach::Fentry,
     };
     let order = match first {
-        AttachMethod::Kprobe | AttachMethod::KprobeSession | AttachMethod::Fsession => {
+        Attach::Kprobe | Attach::KprobeSession | Attach::Fsession => {
             "kprobe/kretprobe first, as the kernel is preemptible and skips a fentry/fexit run \
              while a task is preempted inside it"
         }
-        AttachMethod::Fentry => {
+        Attach::Fentry => {
             "fentry/fexit first, the cheaper pair, as probes are not preempted here"
         }
     };

@@ -2,7 +2,7 @@
 //! order, and the note that says why.
 use aya::Btf;
 
-use crate::trace::{AttachChoice, AttachMethod, TracedFunction};
+use crate::trace::{AttachChoice, Attach, TracedFunction};
 
 /// The kernel's facts `--attach auto` decides by, read once per session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +47,7 @@ pub(super) fn resolve_auto(
     facts: &AutoFacts,
     func: &TracedFunction,
 ) -> (AttachOrder, Option<String>) {
-    use AttachMethod::{Fentry, Fsession, Kprobe, KprobeSession};
+    use Attach::{Fentry, Fsession, Kprobe, KprobeSession};
     if let AttachChoice::Only(m) = choice {
         return (vec![m], None);
     }
@@ -99,16 +99,16 @@ pub(super) fn resolve_auto(
 /// The pair `--attach auto` tries first, by the preemption model alone (sessions aside: see
 /// [`resolve_auto`]); `doctor` tells from it and the kernel's facts which pair auto ends up
 /// with.
-pub fn auto_first(preempts_trampolines: bool) -> AttachMethod {
+pub fn auto_first(preempts_trampolines: bool) -> Attach {
     if preempts_trampolines {
-        AttachMethod::Kprobe
+        Attach::Kprobe
     } else {
-        AttachMethod::Fentry
+        Attach::Fentry
     }
 }
 
 /// The methods to try for a function, in order: the first that attaches is used.
-pub(super) type AttachOrder = Vec<AttachMethod>;
+pub(super) type AttachOrder = Vec<Attach>;
 
 #[cfg(test)]
 mod tests {
@@ -135,7 +135,7 @@ mod tests {
     fn explicit_attach_choices_need_no_kernel_facts() {
         let f = facts(true, true, true);
         let hot = TracedFunction::builtin(damon_common::FunctionId::DamonHotScore);
-        for m in AttachMethod::ALL {
+        for m in Attach::ALL {
             assert_eq!(
                 resolve_auto(AttachChoice::Only(m), &f, &hot),
                 (vec![m], None)
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn auto_picks_the_cheapest_exact_method_of_the_kernel() {
-        use AttachMethod::{Fentry, Fsession, Kprobe, KprobeSession};
+        use Attach::{Fentry, Fsession, Kprobe, KprobeSession};
         let order =
             |f: &AutoFacts, func: &TracedFunction| resolve_auto(AttachChoice::Auto, f, func);
         let slot = func(4, "vfs_read");

@@ -1,5 +1,6 @@
 //! Captures of the instruction clock: compared only with their own kind, and labelled in every
 //! format.
+use damon_common::attach::Attach;
 use super::*;
 use crate::capture::Clock;
 
@@ -90,7 +91,7 @@ fn instruction_captures_are_labelled_in_every_format() {
 fn exact(d: u64) -> Capture {
     under(
         Clock::Instructions,
-        capture(&[d; 300], AttachState::Fentry, AttachState::Fentry, "cpu"),
+        capture(&[d; 300], AttachState::Traced(Attach::Fentry), AttachState::Traced(Attach::Fentry), "cpu"),
     )
 }
 

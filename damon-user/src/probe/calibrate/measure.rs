@@ -68,7 +68,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
         debug_probes: Default::default(),
     })
     .context("loading the calibration probes")?;
-    let want = r.attach.state();
+    let want = AttachState::Traced(r.attach);
     for s in tracer.statuses() {
         if s.attach != want {
             let why = s.detail.as_deref().unwrap_or("not attached");
@@ -81,7 +81,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
                 _ => bail!(
                     "{} could not be traced with {}: {why}",
                     s.name,
-                    r.attach_name()
+                    r.attach
                 ),
             }
         }
@@ -286,7 +286,7 @@ fn summarise(
         functions,
         held_out,
         untimed,
-        ..Floor::empty(r.attach_name(), r.mode_name())
+        ..Floor::empty(r.attach, r.mode.mode)
     };
     out.settle_uncertainty();
     out

@@ -18,7 +18,7 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 }
 
 fn traced(f: &FunctionReport) -> bool {
-    !matches!(f.attach, "missing" | "inlined" | "failed")
+    f.attach.is_traced()
 }
 
 /// `count` as a percentage of `total` with two decimals; `-` when there is no total.

@@ -1,5 +1,6 @@
 //! Disturbance in the report: exact fractions per reason, percentiles over the clean calls
 //! beside the raw ones, and captures that did not measure it say so.
+use damon_common::attach::Attach;
 use damon_common::{CallRecord, disturb};
 
 use super::{capture, opts, stream_capture};
@@ -42,7 +43,7 @@ pub(crate) fn disturbed_capture() -> crate::capture::Capture {
     let functions = vec![FunctionStatus {
         name: "lock_timer_base".into(),
         id: 0,
-        attach: AttachState::Fentry,
+        attach: AttachState::Traced(Attach::Fentry),
         detail: None,
     }];
     let mut c = stream_capture(functions, records, None);
@@ -188,7 +189,7 @@ pub(crate) fn as_kernel(
         stats::kernel_hist::from_durations,
     };
     let mut c = stream.clone();
-    c.meta.mode = "kernel".into();
+    c.meta.mode = crate::capture::Mode::Kernel;
     c.records.clear();
     let mut summary = Summary::new(1_000_000_000, "duration", Default::default());
     for f in &stream.meta.functions {
@@ -233,7 +234,7 @@ fn kernel_mode_splits_its_histogram_into_clean_and_disturbed_calls() {
         build(&kernel, &opts()).expect("report"),
     );
     let (fs, fk) = (&rs.functions[0], &rk.functions[0]);
-    assert_eq!(fk.mode, "kernel");
+    assert_eq!(fk.mode, crate::capture::Mode::Kernel);
     assert_eq!(fk.disturbance, fs.disturbance);
     let (cs, ck) = (
         fs.clean_percentiles.expect("clean"),

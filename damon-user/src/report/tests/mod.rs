@@ -4,6 +4,7 @@ pub(crate) mod disturbance;
 mod kernel;
 mod values;
 
+use damon_common::attach::Attach;
 use std::{collections::BTreeMap, path::Path};
 
 use damon_common::CallRecord;
@@ -32,7 +33,7 @@ pub(crate) fn capture(summary: bool) -> Capture {
         FunctionStatus {
             name: "damon_hot_score".into(),
             id: 0,
-            attach: AttachState::Fentry,
+            attach: AttachState::Traced(Attach::Fentry),
             detail: None,
         },
         FunctionStatus {
@@ -87,7 +88,7 @@ pub(crate) fn stream_capture(
             start_unix_ns: 0,
             start_monotonic_ns: 0,
             command_line: vec![],
-            mode: "stream".into(),
+            mode: crate::capture::Mode::Stream,
             ring_size: 4096,
             functions,
             damon: None,
@@ -123,7 +124,7 @@ fn accounts_and_summarises() {
         )
     );
     assert_eq!(f.value.map(|v| (v.min, v.max)), Some((11, 20)));
-    assert_eq!(r.functions[1].attach, "missing");
+    assert_eq!(r.functions[1].attach, AttachState::Missing);
     assert_eq!(r.functions[1].count, 0);
     // Accounting holds, so the only warning is about the drops.
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
@@ -438,7 +439,7 @@ fn corrected_latencies_next_to_raw_ones() {
 
     // A kprobe floor does not correct an fentry function; a skipped calibration says so.
     let mut other = cal.clone();
-    other.floors[0].attach = "kprobe".into();
+    other.floors[0].attach = Attach::Kprobe;
     c.meta.calibration = Some(serde_json::to_value(&other).expect("json"));
     assert!(
         build(&c, &opts()).expect("r").functions[0]
@@ -474,7 +475,7 @@ fn real_calibrated_capture() {
     let cal = Calibration::from_meta(c.meta.calibration.as_ref()).expect("typed calibration");
     assert_eq!(cal.status, CalibrationStatus::Ok);
     assert_eq!(cal.calls, 20_000);
-    let floor = cal.floor("fentry", "stream").expect("fentry/stream floor");
+    let floor = cal.floor(Attach::Fentry, crate::capture::Mode::Stream).expect("fentry/stream floor");
     let dist = floor.floor.as_ref().expect("measured");
     assert_eq!(
         dist.count,
@@ -571,7 +572,7 @@ fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
     );
     // With kprobes the same counts mean another program was running, and skips come as whole
     // calls: no remedy of switching to kprobe, no durations that may span two calls.
-    c.meta.functions[0].attach = AttachState::Kprobe;
+    c.meta.functions[0].attach = AttachState::Traced(Attach::Kprobe);
     let r = build(&c, &opts()).expect("report");
     let w = warning(&r.warnings, "damon_hot_score were not recorded");
     assert!(w.contains("another kprobe or tracepoint program"), "{w}");
