@@ -9,7 +9,7 @@ use crate::{
     cli::CalibrateArgs,
     probe::calibrate::{FloorRequest, HELD_OUT_FUNCTION, calibrate, progress_line},
     stats::calibration::CalibrationStatus,
-    trace::{AttachChoice, Attach, ModeConfig, Mode},
+    trace::{Attach, AttachChoice, Mode, ModeConfig},
 };
 
 /// `calibrate --format json`: a capture's meta.calibration, and the clock its values count.

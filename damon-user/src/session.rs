@@ -24,7 +24,7 @@ use crate::{
     },
     stats::calibration::{Calibration, CalibrationStatus},
     timing,
-    trace::{CalibrationPlan, ModeConfig, SessionConfig, Mode},
+    trace::{CalibrationPlan, Mode, ModeConfig, SessionConfig},
 };
 
 /// Why a session ended.

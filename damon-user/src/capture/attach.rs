@@ -156,3 +156,36 @@ impl<'de> Deserialize<'de> for AttachState {
             .ok_or_else(|| serde::de::Error::unknown_variant(&name, &AttachState::NAMES))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_todays_strings_both_ways() {
+        for a in Attach::ALL {
+            let json = serde_json::to_value(a).expect("json");
+            assert_eq!(json, a.as_str());
+            assert_eq!(
+                serde_json::to_value(AttachState::from(a)).expect("json"),
+                json
+            );
+            let back: AttachState = serde_json::from_value(json).expect("reads");
+            assert_eq!(back, AttachState::Traced(a));
+        }
+        for (m, name) in [
+            (Mode::Stream, "stream"),
+            (Mode::Kernel, "kernel"),
+            (Mode::Both, "both"),
+        ] {
+            assert_eq!(serde_json::to_value(m).expect("json"), name);
+            assert_eq!(m.as_str(), name);
+        }
+        let bad = serde_json::from_value::<AttachState>("ksession".into()).unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "unknown variant `ksession`, expected one of `fentry`, `kprobe`, `kprobe-session`, \
+             `fsession`, `missing`, `inlined`, `failed`"
+        );
+    }
+}

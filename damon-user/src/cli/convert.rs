@@ -6,8 +6,8 @@ use super::{
     TaskFilterArgs, TraceArgs,
 };
 use crate::trace::{
-    AttachChoice, Attach, CalibrationPlan, FunctionNames, ModeConfig, ProbeLogLevel,
-    SessionConfig, Mode,
+    Attach, AttachChoice, CalibrationPlan, FunctionNames, Mode, ModeConfig, ProbeLogLevel,
+    SessionConfig,
 };
 
 impl From<ModeArg> for Mode {

@@ -168,9 +168,7 @@ fn pairs_check(f: &AutoFacts) -> Check {
             "kprobe/kretprobe first, as the kernel is preemptible and skips a fentry/fexit run \
              while a task is preempted inside it"
         }
-        Attach::Fentry => {
-            "fentry/fexit first, the cheaper pair, as probes are not preempted here"
-        }
+        Attach::Fentry => "fentry/fexit first, the cheaper pair, as probes are not preempted here",
     };
     let (a, b) = (pair(first), pair(second));
     match (allowed(first, f), allowed(second, f)) {

@@ -163,7 +163,11 @@ pub struct MetricsSnapshot {
 }
 
 impl MetricsSnapshot {
-    pub fn new(kernel_release: &str, mode: crate::capture::Mode, functions: &[FunctionStatus]) -> Self {
+    pub fn new(
+        kernel_release: &str,
+        mode: crate::capture::Mode,
+        functions: &[FunctionStatus],
+    ) -> Self {
         MetricsSnapshot {
             kernel_release: kernel_release.to_owned(),
             mode,
@@ -538,7 +542,11 @@ fn info(t: &mut Text, s: &MetricsSnapshot) {
     );
     per_function(t, s, "damon_trace_function_info", &|f| {
         (
-            format!(",attach=\"{}\",mode=\"{}\"", f.attach, escape(s.mode.as_str())),
+            format!(
+                ",attach=\"{}\",mode=\"{}\"",
+                f.attach,
+                escape(s.mode.as_str())
+            ),
             "1".to_owned(),
         )
     });

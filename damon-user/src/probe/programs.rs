@@ -13,13 +13,8 @@ pub(super) static EBPF_OBJECT: &[u8] =
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
 pub(super) fn program_names(func: &TracedFunction, mode: Attach) -> (String, String) {
-    let (entry, exit) = match mode {
-        Attach::Fentry => ("fentry", "fexit"),
-        Attach::Kprobe => ("kprobe", "kretprobe"),
-        // One program runs at both ends.
-        Attach::KprobeSession => ("ksession", "ksession"),
-        Attach::Fsession => ("fsession", "fsession"),
-    };
+    // A session's one program runs at both ends.
+    let (entry, exit) = (mode.facts().entry_program, mode.facts().exit_program);
     let slot = match func.as_builtin() {
         Some(f) => f.symbol().to_owned(),
         None => format!("u{}", func.id),
@@ -47,11 +42,12 @@ pub(super) fn all_program_names() -> Vec<String> {
         .map(|f| TracedFunction::builtin(*f))
         .chain(user)
         .flat_map(|f| {
-            let (a, b) = program_names(&f, Attach::Fentry);
-            let (c, d) = program_names(&f, Attach::Kprobe);
-            let (e, _) = program_names(&f, Attach::KprobeSession);
-            let (g, _) = program_names(&f, Attach::Fsession);
-            [a, b, c, d, e, g]
+            Attach::ALL.into_iter().flat_map(move |m| {
+                let (entry, exit) = program_names(&f, m);
+                // A session's one program is both.
+                let exit = (exit != entry).then_some(exit);
+                std::iter::once(entry).chain(exit)
+            })
         })
         .chain([
             super::intervals::PROGRAM.to_owned(),

@@ -30,7 +30,7 @@ use crate::{
         session::links::{SessionCounts, SessionLinks, session_counters},
     },
     timing,
-    trace::{AttachChoice, Attach, ModeConfig, TracedFunction},
+    trace::{Attach, AttachChoice, ModeConfig, TracedFunction},
 };
 
 /// How long stopping waits for calls that entered before the entry probes went away.

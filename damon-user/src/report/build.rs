@@ -174,7 +174,14 @@ fn stream_function(
         value,
         values,
         buckets,
-        ..FunctionReport::new(status, crate::capture::Mode::Stream, &k, sel.count, matched, lat)
+        ..FunctionReport::new(
+            status,
+            crate::capture::Mode::Stream,
+            &k,
+            sel.count,
+            matched,
+            lat,
+        )
     };
     Ok((f, k))
 }

@@ -301,7 +301,11 @@ mod tests {
             attach: AttachState::Traced(crate::trace::Attach::Fentry),
             detail: None,
         };
-        let shared: Shared = Arc::new(Mutex::new(MetricsSnapshot::new("7.2", crate::capture::Mode::Stream, &[status])));
+        let shared: Shared = Arc::new(Mutex::new(MetricsSnapshot::new(
+            "7.2",
+            crate::capture::Mode::Stream,
+            &[status],
+        )));
         let listener = rt
             .block_on(TcpListener::bind("127.0.0.1:0"))
             .expect("bind loopback");

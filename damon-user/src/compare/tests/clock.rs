@@ -1,8 +1,8 @@
 //! Captures of the instruction clock: compared only with their own kind, and labelled in every
 //! format.
-use damon_common::attach::Attach;
 use super::*;
 use crate::capture::Clock;
+use damon_common::attach::Attach;
 
 fn under(clock: Clock, mut c: Capture) -> Capture {
     c.meta.clock = clock;
@@ -91,7 +91,12 @@ fn instruction_captures_are_labelled_in_every_format() {
 fn exact(d: u64) -> Capture {
     under(
         Clock::Instructions,
-        capture(&[d; 300], AttachState::Traced(Attach::Fentry), AttachState::Traced(Attach::Fentry), "cpu"),
+        capture(
+            &[d; 300],
+            AttachState::Traced(Attach::Fentry),
+            AttachState::Traced(Attach::Fentry),
+            "cpu",
+        ),
     )
 }
 

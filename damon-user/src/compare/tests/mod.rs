@@ -54,7 +54,12 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
 /// A capture with lock_timer_base (id 3) and damon_migrate_pages (id 2) calls of these
 /// durations (for the simulations).
 pub(super) fn capture_of(timer: &[u64], migrate: &[u64]) -> Capture {
-    let mut c = capture(timer, AttachState::Traced(Attach::Fentry), AttachState::Traced(Attach::Fentry), "cpu");
+    let mut c = capture(
+        timer,
+        AttachState::Traced(Attach::Fentry),
+        AttachState::Traced(Attach::Fentry),
+        "cpu",
+    );
     let base = c.records.len() as u64;
     c.records
         .extend(migrate.iter().enumerate().map(|(i, &d)| CallRecord {

@@ -540,8 +540,12 @@ fn disturbed_calls_render_by_reason_where_measured() {
         call(LOST),
     ];
     for measured in [true, false] {
-        let mut s = MetricsSnapshot::new("7.2", crate::capture::Mode::Stream, std::slice::from_ref(&status))
-            .with_disturbance(measured);
+        let mut s = MetricsSnapshot::new(
+            "7.2",
+            crate::capture::Mode::Stream,
+            std::slice::from_ref(&status),
+        )
+        .with_disturbance(measured);
         for r in &calls {
             s.observe(r);
         }

@@ -78,11 +78,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
                      (CONFIG_BPF_SYSCALL and CONFIG_NET)",
                     s.name
                 ),
-                _ => bail!(
-                    "{} could not be traced with {}: {why}",
-                    s.name,
-                    r.attach
-                ),
+                _ => bail!("{} could not be traced with {}: {why}", s.name, r.attach),
             }
         }
     }

@@ -103,8 +103,7 @@ pub fn calibrate(
         .map(|r| {
             let _t = crate::timing::phase(format_args!(
                 "floor {}/{}: {calls} test runs",
-                r.attach,
-                r.mode.mode
+                r.attach, r.mode.mode
             ));
             let started = Instant::now();
             let mut floor = match measure(r, calls, &mut |done| progress(r, done, calls)) {
@@ -163,8 +162,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
         let _ = write!(
             err,
             "\rcalibrating the probe floor ({}/{}): {done}/{calls} test runs   ",
-            r.attach,
-            r.mode.mode
+            r.attach, r.mode.mode
         );
         if done >= calls {
             let _ = writeln!(err);
@@ -174,8 +172,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
         let _ = writeln!(
             err,
             "calibrated the probe floor ({}/{}): {calls} test runs",
-            r.attach,
-            r.mode.mode
+            r.attach, r.mode.mode
         );
     }
 }

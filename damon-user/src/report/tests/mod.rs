@@ -475,7 +475,9 @@ fn real_calibrated_capture() {
     let cal = Calibration::from_meta(c.meta.calibration.as_ref()).expect("typed calibration");
     assert_eq!(cal.status, CalibrationStatus::Ok);
     assert_eq!(cal.calls, 20_000);
-    let floor = cal.floor(Attach::Fentry, crate::capture::Mode::Stream).expect("fentry/stream floor");
+    let floor = cal
+        .floor(Attach::Fentry, crate::capture::Mode::Stream)
+        .expect("fentry/stream floor");
     let dist = floor.floor.as_ref().expect("measured");
     assert_eq!(
         dist.count,
