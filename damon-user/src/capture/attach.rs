@@ -67,14 +67,6 @@ pub enum AttachState {
 }
 
 impl AttachState {
-    /// The states of a traced function, one per attach method.
-    pub const TRACED: [AttachState; 4] = [
-        AttachState::Traced(Attach::Fentry),
-        AttachState::Traced(Attach::Kprobe),
-        AttachState::Traced(Attach::KprobeSession),
-        AttachState::Traced(Attach::Fsession),
-    ];
-
     /// Every state, in the order a bad name's error lists them.
     const ALL: [AttachState; 7] = [
         AttachState::Traced(Attach::Fentry),
@@ -88,10 +80,10 @@ impl AttachState {
 
     /// Every state's name (serde's list of variants).
     const NAMES: [&'static str; 7] = [
-        "fentry",
-        "kprobe",
-        "kprobe-session",
-        "fsession",
+        Attach::Fentry.as_str(),
+        Attach::Kprobe.as_str(),
+        Attach::KprobeSession.as_str(),
+        Attach::Fsession.as_str(),
         "missing",
         "inlined",
         "failed",
@@ -100,12 +92,6 @@ impl AttachState {
     /// The state `name` says (as a capture or report says it).
     pub fn from_name(name: &str) -> Option<AttachState> {
         AttachState::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// Whether `name` (as a capture or report says it) is an attach method: the function was
-    /// traced.
-    pub fn is_traced_name(name: &str) -> bool {
-        Attach::from_name(name).is_some()
     }
 
     /// Whether the function was traced (attached one way or another).
