@@ -528,6 +528,7 @@ pub const fn stamp_key_func(key: u64) -> u32 {
     (key & 0xff) as u32
 }
 
+pub mod attach;
 pub mod cookie;
 pub mod disturb;
 pub mod order;

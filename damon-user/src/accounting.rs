@@ -1,6 +1,9 @@
 //! The accounting every output states the same way: what a function lost, why, and what
 //! helps; and the identity `calls == timed + dropped + in flight`, whose failure is a bug.
-use damon_common::FunctionId;
+use damon_common::{
+    FunctionId,
+    attach::{Attach, Hook},
+};
 
 use crate::capture::{FunctionCounters, Summary};
 
@@ -16,7 +19,7 @@ pub fn function_name(id: u32) -> String {
 /// (records written, or calls bucketed in kernel mode: see [`identity_warning`]).
 pub fn accounting_warnings(
     summary: &Summary,
-    name: impl Fn(u32) -> (String, &'static str),
+    name: impl Fn(u32) -> (String, Option<Attach>),
     ring_size: u32,
     timed: u64,
 ) -> Vec<String> {
@@ -62,11 +65,11 @@ pub fn identity_warning(
 /// What a function lost, why, and what helps: `12345 of 20000 calls of damon_hot_score were
 /// not recorded: the ring buffer (4096 B) was full; use --ring-size 4194304 (or larger) to keep
 /// more`. `None` when nothing was lost.
-/// `attach`: the function's attach method (`fentry`, `kprobe`, ...), which decides what a skipped
-/// probe run means and what helps.
+/// `attach`: the function's attach method, which decides what a skipped probe run means and
+/// what helps (`None`: not known).
 pub fn drop_warning(
     name: &str,
-    attach: &str,
+    attach: Option<Attach>,
     c: &FunctionCounters,
     ring_size: u32,
 ) -> Option<String> {
@@ -117,7 +120,7 @@ pub fn drop_warning(
         c.made(),
         why.join(", ")
     );
-    if attach.ends_with("session") && (skipped_entries > 0 || c.stale_entries > 0) {
+    if attach.is_some_and(Attach::is_session) && (skipped_entries > 0 || c.stale_entries > 0) {
         line.push_str(
             "; a session is one program, whose skipped entry and return runs the kernel counts \
              together: calls left open are taken as skipped returns up to that count",
@@ -131,7 +134,7 @@ pub fn drop_warning(
     }
     // A kprobe session runs where a kprobe does (preemption disabled), an fsession where a
     // fentry does: their skips have the same causes.
-    let kprobe_like = attach == "kprobe" || attach == "kprobe-session";
+    let kprobe_like = attach.is_some_and(Attach::is_kprobe_hook);
     if skipped_entries > 0 || c.stale_entries > 0 {
         line.push_str(if kprobe_like {
             "; the kernel skips a kprobe program while another kprobe or tracepoint program runs \
@@ -148,8 +151,9 @@ pub fn drop_warning(
     }
     let skipped_exits = c.skipped_exits.unwrap_or(0);
     // kprobe skips come as whole calls (entry and exit), and a session's cookie belongs to one
-    // call: only fentry/fexit can join two.
-    if attach == "fentry" && skipped_entries > 0 && skipped_exits > 0 {
+    // call: only a trampoline's stamp (fentry/fexit) can join two.
+    let joins_calls = attach.is_some_and(|a| a.facts().hook == Hook::Trampoline && !a.is_session());
+    if joins_calls && skipped_entries > 0 && skipped_exits > 0 {
         line.push_str(&format!(
             "; with both entry and exit runs skipped, up to {} of the recorded durations may \
              span two calls of one task (an exit skipped, then the next entry at the same stack \
@@ -175,8 +179,8 @@ mod tests {
         Summary::new(1, "duration", counters.iter().copied().collect())
     }
 
-    fn names(id: u32) -> (String, &'static str) {
-        (function_name(id), "fentry")
+    fn names(id: u32) -> (String, Option<Attach>) {
+        (function_name(id), Some(Attach::Fentry))
     }
 
     #[test]

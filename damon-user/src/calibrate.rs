@@ -9,7 +9,7 @@ use crate::{
     cli::CalibrateArgs,
     probe::calibrate::{FloorRequest, HELD_OUT_FUNCTION, calibrate, progress_line},
     stats::calibration::CalibrationStatus,
-    trace::{AttachChoice, AttachMethod, ModeConfig, TraceMode},
+    trace::{Attach, AttachChoice, Mode, ModeConfig},
 };
 
 /// `calibrate --format json`: a capture's meta.calibration, and the clock its values count.
@@ -47,24 +47,24 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<ExitCode> {
 /// One floor per requested trace mode (each once, in order) and attach method (`auto`: every
 /// method the kernel has).
 fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
-    let methods: Vec<AttachMethod> = match AttachChoice::from(args.attach) {
+    let methods: Vec<Attach> = match AttachChoice::from(args.attach) {
         // Every method this kernel has (the sessions only where it has them).
         AttachChoice::Auto => {
             let kernel = crate::probe::facts::KernelFacts::get();
             let (kprobe_session, fsession) = (kernel.kprobe_session(), kernel.fsession());
-            AttachMethod::ALL
+            Attach::ALL
                 .into_iter()
                 .filter(|m| match m {
-                    AttachMethod::KprobeSession => kprobe_session,
-                    AttachMethod::Fsession => fsession,
+                    Attach::KprobeSession => kprobe_session,
+                    Attach::Fsession => fsession,
                     _ => true,
                 })
                 .collect()
         }
         AttachChoice::Only(m) => vec![m],
     };
-    let mut modes: Vec<TraceMode> = Vec::new();
-    for m in args.mode.iter().map(|&m| TraceMode::from(m)) {
+    let mut modes: Vec<Mode> = Vec::new();
+    for m in args.mode.iter().map(|&m| Mode::from(m)) {
         if !modes.contains(&m) {
             modes.push(m);
         }

@@ -15,7 +15,7 @@ use crate::{
     capture::{Summary, format::CaptureWriter},
     cli::RecordArgs,
     session::{Session, StopReason, StopSignals, runtime_with_signals},
-    trace::TraceMode,
+    trace::Mode,
 };
 
 pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
@@ -53,8 +53,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     print_end(&summary, mode, written, &args.output);
     let names = |id: u32| {
         meta.functions.iter().find(|f| f.id == id).map_or_else(
-            || (function_name(id), ""),
-            |f| (f.name.clone(), f.attach.as_str()),
+            || (function_name(id), None),
+            |f| (f.name.clone(), f.attach.attach()),
         )
     };
     // Kernel mode: the histograms hold the timed calls, the capture no records of them.
@@ -142,7 +142,7 @@ async fn record_until_stopped(
 }
 
 /// The last line: what was written where, and how many calls were made.
-fn print_end(summary: &Summary, mode: TraceMode, written: u64, output: &Path) {
+fn print_end(summary: &Summary, mode: Mode, written: u64, output: &Path) {
     let output = if crate::capture::stdio::is_stdio(output) {
         Path::new("stdout")
     } else {
@@ -150,7 +150,7 @@ fn print_end(summary: &Summary, mode: TraceMode, written: u64, output: &Path) {
     };
     let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
     let secs = summary.duration_ns as f64 / 1e9;
-    if mode == TraceMode::Kernel {
+    if mode == Mode::Kernel {
         let bucketed: u64 = summary.kernel_hist.values().map(|h| h.count).sum();
         eprintln!(
             "wrote the kernel's histograms of {bucketed} calls ({calls} calls made) to {} in \

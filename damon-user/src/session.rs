@@ -23,7 +23,7 @@ use crate::{
     },
     stats::calibration::{Calibration, CalibrationStatus},
     timing,
-    trace::{CalibrationPlan, ModeConfig, SessionConfig, TraceMode},
+    trace::{CalibrationPlan, Mode, ModeConfig, SessionConfig},
 };
 
 /// Why a session ended.
@@ -200,7 +200,7 @@ fn session_meta(
             .map_or(0, |d| d.as_nanos() as u64),
         start_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
         command_line: std::env::args().collect(),
-        mode: mode.mode.as_str().to_owned(),
+        mode: mode.mode,
         ring_size: config.ring_size,
         functions: tracer.statuses().to_vec(),
         damon: damon_config(),
@@ -444,7 +444,7 @@ impl Session {
 
     /// Kernel mode: the linear bucket width (`None` when records are streamed).
     pub fn kernel_width_ns(&self) -> Option<u64> {
-        (self.mode.mode == TraceMode::Kernel).then_some(self.mode.hist_width_ns)
+        (self.mode.mode == Mode::Kernel).then_some(self.mode.hist_width_ns)
     }
 
     /// Kernel mode: the counters and histograms now, for a capture's periodic snapshot

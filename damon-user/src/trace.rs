@@ -5,53 +5,13 @@
 //! `stats`, `capture`) speaks only this language.
 use damon_common::FunctionId;
 
-use crate::capture::AttachState;
-
-/// What the kernel does with each timed call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TraceMode {
-    /// One record per call to userspace.
-    Stream,
-    /// Per-CPU histograms in the kernel, no per-call records.
-    Kernel,
-    /// Both for every call (tests: the kernel's buckets against the records).
-    Both,
-}
-
-impl TraceMode {
-    /// The eBPF `TRACE_MODE` bits.
-    pub fn bits(self) -> u32 {
-        match self {
-            TraceMode::Stream => damon_common::MODE_STREAM,
-            TraceMode::Kernel => damon_common::MODE_KERNEL,
-            TraceMode::Both => damon_common::MODE_STREAM | damon_common::MODE_KERNEL,
-        }
-    }
-
-    /// As the capture's `meta.mode` says it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TraceMode::Stream => "stream",
-            TraceMode::Kernel => "kernel",
-            TraceMode::Both => "both",
-        }
-    }
-
-    /// Whether each call goes to userspace as a record.
-    pub fn streams(self) -> bool {
-        self.bits() & damon_common::MODE_STREAM != 0
-    }
-
-    /// Whether the kernel buckets each call.
-    pub fn buckets_in_kernel(self) -> bool {
-        self.bits() & damon_common::MODE_KERNEL != 0
-    }
-}
+pub use crate::capture::Mode;
+pub use damon_common::attach::Attach;
 
 /// The trace mode and the kernel histograms' linear bucket width (used in kernel mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModeConfig {
-    pub mode: TraceMode,
+    pub mode: Mode,
     pub hist_width_ns: u64,
     /// Whether stream-mode calls read the disturbance counters (`--disturbance`).
     pub disturbance: bool,
@@ -60,68 +20,10 @@ pub struct ModeConfig {
 impl Default for ModeConfig {
     fn default() -> ModeConfig {
         ModeConfig {
-            mode: TraceMode::Stream,
+            mode: Mode::Stream,
             hist_width_ns: damon_common::DEFAULT_HIST_WIDTH_NS,
             disturbance: false,
         }
-    }
-}
-
-/// One way of attaching a function's probes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum AttachMethod {
-    /// fentry/fexit (BPF trampoline).
-    Fentry,
-    /// kprobe/kretprobe.
-    Kprobe,
-    /// One kprobe-session program (fprobe; `BPF_TRACE_KPROBE_SESSION`, Linux ≥ 6.10): the
-    /// entry time in the invocation's cookie, no stamp map. Loaded by `probe::session`.
-    KprobeSession,
-    /// One fsession program (BPF trampoline; `BPF_TRACE_FSESSION`, Linux 7.x), as above.
-    Fsession,
-}
-
-impl AttachMethod {
-    pub const ALL: [AttachMethod; 4] = [
-        AttachMethod::Fentry,
-        AttachMethod::Kprobe,
-        AttachMethod::KprobeSession,
-        AttachMethod::Fsession,
-    ];
-
-    /// As captures, `--attach` and the calibration name it.
-    pub fn as_str(self) -> &'static str {
-        self.state().as_str()
-    }
-
-    /// The status of a function attached this way.
-    pub fn state(self) -> AttachState {
-        match self {
-            AttachMethod::Fentry => AttachState::Fentry,
-            AttachMethod::Kprobe => AttachState::Kprobe,
-            AttachMethod::KprobeSession => AttachState::KprobeSession,
-            AttachMethod::Fsession => AttachState::Fsession,
-        }
-    }
-
-    /// The method a function was attached with, if it was attached.
-    pub fn of_state(state: AttachState) -> Option<AttachMethod> {
-        AttachMethod::ALL.into_iter().find(|m| m.state() == state)
-    }
-
-    /// What attaches: the program pair, or the one session program.
-    pub fn probes(self) -> &'static str {
-        match self {
-            AttachMethod::Fentry => "fentry/fexit",
-            AttachMethod::Kprobe => "kprobe/kretprobe",
-            AttachMethod::KprobeSession => "kprobe session",
-            AttachMethod::Fsession => "fsession",
-        }
-    }
-
-    /// Whether one session program times the call (no stamp map; see `probe::session`).
-    pub fn is_session(self) -> bool {
-        matches!(self, AttachMethod::KprobeSession | AttachMethod::Fsession)
     }
 }
 
@@ -130,11 +32,11 @@ impl AttachMethod {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttachChoice {
     Auto,
-    Only(AttachMethod),
+    Only(Attach),
 }
 
-impl From<AttachMethod> for AttachChoice {
-    fn from(m: AttachMethod) -> AttachChoice {
+impl From<Attach> for AttachChoice {
+    fn from(m: Attach) -> AttachChoice {
         AttachChoice::Only(m)
     }
 }
@@ -214,37 +116,34 @@ pub struct SessionConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::AttachState;
 
     #[test]
     fn modes_say_what_the_kernel_does() {
-        assert!(TraceMode::Stream.streams() && !TraceMode::Stream.buckets_in_kernel());
-        assert!(!TraceMode::Kernel.streams() && TraceMode::Kernel.buckets_in_kernel());
-        assert!(TraceMode::Both.streams() && TraceMode::Both.buckets_in_kernel());
+        assert!(Mode::Stream.streams() && !Mode::Stream.buckets_in_kernel());
+        assert!(!Mode::Kernel.streams() && Mode::Kernel.buckets_in_kernel());
+        assert!(Mode::Both.streams() && Mode::Both.buckets_in_kernel());
         assert_eq!(
-            TraceMode::Both.bits(),
+            Mode::Both.bits(),
             damon_common::MODE_STREAM | damon_common::MODE_KERNEL
         );
     }
 
     #[test]
     fn attach_methods_round_trip_through_states() {
-        for m in AttachMethod::ALL {
-            assert_eq!(AttachMethod::of_state(m.state()), Some(m));
-            assert_eq!(m.state().as_str(), m.as_str());
+        for m in Attach::ALL {
+            assert_eq!(AttachState::from(m).attach(), Some(m));
+            assert_eq!(AttachState::from(m).as_str(), m.as_str());
+            assert!(AttachState::from(m).is_traced());
         }
-        assert_eq!(AttachMethod::of_state(AttachState::Missing), None);
-        // Every method's state is a traced one, by name too, and nothing else is.
-        let states: Vec<AttachState> = AttachMethod::ALL.iter().map(|m| m.state()).collect();
-        assert_eq!(states, AttachState::TRACED);
-        for m in AttachMethod::ALL {
-            assert!(AttachState::is_traced_name(m.as_str()));
-        }
+        assert_eq!(AttachState::Missing.attach(), None);
         for s in [
             AttachState::Missing,
             AttachState::Inlined,
             AttachState::Failed,
         ] {
-            assert!(!AttachState::is_traced_name(s.as_str()));
+            assert!(!s.is_traced());
+            assert_eq!(AttachState::from_name(s.as_str()), Some(s));
         }
     }
 

@@ -161,7 +161,7 @@ fn stream_function(
         })
     };
     let corrected = calibration
-        .and_then(|c| c.floor(status.attach.as_str(), &capture.meta.mode))
+        .and_then(|c| c.floor(status.attach.attach()?, capture.meta.mode))
         .zip(lat)
         .map(|(floor, lat)| Corrected::new(floor, &lat));
     let matched = sel.durations.len() as u64;
@@ -174,7 +174,14 @@ fn stream_function(
         value,
         values,
         buckets,
-        ..FunctionReport::new(status, "stream", &k, sel.count, matched, lat)
+        ..FunctionReport::new(
+            status,
+            crate::capture::Mode::Stream,
+            &k,
+            sel.count,
+            matched,
+            lat,
+        )
     };
     Ok((f, k))
 }
@@ -212,7 +219,7 @@ fn meta(capture: &Capture, opts: &ReportOptions, calibration: Option<&Calibratio
         start_unix_ns: m.start_unix_ns,
         duration_ns: capture.summary.as_ref().map(|s| s.duration_ns),
         end_reason: capture.summary.as_ref().map(|s| s.end_reason.clone()),
-        mode: m.mode.clone(),
+        mode: m.mode,
         ring_size: m.ring_size,
         complete: capture.summary.is_some(),
         calibration: m.calibration.clone(),
@@ -278,6 +285,9 @@ fn accounting_warnings(
         ));
     }
     warnings.extend(crate::accounting::drop_warning(
-        &f.name, f.attach, k, ring_size,
+        &f.name,
+        f.attach.attach(),
+        k,
+        ring_size,
     ));
 }

@@ -48,9 +48,8 @@ pub struct DamonContext {
 
 /// Whether per-interval numbers are computed for this function: DAMON functions that were
 /// traced.
-pub fn wants_intervals(attach: &str, id: u32) -> bool {
-    FunctionId::try_from(id).is_ok_and(FunctionId::is_damon)
-        && crate::capture::AttachState::is_traced_name(attach)
+pub fn wants_intervals(attach: crate::capture::AttachState, id: u32) -> bool {
+    FunctionId::try_from(id).is_ok_and(FunctionId::is_damon) && attach.is_traced()
 }
 
 /// Every record of one function (per-interval cost ignores `--cpu`/`--pid`).
@@ -75,7 +74,7 @@ pub fn per_interval_of(capture: &Capture) -> Vec<(String, intervals::PerInterval
         .meta
         .functions
         .iter()
-        .filter(|f| wants_intervals(f.attach.as_str(), f.id))
+        .filter(|f| wants_intervals(f.attach, f.id))
         .filter_map(|f| {
             Some((
                 f.name.clone(),

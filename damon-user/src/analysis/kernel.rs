@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{BucketTable, FunctionReport, ReportOptions};
 use crate::{
-    capture::{FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
+    capture::{FunctionCounters, FunctionStatus, HistSnapshot, KernelHist, Mode},
     error::UsageError,
     stats::{
         calibration::{Calibration, Corrected},
@@ -86,7 +86,7 @@ pub fn function(
         None => None,
     };
     let corrected = Calibration::from_meta(capture_calibration)
-        .and_then(|c| c.floor(status.attach.as_str(), "kernel").cloned())
+        .and_then(|c| c.floor(status.attach.attach()?, Mode::Kernel).cloned())
         .zip(lat.map(|l| l.stats()))
         .map(|(floor, st)| Corrected::new(&floor, &st));
     let clean = hist.and_then(KernelHist::clean);
@@ -110,7 +110,7 @@ pub fn function(
         }),
         ..FunctionReport::new(
             status,
-            "kernel",
+            Mode::Kernel,
             &k,
             k.emitted,
             lat.map_or(0, |l| l.count),

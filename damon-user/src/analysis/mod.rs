@@ -52,8 +52,8 @@ pub struct ReportMeta {
     pub start_unix_ns: u64,
     pub duration_ns: Option<u64>,
     pub end_reason: Option<String>,
-    /// "stream" (one record per call) or "kernel" (in-kernel histograms).
-    pub mode: String,
+    /// `stream` (one record per call) or `kernel` (in-kernel histograms).
+    pub mode: crate::capture::Mode,
     /// Ring buffer size the capture was recorded with (bytes).
     pub ring_size: u32,
     /// False when the capture has no summary (the recorder was killed).
@@ -90,10 +90,10 @@ pub struct FilterEcho {
 #[derive(Debug, Serialize)]
 pub struct FunctionReport {
     pub name: String,
-    pub attach: &'static str,
+    pub attach: crate::capture::AttachState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attach_detail: Option<String>,
-    pub mode: &'static str,
+    pub mode: crate::capture::Mode,
     /// Calls the kernel made while the entry probe was attached: entries the probe saw plus
     /// entry runs the kernel skipped (`skipped_entries`).
     pub calls: u64,
@@ -278,7 +278,7 @@ impl FunctionReport {
     /// records, in `mode`; everything else empty, for the caller to fill.
     pub fn new(
         status: &FunctionStatus,
-        mode: &'static str,
+        mode: crate::capture::Mode,
         k: &FunctionCounters,
         count: u64,
         matched: u64,
@@ -286,7 +286,7 @@ impl FunctionReport {
     ) -> FunctionReport {
         FunctionReport {
             name: status.name.clone(),
-            attach: status.attach.as_str(),
+            attach: status.attach,
             attach_detail: status.detail.clone(),
             mode,
             calls: k.made(),

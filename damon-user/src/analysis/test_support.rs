@@ -31,7 +31,7 @@ pub fn capture(summary: bool) -> Capture {
         FunctionStatus {
             name: "damon_hot_score".into(),
             id: 0,
-            attach: AttachState::Fentry,
+            attach: AttachState::Traced(crate::trace::Attach::Fentry),
             detail: None,
         },
         FunctionStatus {
@@ -86,7 +86,7 @@ pub fn stream_capture(
             start_unix_ns: 0,
             start_monotonic_ns: 0,
             command_line: vec![],
-            mode: "stream".into(),
+            mode: crate::capture::Mode::Stream,
             ring_size: 4096,
             functions,
             damon: None,
@@ -138,7 +138,7 @@ pub fn disturbed_capture() -> Capture {
     let functions = vec![FunctionStatus {
         name: "lock_timer_base".into(),
         id: 0,
-        attach: AttachState::Fentry,
+        attach: AttachState::Traced(crate::trace::Attach::Fentry),
         detail: None,
     }];
     let mut c = stream_capture(functions, records, None);
@@ -159,7 +159,7 @@ pub fn as_kernel(stream: &Capture, width_ns: u64) -> Capture {
     use super::disturbance::Class;
     use crate::{capture::KernelDisturbed, stats::kernel_hist::from_durations};
     let mut c = stream.clone();
-    c.meta.mode = "kernel".into();
+    c.meta.mode = crate::capture::Mode::Kernel;
     c.records.clear();
     let mut summary = Summary::new(1_000_000_000, "duration", Default::default());
     for f in &stream.meta.functions {
@@ -199,9 +199,9 @@ pub fn test_capture(durations: &[u64], finished: bool) -> Capture {
     use crate::stats::kernel_hist::from_durations;
     let mut c = capture(true);
     c.records.clear();
-    c.meta.mode = "kernel".into();
+    c.meta.mode = crate::capture::Mode::Kernel;
     c.meta.functions.retain(|f| f.id == 0);
-    c.meta.functions[0].attach = AttachState::Fentry;
+    c.meta.functions[0].attach = AttachState::Traced(crate::trace::Attach::Fentry);
     let h = from_durations(durations, 10);
     let counters = FunctionCounters {
         calls: h.count + 2,

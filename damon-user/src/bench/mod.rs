@@ -176,7 +176,7 @@ fn statuses() -> Vec<FunctionStatus> {
         .map(|f| FunctionStatus {
             name: f.symbol().to_owned(),
             id: *f as u32,
-            attach: AttachState::Fentry,
+            attach: AttachState::Traced(crate::trace::Attach::Fentry),
             detail: None,
         })
         .collect()
@@ -192,7 +192,7 @@ fn bench_meta(command: &str, ring_size: u32, start_monotonic_ns: u64) -> Meta {
         start_unix_ns: 0,
         start_monotonic_ns,
         command_line: vec!["damon-trace".into(), command.into()],
-        mode: "stream".into(),
+        mode: crate::capture::Mode::Stream,
         ring_size,
         functions: statuses(),
         damon: None,

@@ -6,6 +6,7 @@
 //!
 //! This module depends on nothing else in the crate (only `damon-common`, serde and the
 //! codecs), so that the fuzz target can compile it on its own.
+mod attach;
 mod chunk;
 mod columns;
 #[cfg(test)]
@@ -17,6 +18,8 @@ mod hist;
 pub mod stdio;
 pub mod stream;
 mod v1;
+
+pub use attach::{AttachState, Mode};
 
 #[cfg(test)]
 mod proptests;
@@ -90,58 +93,6 @@ pub struct KernelIdentity {
     pub cmdline: String,
 }
 
-/// How a function was traced, or why it was not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AttachState {
-    Fentry,
-    Kprobe,
-    /// One kprobe-session program (see `trace::AttachMethod::KprobeSession`).
-    #[serde(rename = "kprobe-session")]
-    KprobeSession,
-    /// One fsession program.
-    Fsession,
-    /// The kernel does not have the function.
-    Missing,
-    /// Only compiler clones of the function exist.
-    Inlined,
-    /// It exists but neither attach method worked.
-    Failed,
-}
-
-impl AttachState {
-    /// The states of a traced function, one per attach method.
-    pub const TRACED: [AttachState; 4] = [
-        AttachState::Fentry,
-        AttachState::Kprobe,
-        AttachState::KprobeSession,
-        AttachState::Fsession,
-    ];
-
-    /// Whether `name` (as a capture or report says it) is an attach method: the function was
-    /// traced.
-    pub fn is_traced_name(name: &str) -> bool {
-        AttachState::TRACED.iter().any(|s| s.as_str() == name)
-    }
-
-    /// Whether the function was traced (attached one way or another).
-    pub fn is_traced(self) -> bool {
-        AttachState::TRACED.contains(&self)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttachState::Fentry => "fentry",
-            AttachState::Kprobe => "kprobe",
-            AttachState::KprobeSession => "kprobe-session",
-            AttachState::Fsession => "fsession",
-            AttachState::Missing => "missing",
-            AttachState::Inlined => "inlined",
-            AttachState::Failed => "failed",
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionStatus {
     pub name: String,
@@ -165,8 +116,8 @@ pub struct Meta {
     /// CLOCK_MONOTONIC at start, ns: the time base of the records' `entry_ns`.
     pub start_monotonic_ns: u64,
     pub command_line: Vec<String>,
-    /// "stream": one record per call.
-    pub mode: String,
+    /// `stream`: one record per call; `kernel`: the kernel's histograms; `both`.
+    pub mode: Mode,
     pub ring_size: u32,
     pub functions: Vec<FunctionStatus>,
     /// DAMON configuration found in sysfs at start, if DAMON was present.
@@ -516,7 +467,7 @@ pub struct Capture {
 impl Capture {
     /// Whether the capture was recorded in kernel mode (histograms, no per-call records).
     pub fn is_kernel_mode(&self) -> bool {
-        self.meta.mode == "kernel"
+        self.meta.mode == Mode::Kernel
     }
 
     /// Kernel mode: the final histograms and counters, from the summary when the recorder

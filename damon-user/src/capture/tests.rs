@@ -1,5 +1,6 @@
 //! Capture format: round trips, every corruption, a writer killed with SIGKILL, and golden
 //! files of each version.
+use damon_common::attach::Attach;
 use std::{collections::BTreeMap, path::Path};
 
 use damon_common::CallRecord;
@@ -22,12 +23,12 @@ pub fn meta() -> Meta {
         start_unix_ns: 1,
         start_monotonic_ns: 2,
         command_line: vec!["damon-trace".into(), "record".into()],
-        mode: "stream".into(),
+        mode: crate::capture::Mode::Stream,
         ring_size: 4096,
         functions: vec![FunctionStatus {
             name: "lock_timer_base".into(),
             id: 3,
-            attach: AttachState::Kprobe,
+            attach: AttachState::Traced(Attach::Kprobe),
             detail: None,
         }],
         damon: None,
@@ -571,7 +572,7 @@ fn kernel_mode_snapshots_round_trip_and_survive_a_kill() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("k.dtcap");
     let kmeta = Meta {
-        mode: "kernel".into(),
+        mode: crate::capture::Mode::Kernel,
         ..meta()
     };
     let mut w = CaptureWriter::create(&path, false, &kmeta).expect("create");

@@ -6,16 +6,16 @@ use super::{
     TaskFilterArgs, TraceArgs,
 };
 use crate::trace::{
-    AttachChoice, AttachMethod, CalibrationPlan, FunctionNames, ModeConfig, ProbeLogLevel,
-    SessionConfig, TraceMode,
+    Attach, AttachChoice, CalibrationPlan, FunctionNames, Mode, ModeConfig, ProbeLogLevel,
+    SessionConfig,
 };
 
-impl From<ModeArg> for TraceMode {
-    fn from(m: ModeArg) -> TraceMode {
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
         match m {
-            ModeArg::Stream => TraceMode::Stream,
-            ModeArg::Kernel => TraceMode::Kernel,
-            ModeArg::Both => TraceMode::Both,
+            ModeArg::Stream => Mode::Stream,
+            ModeArg::Kernel => Mode::Kernel,
+            ModeArg::Both => Mode::Both,
         }
     }
 }
@@ -24,10 +24,10 @@ impl From<AttachArg> for AttachChoice {
     fn from(a: AttachArg) -> AttachChoice {
         match a {
             AttachArg::Auto => AttachChoice::Auto,
-            AttachArg::Fentry => AttachChoice::Only(AttachMethod::Fentry),
-            AttachArg::Kprobe => AttachChoice::Only(AttachMethod::Kprobe),
-            AttachArg::KprobeSession => AttachChoice::Only(AttachMethod::KprobeSession),
-            AttachArg::Fsession => AttachChoice::Only(AttachMethod::Fsession),
+            AttachArg::Fentry => AttachChoice::Only(Attach::Fentry),
+            AttachArg::Kprobe => AttachChoice::Only(Attach::Kprobe),
+            AttachArg::KprobeSession => AttachChoice::Only(Attach::KprobeSession),
+            AttachArg::Fsession => AttachChoice::Only(Attach::Fsession),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Comparing the runs of two sides (pure; deterministic): for each function traced on both,
 //! its runs, the pooled sides, the range rows on one grid, percentiles with their spread and
 //! intervals over runs, the test and the verdict, with the warnings of what differs.
+use damon_common::attach::Attach;
+
 use super::{
     ALPHA, Comparison, FunctionComparison, Inputs, Method, PERCENTILES, PercentileDelta, RangeRow,
     RunsPair, intervals, kernel, plot, runs,
@@ -165,10 +167,16 @@ fn resolution_warnings(res: kernel::Resolution) -> Vec<String> {
 }
 
 /// The attach methods of a side's runs (consecutive repeats removed).
-fn methods(runs: &[Run]) -> Vec<&'static str> {
-    let mut m: Vec<&'static str> = runs.iter().map(|r| r.attach).collect();
+fn methods(runs: &[Run]) -> Vec<Attach> {
+    let mut m: Vec<Attach> = runs.iter().map(|r| r.attach).collect();
     m.dedup();
     m
+}
+
+/// Attach methods as a warning names them: `fentry+kprobe`.
+fn joined(methods: &[Attach]) -> String {
+    let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
+    names.join("+")
 }
 
 /// What differs in how one function's runs were taken: traced in fewer runs, by other attach
@@ -190,8 +198,8 @@ fn run_warnings(name: &str, inp: &Inputs, runs: &Sides, kernel_mode: bool) -> Ve
         warnings.push(format!(
             "{name}: traced with {} before and {} after: the probes cost differently, so \
              part of any difference is the probe's",
-            mb.join("+"),
-            ma.join("+")
+            joined(&mb),
+            joined(&ma)
         ));
     }
     if kernel_mode {

@@ -2,7 +2,7 @@
 //! histogram and summary, and the side pooled (pure).
 use std::collections::BTreeMap;
 
-use damon_common::FunctionId;
+use damon_common::{FunctionId, attach::Attach};
 
 use super::{CaptureSide, PERCENTILES, SideMeta, SideStats, intervals, kernel, runs};
 use crate::{
@@ -50,12 +50,11 @@ pub fn distinct<T: PartialEq>(values: impl IntoIterator<Item = T>) -> Vec<T> {
 }
 
 /// Names of the functions a capture traced (attached one way or another), with id and method.
-pub fn traced(c: &Capture) -> Vec<(&str, u32, &'static str)> {
+pub fn traced(c: &Capture) -> Vec<(&str, u32, Attach)> {
     c.meta
         .functions
         .iter()
-        .filter(|f| f.attach.is_traced())
-        .map(|f| (f.name.as_str(), f.id, f.attach.as_str()))
+        .filter_map(|f| Some((f.name.as_str(), f.id, f.attach.attach()?)))
         .collect()
 }
 
@@ -64,7 +63,7 @@ pub struct Run<'a> {
     pub file: &'a str,
     pub capture: &'a Capture,
     pub id: u32,
-    pub attach: &'static str,
+    pub attach: Attach,
     pub selected: Selected,
     pub counters: FunctionCounters,
     /// The run's histogram on the kernel's grid (a kernel-mode capture on either side).
@@ -158,7 +157,7 @@ pub fn side_runs<'a>(
 
 /// The pooled side: counters added, calls put together (sorted), histograms added on the
 /// grid.
-pub fn pooled(runs: &[Run], attach: &'static str) -> (SideStats, Vec<u64>, Option<KernelHist>) {
+pub fn pooled(runs: &[Run], attach: Attach) -> (SideStats, Vec<u64>, Option<KernelHist>) {
     let mut durations: Vec<u64> = runs
         .iter()
         .flat_map(|r| r.selected.durations.iter().copied())
@@ -175,7 +174,7 @@ pub fn pooled(runs: &[Run], attach: &'static str) -> (SideStats, Vec<u64>, Optio
     let (disturbance, clean_percentiles) = pooled_disturbance(runs);
     (
         SideStats {
-            attach,
+            attach: attach.as_str(),
             calls: runs.iter().map(|r| r.counters.made()).sum(),
             count: runs.iter().map(|r| r.selected.count).sum(),
             dropped: runs.iter().map(|r| r.counters.dropped()).sum(),
@@ -231,9 +230,9 @@ pub fn row_spread(rows: &[(u64, Option<u64>)], runs: &[Run]) -> Vec<Option<[f64;
 
 /// A side's latencies minus its own capture's probe floor (for the attach method and the
 /// capture's trace mode), when it was calibrated.
-fn corrected(c: &Capture, attach: &str, stats: Option<&LatencyStats>) -> Option<Corrected> {
+fn corrected(c: &Capture, attach: Attach, stats: Option<&LatencyStats>) -> Option<Corrected> {
     let floor = Calibration::from_meta(c.meta.calibration.as_ref())?
-        .floor(attach, &c.meta.mode)
+        .floor(attach, c.meta.mode)
         .cloned()?;
     Some(Corrected::new(&floor, stats?))
 }

@@ -277,7 +277,7 @@ fn calibration_warning(b: &[(&str, &Capture)], a: &[(&str, &Capture)]) -> Vec<St
         let floors = |side: &[Option<Calibration>]| -> Vec<(f64, f64)> {
             side.iter()
                 .flatten()
-                .filter_map(|c| c.floor(&fb.attach, &fb.mode))
+                .filter_map(|c| c.floor(fb.attach, fb.mode))
                 .filter(|f| f.floor.is_some())
                 .map(|f| (f.median_ns(), f.uncertainty_ns))
                 .collect()

@@ -9,7 +9,7 @@ use crate::{
         facts::{KernelFacts, kernel::Lockdown},
         loader::auto::auto_first,
     },
-    trace::AttachMethod,
+    trace::Attach,
 };
 
 /// What the answer rests on, as `diagnose` found it: a view of the kernel's facts
@@ -74,7 +74,7 @@ pub(super) fn refused_with_eperm(result: &str) -> bool {
     result.contains("Operation not permitted") || result.contains("EPERM")
 }
 
-fn pair(m: AttachMethod) -> &'static str {
+fn pair(m: Attach) -> &'static str {
     m.probes()
 }
 
@@ -83,17 +83,17 @@ const PARANOID_REFUSAL: &str = "kernel.perf_event_paranoid is ";
 
 const LOCKDOWN_REMEDY: &str = "a kernel with lockdown=none (Secure Boot off)";
 
-fn allowed(m: AttachMethod, f: &AutoView) -> Allowed {
+fn allowed(m: Attach, f: &AutoView) -> Allowed {
     let no = |cause: String, remedy| Allowed::No { cause, remedy };
     let confidential = f.lockdown == Some(Lockdown::Confidentiality);
     match m {
-        AttachMethod::Fentry if confidential => {
+        Attach::Fentry if confidential => {
             return no(
                 "lockdown=confidentiality forbids fentry/fexit".to_owned(),
                 LOCKDOWN_REMEDY,
             );
         }
-        AttachMethod::Fentry if !f.btf => {
+        Attach::Fentry if !f.btf => {
             return no(
                 "the kernel has no BTF (/sys/kernel/btf/vmlinux), which fentry/fexit need"
                     .to_owned(),
@@ -101,13 +101,13 @@ fn allowed(m: AttachMethod, f: &AutoView) -> Allowed {
             );
         }
         // Before lockdown: without kprobes, lifting lockdown would not help.
-        AttachMethod::Kprobe if !f.kprobes => {
+        Attach::Kprobe if !f.kprobes => {
             return no(
                 "the kernel has no kprobes (CONFIG_KPROBES off)".to_owned(),
                 "a kernel with CONFIG_KPROBES=y",
             );
         }
-        AttachMethod::Kprobe if confidential => {
+        Attach::Kprobe if confidential => {
             return no(
                 "lockdown=confidentiality forbids kprobe/kretprobe".to_owned(),
                 LOCKDOWN_REMEDY,
@@ -119,10 +119,10 @@ fn allowed(m: AttachMethod, f: &AutoView) -> Allowed {
         .functions
         .iter()
         .map(|func| match m {
-            AttachMethod::Fentry => func.fentry.as_str(),
-            AttachMethod::Kprobe => func.kprobe.as_str(),
+            Attach::Fentry => func.fentry.as_str(),
+            Attach::Kprobe => func.kprobe.as_str(),
             // No per-function trial: doctor's `session` and `fsession` checks test the kernel.
-            AttachMethod::KprobeSession | AttachMethod::Fsession => "not tried",
+            Attach::KprobeSession | Attach::Fsession => "not tried",
         })
         .collect();
     if results.contains(&"ok") {
@@ -186,17 +186,15 @@ pub(super) fn auto_check(f: &AutoView) -> Check {
 fn pairs_check(f: &AutoView) -> Check {
     let first = auto_first(f.preempts_trampolines);
     let second = match first {
-        AttachMethod::Fentry => AttachMethod::Kprobe,
-        _ => AttachMethod::Fentry,
+        Attach::Fentry => Attach::Kprobe,
+        _ => Attach::Fentry,
     };
     let order = match first {
-        AttachMethod::Kprobe | AttachMethod::KprobeSession | AttachMethod::Fsession => {
+        Attach::Kprobe | Attach::KprobeSession | Attach::Fsession => {
             "kprobe/kretprobe first, as the kernel is preemptible and skips a fentry/fexit run \
              while a task is preempted inside it"
         }
-        AttachMethod::Fentry => {
-            "fentry/fexit first, the cheaper pair, as probes are not preempted here"
-        }
+        Attach::Fentry => "fentry/fexit first, the cheaper pair, as probes are not preempted here",
     };
     let (a, b) = (pair(first), pair(second));
     match (allowed(first, f), allowed(second, f)) {

@@ -81,7 +81,7 @@ mod openmetrics_exporter {
             .filter(|f| opts.functions.is_empty() || opts.functions.contains(&f.name))
             .cloned()
             .collect();
-        let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, &c.meta.mode, &statuses)
+        let mut snap = MetricsSnapshot::new(&c.meta.kernel.release, c.meta.mode, &statuses)
             .with_disturbance(crate::capture::DisturbanceStatus::measured(&c.meta));
         snap.malformed_items = c.summary.as_ref().map_or(0, |s| s.malformed_items);
         snap.clock = c.meta.clock;

@@ -87,7 +87,7 @@ impl DurationHistogram {
 pub struct FunctionMetrics {
     pub id: u32,
     pub name: String,
-    pub attach: &'static str,
+    pub attach: crate::capture::AttachState,
     pub counters: FunctionCounters,
     /// Per-call latency.
     pub latency: DurationHistogram,
@@ -101,7 +101,7 @@ impl FunctionMetrics {
         FunctionMetrics {
             id: status.id,
             name: status.name.clone(),
-            attach: status.attach.as_str(),
+            attach: status.attach,
             counters: FunctionCounters::default(),
             latency: DurationHistogram::default(),
             disturbance: None,
@@ -149,7 +149,7 @@ impl FunctionMetrics {
 #[derive(Debug, Clone, Default)]
 pub struct MetricsSnapshot {
     pub kernel_release: String,
-    pub mode: String,
+    pub mode: crate::capture::Mode,
     pub functions: Vec<FunctionMetrics>,
     /// Ring items of unexpected size, discarded.
     pub malformed_items: u64,
@@ -163,10 +163,14 @@ pub struct MetricsSnapshot {
 }
 
 impl MetricsSnapshot {
-    pub fn new(kernel_release: &str, mode: &str, functions: &[FunctionStatus]) -> Self {
+    pub fn new(
+        kernel_release: &str,
+        mode: crate::capture::Mode,
+        functions: &[FunctionStatus],
+    ) -> Self {
         MetricsSnapshot {
             kernel_release: kernel_release.to_owned(),
-            mode: mode.to_owned(),
+            mode,
             functions: functions.iter().map(FunctionMetrics::new).collect(),
             ..Default::default()
         }
@@ -359,7 +363,7 @@ fn per_function(
 /// The latency histogram of every function.
 fn histogram(t: &mut Text, s: &MetricsSnapshot) {
     let (h, unit, what) = t.timed("damon_trace_call_duration");
-    let help = if s.mode == "kernel" {
+    let help = if s.mode == crate::capture::Mode::Kernel {
         format!(
             "Per-call latency of traced kernel functions, in {what} (raw: includes the probe's \
              own cost; kernel mode: from in-kernel buckets, each counted at the first `le` its \
@@ -538,7 +542,11 @@ fn info(t: &mut Text, s: &MetricsSnapshot) {
     );
     per_function(t, s, "damon_trace_function_info", &|f| {
         (
-            format!(",attach=\"{}\",mode=\"{}\"", f.attach, escape(&s.mode)),
+            format!(
+                ",attach=\"{}\",mode=\"{}\"",
+                f.attach,
+                escape(s.mode.as_str())
+            ),
             "1".to_owned(),
         )
     });

@@ -236,7 +236,7 @@ fn le_is_inclusive_and_seconds_are_exact() {
     let status = crate::capture::FunctionStatus {
         name: "f".into(),
         id: 0,
-        attach: crate::capture::AttachState::Kprobe,
+        attach: crate::capture::AttachState::Traced(crate::trace::Attach::Kprobe),
         detail: None,
     };
     let mut m = FunctionMetrics::new(&status);
@@ -488,7 +488,7 @@ fn kernel_histograms_replace_rather_than_add() {
     let status = FunctionStatus {
         name: "lock_timer_base".into(),
         id: 3,
-        attach: crate::capture::AttachState::Fentry,
+        attach: crate::capture::AttachState::Traced(crate::trace::Attach::Fentry),
         detail: None,
     };
     let mut f = FunctionMetrics::new(&status);

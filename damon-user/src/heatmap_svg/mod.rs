@@ -160,7 +160,7 @@ impl<'a> Collector<'a> {
             if self.measured {
                 m.clean.get_or_insert_with(new_map);
             }
-            if self.detail && !self.bounds.is_empty() && wants_intervals(f.attach.as_str(), f.id) {
+            if self.detail && !self.bounds.is_empty() && wants_intervals(f.attach, f.id) {
                 m.series.get_or_insert_with(Series::default);
                 self.series_ids.push(f.id);
             }
@@ -266,7 +266,7 @@ pub fn collect_file(path: &Path, opts: &ReportOptions) -> anyhow::Result<Option<
     let source = Source::open(path)?;
     let mut marks = Marks::default();
     let outline = source.visit(&mut marks, false)?;
-    if outline.meta.mode == "kernel" {
+    if outline.meta.mode == crate::capture::Mode::Kernel {
         return Ok(None);
     }
     let mut c = Collector::new(opts, true);

@@ -13,8 +13,8 @@ pub struct RecordSummary<'a> {
     pub duration_ns: u64,
     /// "duration", "interrupted" (SIGINT) or "terminated" (SIGTERM/SIGHUP).
     pub exit_reason: &'a str,
-    /// "stream", "kernel" or "both".
-    pub mode: &'a str,
+    /// `stream`, `kernel` or `both`.
+    pub mode: crate::capture::Mode,
     pub ring_size: u32,
     pub functions: Vec<FunctionSummary<'a>>,
     /// The probe floor measured beside the session (`meta.calibration` of the capture read
@@ -55,7 +55,7 @@ pub fn summarise<'a>(
                 name: &f.name,
                 attach: f.attach.as_str(),
                 calls: c.made(),
-                records: if meta.mode == "kernel" {
+                records: if meta.mode == crate::capture::Mode::Kernel {
                     bucketed
                 } else {
                     streamed
@@ -73,7 +73,7 @@ pub fn summarise<'a>(
         },
         duration_ns: summary.duration_ns,
         exit_reason: &summary.end_reason,
-        mode: &meta.mode,
+        mode: meta.mode,
         ring_size: meta.ring_size,
         functions,
         calibration: meta.calibration.as_ref(),

@@ -146,7 +146,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let mut snapshot = MetricsSnapshot::new(&meta.kernel.release, &meta.mode, &meta.functions)
+    let mut snapshot = MetricsSnapshot::new(&meta.kernel.release, meta.mode, &meta.functions)
         .with_disturbance(crate::capture::DisturbanceStatus::measured(&meta));
     snapshot.clock = meta.clock;
     if let Some(cal) = Calibration::from_meta(meta.calibration.as_ref()) {
@@ -298,10 +298,14 @@ mod tests {
         let status = FunctionStatus {
             name: "lock_timer_base".into(),
             id: 3,
-            attach: AttachState::Fentry,
+            attach: AttachState::Traced(crate::trace::Attach::Fentry),
             detail: None,
         };
-        let shared: Shared = Arc::new(Mutex::new(MetricsSnapshot::new("7.2", "stream", &[status])));
+        let shared: Shared = Arc::new(Mutex::new(MetricsSnapshot::new(
+            "7.2",
+            crate::capture::Mode::Stream,
+            &[status],
+        )));
         let listener = rt
             .block_on(TcpListener::bind("127.0.0.1:0"))
             .expect("bind loopback");
@@ -379,7 +383,7 @@ mod tests {
         let c = crate::capture::format::read_file(&path).expect("fixture");
         let mut ring: Vec<CallRecord> = c.records.iter().chain(&c.marks).copied().collect();
         ring.sort_by_key(|r| r.entry_ns + r.duration_ns);
-        let mut s = MetricsSnapshot::new("7.2", "stream", &c.meta.functions);
+        let mut s = MetricsSnapshot::new("7.2", crate::capture::Mode::Stream, &c.meta.functions);
         let mut fold = Fold::default();
         for r in &ring {
             fold.record(&mut s, r);

@@ -22,6 +22,8 @@
 //!   uncertainty of zero. Clamping at 0 would hide that and bias averages upwards.
 use serde::{Deserialize, Serialize};
 
+use crate::trace::{Attach, Mode};
+
 pub use super::floor::{FloorBucket, FloorDistribution};
 
 /// The check of a calibration: a second empty function, timed in the same run, corrected
@@ -50,10 +52,10 @@ pub struct FunctionMedian {
 /// The floor for one way of tracing: an attach method and a trace mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Floor {
-    /// The attach method, as `AttachMethod::as_str` names it.
-    pub attach: String,
-    /// "stream" or "kernel".
-    pub mode: String,
+    /// The attach method, by name (`fentry`, `kprobe`, ...).
+    pub attach: Attach,
+    /// `stream` or `kernel`.
+    pub mode: Mode,
     /// Absent when this calibration failed (then `error` says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<FloorDistribution>,
@@ -183,8 +185,8 @@ impl Calibration {
         }
     }
 
-    /// The measured floor for an attach method ("fentry"/"kprobe") and trace mode.
-    pub fn floor(&self, attach: &str, mode: &str) -> Option<&Floor> {
+    /// The measured floor for an attach method and trace mode.
+    pub fn floor(&self, attach: Attach, mode: Mode) -> Option<&Floor> {
         self.floors
             .iter()
             .find(|f| f.attach == attach && f.mode == mode && f.floor.is_some())
@@ -229,10 +231,10 @@ impl Corrected {
 
 impl Floor {
     /// The floor of an attach method and trace mode with nothing measured yet.
-    pub fn empty(attach: &str, mode: &str) -> Floor {
+    pub fn empty(attach: Attach, mode: Mode) -> Floor {
         Floor {
-            attach: attach.to_owned(),
-            mode: mode.to_owned(),
+            attach,
+            mode,
             floor: None,
             functions: Vec::new(),
             between_functions_ns: 0.0,
@@ -253,7 +255,7 @@ impl Floor {
         Floor {
             floor,
             took_ns: 1,
-            ..Floor::empty("fentry", "stream")
+            ..Floor::empty(Attach::Fentry, Mode::Stream)
         }
     }
 }
@@ -315,12 +317,12 @@ mod tests {
         let back = Calibration::from_meta(Some(&v)).expect("reads back");
         assert_eq!(back, cal);
         assert_eq!(
-            back.floor("fentry", "stream")
+            back.floor(Attach::Fentry, Mode::Stream)
                 .and_then(|f| f.floor.as_ref()),
             Some(&floor)
         );
-        assert_eq!(back.floor("kprobe", "stream"), None);
-        assert_eq!(back.floor("fentry", "kernel"), None);
+        assert_eq!(back.floor(Attach::Kprobe, Mode::Stream), None);
+        assert_eq!(back.floor(Attach::Fentry, Mode::Kernel), None);
         // Absent (captures before calibration) and foreign shapes read as uncalibrated.
         assert_eq!(Calibration::from_meta(None), None);
         assert_eq!(

@@ -13,7 +13,7 @@ use ratatui::crossterm::event::KeyEvent;
 
 use crate::{
     analysis::disturbance::Disturbance,
-    capture::{Clock, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist},
+    capture::{Clock, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist, Mode},
     session::StopReason,
     stats::{
         calibration::Calibration,
@@ -48,7 +48,7 @@ pub enum Event {
     /// Lines the probes logged (`--debug-probes`), oldest first.
     ProbeLog(Vec<String>),
     /// The probe floor measured beside the session has come, for the session's trace mode.
-    Calibration(Calibration, String),
+    Calibration(Calibration, Mode),
     /// A replay reached the end of its capture.
     SourceEnded,
     Key(KeyEvent),
@@ -152,7 +152,7 @@ impl Panel {
     }
 
     pub fn traced(&self) -> bool {
-        crate::trace::AttachMethod::of_state(self.status.attach).is_some()
+        self.status.attach.is_traced()
     }
 
     /// Calls the kernel made. Counters are polled about once a second while records stream in,
@@ -276,14 +276,14 @@ impl App {
 
     /// Gives each panel the floor of its attach method in trace mode `mode`, from the
     /// session's or the replayed capture's calibration.
-    pub fn set_calibration(&mut self, calibration: Option<&Calibration>, mode: &str) {
+    pub fn set_calibration(&mut self, calibration: Option<&Calibration>, mode: Mode) {
         // A replayed capture that still says pending ended before its calibration did.
         self.calibrating = self.origin == Origin::Live
             && calibration
                 .is_some_and(|c| c.status == crate::stats::calibration::CalibrationStatus::Pending);
         for p in &mut self.panels {
             p.floor = calibration
-                .and_then(|c| c.floor(p.status.attach.as_str(), mode))
+                .and_then(|c| c.floor(p.status.attach.attach()?, mode))
                 .map(|f| (f.median_ns(), f.uncertainty_ns));
         }
     }
@@ -399,7 +399,7 @@ impl App {
                 Effect::Draw
             }
             Event::Calibration(cal, mode) => {
-                self.set_calibration(Some(&cal), &mode);
+                self.set_calibration(Some(&cal), mode);
                 Effect::Draw
             }
             Event::SourceEnded => {

@@ -220,7 +220,7 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     });
     app.set_calibration(
         crate::stats::calibration::Calibration::from_meta(meta.calibration.as_ref()).as_ref(),
-        &meta.mode,
+        meta.mode,
     );
     app.set_disturbance_measured(crate::capture::DisturbanceStatus::measured(meta));
 
@@ -284,8 +284,8 @@ fn finish(
     }
     for (&id, c) in &summary.counters {
         let (name, attach) = names.iter().find(|f| f.id == id).map_or_else(
-            || (crate::accounting::function_name(id), ""),
-            |f| (f.name.clone(), f.attach.as_str()),
+            || (crate::accounting::function_name(id), None),
+            |f| (f.name.clone(), f.attach.attach()),
         );
         if let Some(w) = crate::accounting::drop_warning(&name, attach, c, ring_size) {
             eprintln!("damon-trace: warning: {w}");

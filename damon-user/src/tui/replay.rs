@@ -92,7 +92,7 @@ impl ReplaySchedule {
 
     /// Kernel mode: the linear bucket width of the capture's histograms.
     pub fn kernel_width_ns(&self) -> Option<u64> {
-        if self.meta.mode != "kernel" {
+        if self.meta.mode != crate::capture::Mode::Kernel {
             return None;
         }
         let from_summary = self

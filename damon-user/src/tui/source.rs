@@ -125,7 +125,7 @@ impl Collector {
                     out.push(Event::ProbeLog(probe));
                 }
                 if let Some(cal) = l.session.calibration_done(true)? {
-                    out.push(Event::Calibration(cal, l.session.meta().mode.clone()));
+                    out.push(Event::Calibration(cal, l.session.meta().mode));
                 }
                 out.push(Event::Second {
                     elapsed: l.started.elapsed(),

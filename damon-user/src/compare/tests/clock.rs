@@ -2,6 +2,7 @@
 //! format.
 use super::*;
 use crate::capture::Clock;
+use damon_common::attach::Attach;
 
 fn under(clock: Clock, mut c: Capture) -> Capture {
     c.meta.clock = clock;
@@ -90,7 +91,12 @@ fn instruction_captures_are_labelled_in_every_format() {
 fn exact(d: u64) -> Capture {
     under(
         Clock::Instructions,
-        capture(&[d; 300], AttachState::Fentry, AttachState::Fentry, "cpu"),
+        capture(
+            &[d; 300],
+            AttachState::Traced(Attach::Fentry),
+            AttachState::Traced(Attach::Fentry),
+            "cpu",
+        ),
     )
 }
 

@@ -6,6 +6,7 @@ mod runs;
 mod simulation;
 mod values;
 
+use damon_common::attach::Attach;
 use std::{collections::BTreeMap, path::Path};
 
 use damon_common::CallRecord;
@@ -53,7 +54,12 @@ fn capture(durations: &[u64], attach: AttachState, migrate: AttachState, cpu: &s
 /// A capture with lock_timer_base (id 3) and damon_migrate_pages (id 2) calls of these
 /// durations (for the simulations).
 pub(super) fn capture_of(timer: &[u64], migrate: &[u64]) -> Capture {
-    let mut c = capture(timer, AttachState::Fentry, AttachState::Fentry, "cpu");
+    let mut c = capture(
+        timer,
+        AttachState::Traced(Attach::Fentry),
+        AttachState::Traced(Attach::Fentry),
+        "cpu",
+    );
     let base = c.records.len() as u64;
     c.records
         .extend(migrate.iter().enumerate().map(|(i, &d)| CallRecord {
@@ -108,8 +114,8 @@ fn spread(n: u64, shift: i64) -> Vec<u64> {
 fn run(n: u64, shift: i64) -> Capture {
     capture(
         &spread(n, shift),
-        AttachState::Fentry,
-        AttachState::Fentry,
+        AttachState::Traced(Attach::Fentry),
+        AttachState::Traced(Attach::Fentry),
         "cpu",
     )
 }
@@ -121,7 +127,7 @@ fn one_run_a_side_describes_and_claims_nothing() {
     let b = run(500, 0);
     let a = capture(
         &spread(500, -300),
-        AttachState::Fentry,
+        AttachState::Traced(Attach::Fentry),
         AttachState::Missing,
         "cpu",
     );
@@ -246,14 +252,14 @@ fn identical_runs_show_no_difference() {
 fn warns_about_attach_mode_and_cpu_model_and_small_samples() {
     let b = capture(
         &spread(10, 0),
-        AttachState::Fentry,
-        AttachState::Fentry,
+        AttachState::Traced(Attach::Fentry),
+        AttachState::Traced(Attach::Fentry),
         "Xeon",
     );
     let a = capture(
         &spread(12, 500),
-        AttachState::Kprobe,
-        AttachState::Fentry,
+        AttachState::Traced(Attach::Kprobe),
+        AttachState::Traced(Attach::Fentry),
         "EPYC",
     );
     let c = compare(&b, &a);
@@ -455,14 +461,14 @@ fn corrected_rows_subtract_each_sides_floor() {
     };
     let mut b = capture(
         &spread(500, 0),
-        AttachState::Fentry,
-        AttachState::Fentry,
+        AttachState::Traced(Attach::Fentry),
+        AttachState::Traced(Attach::Fentry),
         "cpu",
     );
     let mut a = capture(
         &spread(500, 100),
-        AttachState::Fentry,
-        AttachState::Fentry,
+        AttachState::Traced(Attach::Fentry),
+        AttachState::Traced(Attach::Fentry),
         "cpu",
     );
     let cmp = compare(&b, &a);

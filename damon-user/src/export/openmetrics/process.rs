@@ -9,10 +9,10 @@ use crate::capture::Clock;
 /// function, which every latency of that kind includes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeFloor {
-    /// The attach method, as `AttachMethod::as_str` names it.
-    pub attach: String,
-    /// "stream" or "kernel".
-    pub mode: String,
+    /// The attach method, as `Attach::as_str` names it.
+    pub attach: crate::trace::Attach,
+    /// `stream` or `kernel`.
+    pub mode: crate::capture::Mode,
     pub seconds: f64,
 }
 
@@ -35,8 +35,8 @@ impl ProcessMetrics {
             .iter()
             .filter_map(|f| {
                 Some(ProbeFloor {
-                    attach: f.attach.clone(),
-                    mode: f.mode.clone(),
+                    attach: f.attach,
+                    mode: f.mode,
                     seconds: f.floor.as_ref()?.median_ns / 1e9,
                 })
             })
@@ -80,8 +80,8 @@ pub(super) fn render(t: &mut Text, p: &ProcessMetrics) {
             let _ = writeln!(
                 t.out,
                 "{name}{{attach=\"{}\",mode=\"{}\"}} {value}",
-                escape(&f.attach),
-                escape(&f.mode),
+                escape(f.attach.as_str()),
+                escape(f.mode.as_str()),
             );
         }
     }

@@ -518,7 +518,7 @@ fn disturbed_calls_render_by_reason_where_measured() {
     let status = FunctionStatus {
         name: "lock_timer_base".into(),
         id: 3,
-        attach: crate::capture::AttachState::Fentry,
+        attach: crate::capture::AttachState::Traced(crate::trace::Attach::Fentry),
         detail: None,
     };
     let call = |d: [u16; 4]| {
@@ -540,8 +540,12 @@ fn disturbed_calls_render_by_reason_where_measured() {
         call(LOST),
     ];
     for measured in [true, false] {
-        let mut s = MetricsSnapshot::new("7.2", "stream", std::slice::from_ref(&status))
-            .with_disturbance(measured);
+        let mut s = MetricsSnapshot::new(
+            "7.2",
+            crate::capture::Mode::Stream,
+            std::slice::from_ref(&status),
+        )
+        .with_disturbance(measured);
         for r in &calls {
             s.observe(r);
         }

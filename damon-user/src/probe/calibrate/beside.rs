@@ -70,7 +70,7 @@ impl Prepared {
         let requests = floor_requests(&used, mode);
         let floors = requests
             .iter()
-            .map(|r| format!("{}/{}", r.attach_name(), r.mode_name()))
+            .map(|r| format!("{}/{}", r.attach, r.mode.mode))
             .collect();
         if requests.is_empty() || self.go.send(requests).is_err() {
             return None;
@@ -150,28 +150,28 @@ fn floor_requests(used: &[AttachState], mode: ModeConfig) -> Vec<FloorRequest> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{AttachMethod, TraceMode};
+    use crate::trace::{Attach, Mode};
 
     #[test]
     fn one_floor_per_method_in_use_in_the_sessions_mode() {
         let mode = ModeConfig {
-            mode: TraceMode::Kernel,
+            mode: Mode::Kernel,
             hist_width_ns: 7,
             disturbance: true,
         };
         let used = [
-            AttachState::Kprobe,
-            AttachState::KprobeSession,
+            AttachState::Traced(Attach::Kprobe),
+            AttachState::Traced(Attach::KprobeSession),
             AttachState::Missing,
-            AttachState::KprobeSession,
+            AttachState::Traced(Attach::KprobeSession),
             AttachState::Failed,
         ];
         let r = floor_requests(&used, mode);
-        let attach: Vec<AttachMethod> = r.iter().map(|r| r.attach).collect();
-        assert_eq!(attach, [AttachMethod::Kprobe, AttachMethod::KprobeSession]);
+        let attach: Vec<Attach> = r.iter().map(|r| r.attach).collect();
+        assert_eq!(attach, [Attach::Kprobe, Attach::KprobeSession]);
         assert!(
             r.iter()
-                .all(|r| r.mode == mode && r.mode_name() == "kernel")
+                .all(|r| r.mode == mode && r.mode.mode == Mode::Kernel)
         );
         assert!(floor_requests(&[AttachState::Missing], mode).is_empty());
     }

@@ -65,7 +65,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
         debug_probes: Default::default(),
     })
     .context("loading the calibration probes")?;
-    let want = r.attach.state();
+    let want = AttachState::Traced(r.attach);
     for s in tracer.statuses() {
         if s.attach != want {
             let why = s.detail.as_deref().unwrap_or("not attached");
@@ -75,11 +75,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
                      (CONFIG_BPF_SYSCALL and CONFIG_NET)",
                     s.name
                 ),
-                _ => bail!(
-                    "{} could not be traced with {}: {why}",
-                    s.name,
-                    r.attach_name()
-                ),
+                _ => bail!("{} could not be traced with {}: {why}", s.name, r.attach),
             }
         }
     }
@@ -283,7 +279,7 @@ fn summarise(
         functions,
         held_out,
         untimed,
-        ..Floor::empty(r.attach_name(), r.mode_name())
+        ..Floor::empty(r.attach, r.mode.mode)
     };
     out.settle_uncertainty();
     out

@@ -54,7 +54,7 @@ use damon_common::FIRST_USER_FUNC;
 use crate::{
     capture::AttachState,
     stats::calibration::{Calibration, CalibrationStatus, Floor, METHOD},
-    trace::{AttachMethod, ModeConfig},
+    trace::{Attach, ModeConfig},
 };
 
 /// The empty functions whose probe durations, pooled, make the floor.
@@ -85,20 +85,9 @@ const RING_BYTES: u32 = 1 << 20;
 /// One floor to measure: an attach method and a trace mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FloorRequest {
-    pub attach: AttachMethod,
+    pub attach: Attach,
     /// The trace mode and kernel bucket width, as the session loads them.
     pub mode: ModeConfig,
-}
-
-impl FloorRequest {
-    pub fn attach_name(&self) -> &'static str {
-        self.attach.as_str()
-    }
-
-    /// "stream", "kernel" (or "both"), as the capture's `meta.mode` says it.
-    pub fn mode_name(&self) -> &'static str {
-        self.mode.mode.as_str()
-    }
 }
 
 /// Measures each requested floor with `calls` calls; `progress(request, done, calls)` is called
@@ -114,15 +103,14 @@ pub fn calibrate(
         .map(|r| {
             let _t = crate::timing::phase(format_args!(
                 "floor {}/{}: {calls} test runs",
-                r.attach_name(),
-                r.mode_name()
+                r.attach, r.mode.mode
             ));
             let started = Instant::now();
             let mut floor = match measure(r, calls, &mut |done| progress(r, done, calls)) {
                 Ok(f) => f,
                 Err(e) => Floor {
                     error: Some(format!("{e:#}")),
-                    ..Floor::empty(r.attach_name(), r.mode_name())
+                    ..Floor::empty(r.attach, r.mode.mode)
                 },
             };
             floor.took_ns = started.elapsed().as_nanos() as u64;
@@ -160,10 +148,10 @@ fn ids() -> impl Iterator<Item = (u32, &'static str)> {
 }
 
 /// Attach methods in use that a calibration has no floor for.
-pub fn missing_floors(cal: &Calibration, used: &[AttachState]) -> Vec<AttachMethod> {
+pub fn missing_floors(cal: &Calibration, used: &[AttachState]) -> Vec<Attach> {
     let mut out = Vec::new();
-    for method in used.iter().filter_map(|s| AttachMethod::of_state(*s)) {
-        if !cal.floors.iter().any(|f| f.attach == method.as_str()) && !out.contains(&method) {
+    for method in used.iter().filter_map(|s| s.attach()) {
+        if !cal.floors.iter().any(|f| f.attach == method) && !out.contains(&method) {
             out.push(method);
         }
     }
@@ -178,8 +166,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
         let _ = write!(
             err,
             "\rcalibrating the probe floor ({}/{}): {done}/{calls} test runs   ",
-            r.attach_name(),
-            r.mode_name()
+            r.attach, r.mode.mode
         );
         if done >= calls {
             let _ = writeln!(err);
@@ -189,8 +176,7 @@ pub fn progress_line(r: &FloorRequest, done: u64, calls: u64) {
         let _ = writeln!(
             err,
             "calibrated the probe floor ({}/{}): {calls} test runs",
-            r.attach_name(),
-            r.mode_name()
+            r.attach, r.mode.mode
         );
     }
 }
@@ -244,24 +230,25 @@ pub fn summary_lines(cal: &Calibration, unit: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::Mode;
 
-    fn floor(attach: &str) -> Floor {
-        Floor::empty(attach, "stream")
+    fn floor(attach: Attach) -> Floor {
+        Floor::empty(attach, Mode::Stream)
     }
 
     #[test]
     fn missing_floors_are_the_used_methods_without_one_each_once() {
         let mut cal = Calibration::not_run(CalibrationStatus::Ok, String::new());
-        cal.floors.push(floor("fentry"));
+        cal.floors.push(floor(Attach::Fentry));
         let used = [
-            AttachState::Fentry,
-            AttachState::Kprobe,
+            AttachState::Traced(Attach::Fentry),
+            AttachState::Traced(Attach::Kprobe),
             AttachState::Missing,
-            AttachState::Kprobe,
+            AttachState::Traced(Attach::Kprobe),
             AttachState::Failed,
         ];
-        assert_eq!(missing_floors(&cal, &used), [AttachMethod::Kprobe]);
-        cal.floors.push(floor("kprobe"));
+        assert_eq!(missing_floors(&cal, &used), [Attach::Kprobe]);
+        cal.floors.push(floor(Attach::Kprobe));
         assert!(missing_floors(&cal, &used).is_empty());
         assert!(missing_floors(&cal, &[]).is_empty());
     }

@@ -65,7 +65,7 @@ pub fn render_text(c: &Calibration, clock: Clock) -> String {
     let w = c
         .floors
         .iter()
-        .map(|f| f.attach.len() + 1 + f.mode.len())
+        .map(|f| f.attach.as_str().len() + 1 + f.mode.as_str().len())
         .fold(14, usize::max);
     header(&mut out, c, w);
     for f in &c.floors {

@@ -14,7 +14,7 @@ use crate::{
             session::links::SessionLinks,
         },
     },
-    trace::{AttachMethod, TracedFunction},
+    trace::{Attach, TracedFunction},
 };
 
 /// Explains a program load/attach error with its errno and the likely reason.
@@ -77,19 +77,19 @@ pub(in crate::probe) fn error_chain(err: &dyn std::error::Error) -> String {
 /// Kernel-internal ENOTSUPP, which leaks to userspace from some BPF paths.
 const ENOTSUPP: i32 = 524;
 
-pub(in crate::probe) fn unload(bpf: &mut Ebpf, name: &str, mode: AttachMethod) {
+pub(in crate::probe) fn unload(bpf: &mut Ebpf, name: &str, mode: Attach) {
     let Some(prog) = bpf.program_mut(name) else {
         return;
     };
     // Unloading detaches the program's links; errors here leave nothing we could retry.
     let _ = match mode {
-        AttachMethod::Fentry => match <&mut FEntry>::try_from(&mut *prog) {
+        Attach::Fentry => match <&mut FEntry>::try_from(&mut *prog) {
             Ok(p) => p.unload(),
             Err(_) => <&mut FExit>::try_from(prog).and_then(FExit::unload),
         },
-        AttachMethod::Kprobe => <&mut KProbe>::try_from(prog).and_then(KProbe::unload),
+        Attach::Kprobe => <&mut KProbe>::try_from(prog).and_then(KProbe::unload),
         // Loaded by `probe::loader::session`, never by aya: nothing of aya's to unload.
-        AttachMethod::KprobeSession | AttachMethod::Fsession => return,
+        Attach::KprobeSession | Attach::Fsession => return,
     };
 }
 
@@ -101,7 +101,7 @@ pub(in crate::probe) fn attach_present(
     sessions: &mut SessionLinks,
     kallsyms: &Kallsyms,
     func: &TracedFunction,
-    order: &[AttachMethod],
+    order: &[Attach],
     auto_note: &Option<String>,
     btf: Option<&Btf>,
 ) -> (AttachState, Option<String>) {
@@ -111,7 +111,7 @@ pub(in crate::probe) fn attach_present(
     let (state, detail) = attach_one(bpf, sessions, func, order, btf);
     // The note says why auto chose the method that attached first; a fallback says why itself.
     let detail = match (auto_note, detail) {
-        (Some(note), None) if AttachMethod::of_state(state).is_some() => Some(note.clone()),
+        (Some(note), None) if state.attach().is_some() => Some(note.clone()),
         (_, detail) => detail,
     };
     (state, detail)
@@ -147,13 +147,13 @@ fn attach_one(
     bpf: &mut Ebpf,
     sessions: &mut SessionLinks,
     func: &TracedFunction,
-    order: &[AttachMethod],
+    order: &[Attach],
     btf: Option<&Btf>,
 ) -> (AttachState, Option<String>) {
-    let mut failures: Vec<(AttachMethod, String)> = Vec::new();
+    let mut failures: Vec<(Attach, String)> = Vec::new();
     for &method in order {
         let attempt = match method {
-            AttachMethod::Fentry => match btf {
+            Attach::Fentry => match btf {
                 None => Err("no kernel BTF at /sys/kernel/btf/vmlinux".to_owned()),
                 Some(btf) if !btf_has_function(btf, &func.symbol) => {
                     Err("function not in the kernel's BTF".to_owned())
@@ -162,22 +162,22 @@ fn attach_one(
                     attach_fentry(bpf, func, btf).map_err(|e| fentry_failure(&e, &func.symbol))
                 }
             },
-            AttachMethod::Kprobe => {
+            Attach::Kprobe => {
                 attach_kprobe(bpf, func).map_err(|e| kprobe_failure(&e, &func.symbol))
             }
-            AttachMethod::KprobeSession | AttachMethod::Fsession => sessions
+            Attach::KprobeSession | Attach::Fsession => sessions
                 .attach(bpf, func, method, btf)
                 .map_err(|e| e.to_string()),
         };
         match attempt {
-            Ok(()) if failures.is_empty() => return (method.state(), None),
+            Ok(()) if failures.is_empty() => return (AttachState::Traced(method), None),
             Ok(()) => {
                 let tried: Vec<String> = failures
                     .iter()
                     .map(|(m, e)| format!("{} failed ({e})", m.probes()))
                     .collect();
                 let why = format!("{}; fell back to {}", tried.join("; "), method.as_str());
-                return (method.state(), Some(why));
+                return (AttachState::Traced(method), Some(why));
             }
             Err(e) => failures.push((method, e)),
         }
@@ -278,7 +278,7 @@ where
 fn attach_pair(
     bpf: &mut Ebpf,
     func: &TracedFunction,
-    mode: AttachMethod,
+    mode: Attach,
     attach_exit: impl FnOnce(&mut Ebpf, &str) -> Result<(), ProgramError>,
     attach_entry: impl FnOnce(&mut Ebpf, &str) -> Result<(), ProgramError>,
 ) -> Result<(), ProgramError> {
@@ -300,7 +300,7 @@ pub(in crate::probe) fn attach_fentry(
     attach_pair(
         bpf,
         func,
-        AttachMethod::Fentry,
+        Attach::Fentry,
         |bpf, name| {
             let fexit: &mut FExit = program(bpf, name)?;
             timed_load(name, || fexit.load(target, btf))?;
@@ -325,10 +325,10 @@ pub(in crate::probe) fn attach_kprobe(
         timed_load(name, || kprobe.load())?;
         timed_attach(name, target, || kprobe.attach(target, 0).map(|_| ()))
     };
-    attach_pair(bpf, func, AttachMethod::Kprobe, kprobe, kprobe)
+    attach_pair(bpf, func, Attach::Kprobe, kprobe, kprobe)
 }
 
-pub(in crate::probe) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: AttachMethod) {
+pub(in crate::probe) fn unload_pair(bpf: &mut Ebpf, func: &TracedFunction, mode: Attach) {
     let (entry, exit) = program_names(func, mode);
     unload(bpf, &entry, mode);
     unload(bpf, &exit, mode);

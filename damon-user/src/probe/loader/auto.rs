@@ -1,8 +1,10 @@
 //! What `--attach auto` means on the running kernel: per function, the methods to try in
 //! order, and the note that says why.
+use damon_common::attach::{Hook, Timing};
+
 use crate::{
     probe::facts::KernelFacts,
-    trace::{AttachChoice, AttachMethod, TracedFunction},
+    trace::{Attach, AttachChoice, TracedFunction},
 };
 
 /// What `--attach auto` means for `func` on the running kernel, the cheapest method that is
@@ -21,71 +23,90 @@ pub(in crate::probe) fn resolve_auto(
     streams: bool,
     func: &TracedFunction,
 ) -> (AttachOrder, Option<String>) {
-    use AttachMethod::{Fentry, Fsession, Kprobe, KprobeSession};
     if let AttachChoice::Only(m) = choice {
         return (vec![m], None);
     }
-    let preemption = facts.preemption();
-    if !preemption.preempts_trampolines() {
-        return if facts.fsession() {
-            (
-                vec![Fsession, Fentry, Kprobe],
-                Some(
-                    "fsession chosen by --attach auto: probes are not preempted on this \
-                     kernel, and an fsession keeps each call's entry time in its cookie, \
-                     without fentry/fexit's stamp map"
-                        .to_owned(),
-                ),
-            )
-        } else {
-            (vec![Fentry, Kprobe], None)
-        };
-    }
-    let model = preemption
-        .model
-        .as_deref()
-        .unwrap_or("dynamic, model unknown");
     let args_lost = streams && func.as_builtin() == Some(damon_common::FunctionId::DamonHotScore);
-    if facts.kprobe_session() && !args_lost {
-        return (
-            vec![KprobeSession, Kprobe, Fentry],
-            Some(format!(
-                "kprobe session chosen by --attach auto: the kernel is preemptible ({model}), \
-                 where fentry/fexit and fsession runs are skipped while a task is preempted \
-                 inside them; a kprobe session runs with preemption disabled, like kprobes, and \
-                 keeps each call's entry time in its cookie, without a stamp map"
-            )),
-        );
-    }
-    let why_not_session = if facts.kprobe_session() {
-        "; not a kprobe session, whose cookie has no room for damon_hot_score's arguments in \
-         stream mode"
-    } else {
-        ""
+    let order = auto_order(facts, args_lost);
+    let note = match order[0] {
+        Attach::Fsession => Some(
+            "fsession chosen by --attach auto: probes are not preempted on this kernel, and an \
+             fsession keeps each call's entry time in its cookie, without fentry/fexit's stamp \
+             map"
+            .to_owned(),
+        ),
+        Attach::Fentry => None,
+        first => {
+            let preemption = facts.preemption();
+            let model = preemption
+                .model
+                .as_deref()
+                .unwrap_or("dynamic, model unknown");
+            Some(if first == Attach::KprobeSession {
+                format!(
+                    "kprobe session chosen by --attach auto: the kernel is preemptible ({model}), \
+                     where fentry/fexit and fsession runs are skipped while a task is preempted \
+                     inside them; a kprobe session runs with preemption disabled, like kprobes, \
+                     and keeps each call's entry time in its cookie, without a stamp map"
+                )
+            } else {
+                let why_not_session = if facts.kprobe_session() {
+                    "; not a kprobe session, whose cookie has no room for damon_hot_score's \
+                     arguments in stream mode"
+                } else {
+                    ""
+                };
+                format!(
+                    "kprobe chosen by --attach auto: the kernel is preemptible ({model}), where \
+                     fentry/fexit runs are skipped while a task is preempted inside them; \
+                     --attach fentry to override{why_not_session}"
+                )
+            })
+        }
     };
-    (
-        vec![Kprobe, Fentry],
-        Some(format!(
-            "kprobe chosen by --attach auto: the kernel is preemptible ({model}), where \
-             fentry/fexit runs are skipped while a task is preempted inside them; --attach \
-             fentry to override{why_not_session}"
-        )),
-    )
+    (order, note)
+}
+
+/// Auto's order from the table: the hook that is exact on this kernel first (a kprobe's on a
+/// preemptible one, else the cheaper trampoline); its session method if the kernel has it (and,
+/// `args_lost`, its cookie carries the arguments the records need), then that hook's stamp
+/// pair, then the other hook's stamp pair.
+fn auto_order(facts: &KernelFacts, args_lost: bool) -> AttachOrder {
+    let (first, other) = if facts.preemption().preempts_trampolines() {
+        (Hook::Kprobe, Hook::Trampoline)
+    } else {
+        (Hook::Trampoline, Hook::Kprobe)
+    };
+    let session = Attach::with(first, Timing::Cookie);
+    let has_session = match session {
+        Attach::KprobeSession => facts.kprobe_session(),
+        Attach::Fsession => facts.fsession(),
+        _ => false,
+    } && (session.facts().carries_args || !args_lost);
+    has_session
+        .then_some(session)
+        .into_iter()
+        .chain([
+            Attach::with(first, Timing::Stamp),
+            Attach::with(other, Timing::Stamp),
+        ])
+        .collect()
 }
 
 /// The pair `--attach auto` tries first, by the preemption model alone (sessions aside: see
 /// [`resolve_auto`]); `doctor` tells from it and the kernel's facts which pair auto ends up
 /// with.
-pub fn auto_first(preempts_trampolines: bool) -> AttachMethod {
-    if preempts_trampolines {
-        AttachMethod::Kprobe
+pub fn auto_first(preempts_trampolines: bool) -> Attach {
+    let hook = if preempts_trampolines {
+        Hook::Kprobe
     } else {
-        AttachMethod::Fentry
-    }
+        Hook::Trampoline
+    };
+    Attach::with(hook, Timing::Stamp)
 }
 
 /// The methods to try for a function, in order: the first that attaches is used.
-pub(in crate::probe) type AttachOrder = Vec<AttachMethod>;
+pub(in crate::probe) type AttachOrder = Vec<Attach>;
 
 #[cfg(test)]
 mod tests {
@@ -111,7 +132,7 @@ mod tests {
     fn explicit_attach_choices_need_no_kernel_facts() {
         let f = facts(true, true, true);
         let hot = TracedFunction::builtin(damon_common::FunctionId::DamonHotScore);
-        for m in AttachMethod::ALL {
+        for m in Attach::ALL {
             assert_eq!(
                 resolve_auto(AttachChoice::Only(m), &f, true, &hot),
                 (vec![m], None)
@@ -121,7 +142,7 @@ mod tests {
 
     #[test]
     fn auto_picks_the_cheapest_exact_method_of_the_kernel() {
-        use AttachMethod::{Fentry, Fsession, Kprobe, KprobeSession};
+        use Attach::{Fentry, Fsession, Kprobe, KprobeSession};
         let order = |f: &KernelFacts, func: &TracedFunction| {
             resolve_auto(AttachChoice::Auto, f, true, func)
         };

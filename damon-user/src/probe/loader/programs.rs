@@ -5,23 +5,20 @@ use damon_common::{
     MAP_STAMPS,
 };
 
-use crate::trace::{AttachMethod, TracedFunction};
+use crate::trace::{Attach, TracedFunction};
 
 /// The compiled eBPF object, embedded so the binary is self-contained (also inside the VM).
 pub(in crate::probe) static EBPF_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/damon"));
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
-pub(in crate::probe) fn program_names(
-    func: &TracedFunction,
-    mode: AttachMethod,
-) -> (String, String) {
+pub(in crate::probe) fn program_names(func: &TracedFunction, mode: Attach) -> (String, String) {
     let (entry, exit) = match mode {
-        AttachMethod::Fentry => ("fentry", "fexit"),
-        AttachMethod::Kprobe => ("kprobe", "kretprobe"),
+        Attach::Fentry => ("fentry", "fexit"),
+        Attach::Kprobe => ("kprobe", "kretprobe"),
         // One program runs at both ends.
-        AttachMethod::KprobeSession => ("ksession", "ksession"),
-        AttachMethod::Fsession => ("fsession", "fsession"),
+        Attach::KprobeSession => ("ksession", "ksession"),
+        Attach::Fsession => ("fsession", "fsession"),
     };
     let slot = match func.as_builtin() {
         Some(f) => f.symbol().to_owned(),
@@ -57,11 +54,12 @@ pub(in crate::probe) fn all_program_names() -> Vec<String> {
         .map(|f| TracedFunction::builtin(*f))
         .chain(user)
         .flat_map(|f| {
-            let (a, b) = program_names(&f, AttachMethod::Fentry);
-            let (c, d) = program_names(&f, AttachMethod::Kprobe);
-            let (e, _) = program_names(&f, AttachMethod::KprobeSession);
-            let (g, _) = program_names(&f, AttachMethod::Fsession);
-            [a, b, c, d, e, g]
+            Attach::ALL.into_iter().flat_map(move |m| {
+                let (entry, exit) = program_names(&f, m);
+                // A session's one program is both.
+                let exit = (exit != entry).then_some(exit);
+                std::iter::once(entry).chain(exit)
+            })
         })
         .chain([
             INTERVALS_PROGRAM.to_owned(),
@@ -216,7 +214,7 @@ mod tests {
             .chain(slots)
             .chain(calibration)
             .flat_map(|f| {
-                AttachMethod::ALL.into_iter().flat_map(move |m| {
+                Attach::ALL.into_iter().flat_map(move |m| {
                     let (entry, exit) = program_names(&f, m);
                     [entry, exit]
                 })
@@ -236,14 +234,14 @@ mod tests {
     fn program_names_per_function_and_mode() {
         let hot = TracedFunction::builtin(FunctionId::DamonHotScore);
         assert_eq!(
-            program_names(&hot, AttachMethod::Fentry),
+            program_names(&hot, Attach::Fentry),
             (
                 "fentry_damon_hot_score".to_owned(),
                 "fexit_damon_hot_score".to_owned()
             )
         );
         assert_eq!(
-            program_names(&hot, AttachMethod::Kprobe),
+            program_names(&hot, Attach::Kprobe),
             (
                 "kprobe_damon_hot_score".to_owned(),
                 "kretprobe_damon_hot_score".to_owned()
@@ -252,30 +250,30 @@ mod tests {
         // User-named functions use their slot's generic programs, whatever the symbol.
         let slot = user(FIRST_USER_FUNC + 3, "vfs_read");
         assert_eq!(
-            program_names(&slot, AttachMethod::Fentry),
+            program_names(&slot, Attach::Fentry),
             ("fentry_u7".to_owned(), "fexit_u7".to_owned())
         );
         assert_eq!(
-            program_names(&slot, AttachMethod::Kprobe),
+            program_names(&slot, Attach::Kprobe),
             ("kprobe_u7".to_owned(), "kretprobe_u7".to_owned())
         );
         // A session is one program, at both ends.
         assert_eq!(
-            program_names(&hot, AttachMethod::KprobeSession),
+            program_names(&hot, Attach::KprobeSession),
             (
                 "ksession_damon_hot_score".to_owned(),
                 "ksession_damon_hot_score".to_owned()
             )
         );
         assert_eq!(
-            program_names(&slot, AttachMethod::Fsession),
+            program_names(&slot, Attach::Fsession),
             ("fsession_u7".to_owned(), "fsession_u7".to_owned())
         );
         // A built-in id under another symbol is not the built-in function.
         let renamed = user(FunctionId::LockTimerBase as u32, "vfs_read");
         let id = FunctionId::LockTimerBase as u32;
         assert_eq!(
-            program_names(&renamed, AttachMethod::Fentry),
+            program_names(&renamed, Attach::Fentry),
             (format!("fentry_u{id}"), format!("fexit_u{id}"))
         );
     }

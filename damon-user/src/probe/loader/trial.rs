@@ -10,7 +10,7 @@ use crate::probe::{
         programs::EBPF_OBJECT,
     },
 };
-use crate::trace::{AttachMethod, TracedFunction};
+use crate::trace::{Attach, TracedFunction};
 
 /// What really attaching one function's probe pairs gave (for `doctor`).
 #[derive(Debug, Clone)]
@@ -87,7 +87,7 @@ fn try_fentry(bpf: &mut Ebpf, func: &TracedFunction, btf: Option<&Btf>, in_btf: 
             Err(e) => fentry_failure(&e, &func.symbol),
         },
     };
-    unload_pair(bpf, func, AttachMethod::Fentry);
+    unload_pair(bpf, func, Attach::Fentry);
     fentry
 }
 
@@ -100,7 +100,7 @@ fn try_kprobe(bpf: &mut Ebpf, func: &TracedFunction, kallsyms: &Kallsyms) -> Str
         Ok(()) => "ok".to_owned(),
         Err(e) => kprobe_failure(&e, &func.symbol),
     };
-    unload_pair(bpf, func, AttachMethod::Kprobe);
+    unload_pair(bpf, func, Attach::Kprobe);
     kprobe
 }
 

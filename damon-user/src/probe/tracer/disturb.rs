@@ -173,7 +173,7 @@ mod tests {
         let btf = Ok(btf);
         let unreadable = Err("no BTF at /sys/kernel/btf/vmlinux".to_owned());
         let kernel = ModeConfig {
-            mode: crate::trace::TraceMode::Kernel,
+            mode: crate::trace::Mode::Kernel,
             disturbance: true,
             ..ModeConfig::default()
         };

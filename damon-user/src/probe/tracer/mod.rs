@@ -38,7 +38,7 @@ use crate::{
         },
     },
     timing,
-    trace::{AttachChoice, AttachMethod, ModeConfig, TracedFunction},
+    trace::{Attach, AttachChoice, ModeConfig, TracedFunction},
 };
 
 /// How long stopping waits for calls that entered before the entry probes went away.
@@ -49,7 +49,7 @@ pub struct Tracer {
     bpf: Ebpf,
     /// The functions a session program times (`--attach kprobe-session | fsession`).
     sessions: SessionLinks,
-    attached: Vec<(TracedFunction, AttachMethod)>,
+    attached: Vec<(TracedFunction, Attach)>,
     statuses: Vec<FunctionStatus>,
     /// Boxed: kept small, the session lives in an enum next to the replay source.
     interval_hook: Box<crate::capture::IntervalHook>,
@@ -131,7 +131,7 @@ impl Tracer {
         for a in &mut args {
             let by_session = attached
                 .iter()
-                .any(|(f, m)| f.symbol == a.function && *m == AttachMethod::KprobeSession);
+                .any(|(f, m)| f.symbol == a.function && *m == Attach::KprobeSession);
             if by_session {
                 crate::probe::loader::session::links::kprobe_session_args(a);
             }
@@ -245,28 +245,28 @@ impl Tracer {
 
     /// Runs of program `name` the kernel skipped, by its own count (see `probe::loader::skips`);
     /// `None` when the program is not loaded or this kernel does not count them.
-    fn skipped_runs(&self, name: &str, mode: AttachMethod) -> Option<u64> {
+    fn skipped_runs(&self, name: &str, mode: Attach) -> Option<u64> {
         use std::os::fd::AsFd as _;
         let prog = self.bpf.program(name)?;
         let fd = prog.fd().ok()?.as_fd();
         match mode {
-            AttachMethod::Fentry => crate::probe::loader::skips::recursion_misses(fd),
-            AttachMethod::Kprobe if self.kprobe_skips_counted => {
+            Attach::Fentry => crate::probe::loader::skips::recursion_misses(fd),
+            Attach::Kprobe if self.kprobe_skips_counted => {
                 let in_prog = crate::probe::loader::skips::recursion_misses(fd)?;
                 let in_link = crate::probe::loader::skips::prog_id(fd)
                     .and_then(crate::probe::loader::skips::kprobe_link_missed)
                     .unwrap_or(0);
                 Some(in_prog + in_link)
             }
-            AttachMethod::Kprobe => None,
+            Attach::Kprobe => None,
             // Counted by `SessionLinks`, per function.
-            AttachMethod::KprobeSession | AttachMethod::Fsession => None,
+            Attach::KprobeSession | Attach::Fsession => None,
         }
     }
 
     /// The kernel's skip counts of function `id`'s entry and exit programs: live while they are
     /// loaded, else as read when they were unloaded.
-    fn skips(&self, func: &TracedFunction, mode: AttachMethod) -> (Option<u64>, Option<u64>) {
+    fn skips(&self, func: &TracedFunction, mode: Attach) -> (Option<u64>, Option<u64>) {
         let (entry, exit) = program_names(func, mode);
         let saved = self.final_skips.get(&func.id).copied().unwrap_or_default();
         let live = |name: &str, saved: Option<u64>| match self.bpf.program(name) {
@@ -379,7 +379,7 @@ impl Tracer {
                     ring_full,
                     orphans: sum(Counter::OrphanExits)?,
                     misses: self.sessions.misses(id),
-                    fsession: *mode == AttachMethod::Fsession,
+                    fsession: *mode == Attach::Fsession,
                 });
                 let filtered = sum(Counter::Filtered)?;
                 out.insert(id, FunctionCounters { filtered, ..c });
@@ -476,7 +476,7 @@ fn attach_functions(
     kallsyms: &Kallsyms,
     btf: Option<&Btf>,
 ) -> (
-    Vec<(TracedFunction, AttachMethod)>,
+    Vec<(TracedFunction, Attach)>,
     Vec<FunctionStatus>,
     SessionLinks,
 ) {
@@ -498,7 +498,7 @@ fn attach_functions(
         let (order, auto_note) = resolve_auto(opts.attach, facts, streams, func);
         let (state, detail) =
             attach_present(bpf, &mut sessions, kallsyms, func, &order, &auto_note, btf);
-        if let Some(method) = AttachMethod::of_state(state) {
+        if let Some(method) = state.attach() {
             attached.push((func.clone(), method));
         }
         statuses.push(FunctionStatus {

@@ -22,7 +22,7 @@ use crate::{
 };
 
 fn traced(f: &FunctionReport) -> bool {
-    !matches!(f.attach, "missing" | "inlined" | "failed")
+    f.attach.is_traced()
 }
 
 /// `kernel 7.2.13 · 20.3 s · captured by damon-trace 0.1.0 · ended: duration`

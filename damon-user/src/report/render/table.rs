@@ -55,7 +55,7 @@ fn summary(out: &mut String, r: &Report) {
     let aw = r
         .functions
         .iter()
-        .map(|f| f.attach.len())
+        .map(|f| f.attach.as_str().len())
         .max()
         .unwrap_or(0)
         .max(7);
@@ -75,7 +75,7 @@ fn summary(out: &mut String, r: &Report) {
             );
             continue;
         }
-        let _ = writeln!(out, "{}", row(&f.name, f.attach, aw, &numbers(f)));
+        let _ = writeln!(out, "{}", row(&f.name, f.attach.as_str(), aw, &numbers(f)));
         if let Some(c) = corrected_numbers(f) {
             let _ = writeln!(out, "{}", row("  corrected", "", aw, &c).trim_end());
         }
@@ -96,7 +96,7 @@ fn row(name: &str, attach: &str, aw: usize, cells: &[String; 12]) -> String {
 
 /// What the latencies are, kernel-mode resolutions, the report's notes and the filter.
 fn notes(out: &mut String, r: &Report) {
-    if r.meta.mode == "kernel" {
+    if r.meta.mode == crate::capture::Mode::Kernel {
         let _ = writeln!(
             out,
             "latencies in {}, {}; kernel mode: `records` counts calls added to the in-kernel \
@@ -142,7 +142,7 @@ fn function_notes(out: &mut String, f: &FunctionReport) {
             f.name, name, v.min, v.mean, v.max, v.sum
         );
     }
-    if crate::capture::AttachState::is_traced_name(f.attach) && f.skipped_entries.is_none() {
+    if f.attach.is_traced() && f.skipped_entries.is_none() {
         let _ = writeln!(
             out,
             "{}: the kernel's count of skipped probe runs is not available (kprobe before \
@@ -169,7 +169,7 @@ fn storage_line(out: &mut String, r: &Report, info: &ReadInfo) {
         "capture format v{}, {} bytes{}",
         info.version,
         info.file_bytes,
-        if records > 0 && r.meta.mode != "kernel" {
+        if records > 0 && r.meta.mode != crate::capture::Mode::Kernel {
             format!(
                 ", {:.1} bytes per record",
                 info.file_bytes as f64 / records as f64

@@ -29,7 +29,7 @@ fn renders_floors_held_out_and_failures() {
                 ..Floor::for_tests(floor)
             },
             Floor {
-                attach: "kprobe".into(),
+                attach: crate::trace::Attach::Kprobe,
                 error: Some("kernel has no kprobes".into()),
                 took_ns: 0,
                 ..Floor::for_tests(None)
@@ -78,7 +78,7 @@ fn renders_floors_held_out_and_failures() {
 #[test]
 fn describes_a_floor() {
     let mut f = Floor {
-        attach: "kprobe".into(),
+        attach: crate::trace::Attach::Kprobe,
         untimed: 2,
         ..Floor::for_tests(FloorDistribution::from_durations(&[
             100, 110, 120, 130, 140,

@@ -142,7 +142,7 @@ fn kernel_mode_splits_its_histogram_into_clean_and_disturbed_calls() {
         build(&kernel, &opts()).expect("report"),
     );
     let (fs, fk) = (&rs.functions[0], &rk.functions[0]);
-    assert_eq!(fk.mode, "kernel");
+    assert_eq!(fk.mode, crate::capture::Mode::Kernel);
     assert_eq!(fk.disturbance, fs.disturbance);
     let (cs, ck) = (
         fs.clean_percentiles.expect("clean"),

@@ -16,7 +16,7 @@ fn same_columns_from_buckets_with_exact_count_mean_min_max() {
     let f = &r.functions[0];
     assert_eq!(
         (f.mode, f.calls, f.count, f.dropped, f.in_flight),
-        ("kernel", 1002, 1000, 1, 1)
+        (crate::capture::Mode::Kernel, 1002, 1000, 1, 1)
     );
     assert_eq!(f.calls, f.count + f.dropped + f.in_flight);
     assert_eq!((f.min_ns, f.max_ns), (Some(100), Some(499)));
@@ -120,7 +120,7 @@ fn real_kernel_mode_capture() {
     let r = build(&c, &opts()).expect("report");
     assert_eq!(r.functions.len(), 4);
     for f in &r.functions {
-        assert_eq!(f.mode, "kernel");
+        assert_eq!(f.mode, crate::capture::Mode::Kernel);
         assert!(f.calls > 0, "{}", f.name);
         assert_eq!(f.calls, f.count + f.dropped + f.in_flight, "{}", f.name);
         let res = f.resolution.as_ref().expect("resolution");

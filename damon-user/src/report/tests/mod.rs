@@ -6,6 +6,8 @@ mod values;
 
 use std::path::Path;
 
+use damon_common::attach::Attach;
+
 use super::render;
 use crate::{
     analysis::{test_support::*, *},
@@ -30,7 +32,7 @@ fn accounts_and_summarises() {
         )
     );
     assert_eq!(f.value.map(|v| (v.min, v.max)), Some((11, 20)));
-    assert_eq!(r.functions[1].attach, "missing");
+    assert_eq!(r.functions[1].attach, AttachState::Missing);
     assert_eq!(r.functions[1].count, 0);
     // Accounting holds, so the only warning is about the drops.
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
@@ -345,7 +347,7 @@ fn corrected_latencies_next_to_raw_ones() {
 
     // A kprobe floor does not correct an fentry function; a skipped calibration says so.
     let mut other = cal.clone();
-    other.floors[0].attach = "kprobe".into();
+    other.floors[0].attach = Attach::Kprobe;
     c.meta.calibration = Some(serde_json::to_value(&other).expect("json"));
     assert!(
         build(&c, &opts()).expect("r").functions[0]
@@ -381,7 +383,9 @@ fn real_calibrated_capture() {
     let cal = Calibration::from_meta(c.meta.calibration.as_ref()).expect("typed calibration");
     assert_eq!(cal.status, CalibrationStatus::Ok);
     assert_eq!(cal.calls, 20_000);
-    let floor = cal.floor("fentry", "stream").expect("fentry/stream floor");
+    let floor = cal
+        .floor(Attach::Fentry, crate::capture::Mode::Stream)
+        .expect("fentry/stream floor");
     let dist = floor.floor.as_ref().expect("measured");
     assert_eq!(
         dist.count,
@@ -478,7 +482,7 @@ fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
     );
     // With kprobes the same counts mean another program was running, and skips come as whole
     // calls: no remedy of switching to kprobe, no durations that may span two calls.
-    c.meta.functions[0].attach = AttachState::Kprobe;
+    c.meta.functions[0].attach = AttachState::Traced(Attach::Kprobe);
     let r = build(&c, &opts()).expect("report");
     let w = warning(&r.warnings, "damon_hot_score were not recorded");
     assert!(w.contains("another kprobe or tracepoint program"), "{w}");

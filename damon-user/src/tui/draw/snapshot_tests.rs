@@ -166,7 +166,7 @@ fn corrected_latencies_toggle_80x24() {
     press(&mut app, KeyCode::Char('c'));
     assert!(!app.corrected, "no calibration: stays raw");
     assert!(render(&app, 80, 24).contains("no probe calibration"));
-    app.set_calibration(Some(&cal), "stream");
+    app.set_calibration(Some(&cal), crate::capture::Mode::Stream);
     press(&mut app, KeyCode::Char('c'));
     let screen = render(&app, 80, 24);
     assert!(screen.contains("corrected: − probe floor"), "{screen}");
@@ -223,12 +223,12 @@ fn a_floor_measured_beside_the_session_comes_as_an_event() {
     use crate::stats::calibration::{Calibration, CalibrationStatus, Floor, FloorDistribution};
     let pending = Calibration::not_run(CalibrationStatus::Pending, "beside".into());
     let mut replay = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
-    replay.set_calibration(Some(&pending), "stream");
+    replay.set_calibration(Some(&pending), crate::capture::Mode::Stream);
     press(&mut replay, KeyCode::Char('c'));
     assert!(render(&replay, 80, 24).contains("no probe calibration"));
     let mut app = replayed(fixture(), MIGRATE_HOT, 12 * SECOND);
     app.origin = Origin::Live;
-    app.set_calibration(Some(&pending), "stream");
+    app.set_calibration(Some(&pending), crate::capture::Mode::Stream);
     press(&mut app, KeyCode::Char('c'));
     assert!(!app.corrected);
     assert!(
@@ -238,7 +238,7 @@ fn a_floor_measured_beside_the_session_comes_as_an_event() {
     );
     let floor = FloorDistribution::from_durations(&(660..=740).collect::<Vec<u64>>());
     let cal = Calibration::for_tests(81, vec![Floor::for_tests(floor)]);
-    app.update(Event::Calibration(cal, "stream".into()));
+    app.update(Event::Calibration(cal, crate::capture::Mode::Stream));
     press(&mut app, KeyCode::Char('c'));
     assert!(app.corrected);
     assert!(render(&app, 80, 24).contains("corrected: − probe floor"));

@@ -19,7 +19,7 @@ use crate::{
         programs::{program_names, timed_attach, timed_load},
         skips,
     },
-    trace::{AttachMethod, TracedFunction},
+    trace::{Attach, TracedFunction},
 };
 
 /// One function's session program and its link.
@@ -63,16 +63,16 @@ impl SessionLinks {
         &mut self,
         bpf: &Ebpf,
         func: &TracedFunction,
-        method: AttachMethod,
+        method: Attach,
         btf: Option<&Btf>,
     ) -> Result<(), SessionError> {
         // A module's function: its BTF object, held until the program is loaded.
         let mut module_btf = None;
         let kind = match method {
-            AttachMethod::Fsession if !KernelFacts::get().fsession() => {
+            Attach::Fsession if !KernelFacts::get().fsession() => {
                 return Err(SessionError::NoFsession);
             }
-            AttachMethod::Fsession => match function_btf_id(btf, &func.symbol) {
+            Attach::Fsession => match function_btf_id(btf, &func.symbol) {
                 Ok(btf_id) => Kind::Fsession {
                     btf_id,
                     btf_obj_fd: None,

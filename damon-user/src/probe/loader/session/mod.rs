@@ -63,12 +63,17 @@ impl Kind {
         }
     }
 
+    /// The attach method this kind of session is.
+    pub fn attach(self) -> damon_common::attach::Attach {
+        match self {
+            Kind::Kprobe => damon_common::attach::Attach::KprobeSession,
+            Kind::Fsession { .. } => damon_common::attach::Attach::Fsession,
+        }
+    }
+
     /// As doctor and errors name it.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Kprobe => "kprobe session",
-            Kind::Fsession { .. } => "fsession",
-        }
+        self.attach().probes()
     }
 }
 const BPF_PROG_LOAD: libc::c_long = 5;

@@ -5,7 +5,7 @@
 use std::os::fd::AsFd as _;
 
 use aya::{EbpfLoader, maps::Array};
-use damon_common::{GLOBAL_SESSION_PROBE_TGID, MAP_EVENTS, MAP_SESSION_PROBE};
+use damon_common::{GLOBAL_SESSION_PROBE_TGID, MAP_EVENTS, MAP_SESSION_PROBE, attach::Attach};
 use serde::Serialize;
 
 use super::{
@@ -26,8 +26,10 @@ pub const CALLS: u64 = 1000;
 /// What the self-test saw; `calls` per phase.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SelfTest {
-    /// "kprobe session" or "fsession".
-    pub kind: String,
+    /// A kprobe session or an fsession, written as the method's probes (`kprobe session`,
+    /// `fsession`).
+    #[serde(serialize_with = "probes_of")]
+    pub kind: Attach,
     pub symbol: String,
     pub calls: u64,
     /// Phase 1 (the entry asks for the return run): entry runs, return runs, return runs that
@@ -44,9 +46,13 @@ pub struct SelfTest {
     pub skipped: Option<u64>,
 }
 
+fn probes_of<S: serde::Serializer>(kind: &Attach, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(kind.probes())
+}
+
 impl SelfTest {
     fn fsession(&self) -> bool {
-        self.kind == "fsession"
+        self.kind == Attach::Fsession
     }
 
     /// Whether the kernel behaved as the tool relies on: every call's entry ran (or was
@@ -74,7 +80,7 @@ impl SelfTest {
         format!(
             "{} on {}: {} calls → {} entry and {} return runs, {} cookies lost; {} calls whose \
              entry {} → {} entry and {} return runs{}{}",
-            self.kind,
+            self.kind.probes(),
             self.symbol,
             self.calls,
             self.entries,
@@ -179,11 +185,10 @@ pub fn self_test(btf: Option<&aya::Btf>, fsession: bool) -> Result<SelfTest, Ses
     drop(link);
     Ok(SelfTest {
         kind: if fsession {
-            "fsession"
+            Attach::Fsession
         } else {
-            "kprobe session"
-        }
-        .to_owned(),
+            Attach::KprobeSession
+        },
         symbol: symbol.to_owned(),
         calls: CALLS,
         entries,

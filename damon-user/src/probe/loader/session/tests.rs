@@ -185,7 +185,7 @@ fn a_missing_btf_or_kfunc_names_the_kernel_feature() {
 
 fn good() -> SelfTest {
     SelfTest {
-        kind: "kprobe session".into(),
+        kind: damon_common::attach::Attach::KprobeSession,
         symbol: "__x64_sys_getppid".into(),
         calls: 1000,
         entries: 1000,
@@ -236,7 +236,7 @@ fn the_self_test_holds_only_when_the_kernel_kept_every_promise() {
     // An fsession cannot decline: every entry gets its return run, and one that wrote no
     // cookie must find it zero.
     let fsession = SelfTest {
-        kind: "fsession".into(),
+        kind: damon_common::attach::Attach::Fsession,
         returns_after_decline: 1000,
         zero_cookies_after_decline: 1000,
         ..good()
