@@ -5,7 +5,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use damon_lab::{guest::Guest, kernel::Kernel};
-//! let run = Guest::new(Kernel::Debian72, "damon-trace --version > /out/v.txt")
+//! let run = Guest::new(Kernel::DEBIAN_7_2, "damon-trace --version > /out/v.txt")
 //!     .temp_out()
 //!     .timeout(Duration::from_secs(120))
 //!     .run_ok()?;

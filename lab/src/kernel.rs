@@ -20,45 +20,55 @@ use crate::{
     util::{self, status},
 };
 
-/// Which kernel the guest boots.
+pub use self::profile::{KernelProfile, PROFILES, Preemption};
+
+/// Which kernel the guest boots: a Debian kernel of the matrix ([`PROFILES`]), or a bzImage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kernel {
-    /// Debian trixie-backports' current 7.3.x: like 7.2 (all four functions, DAMON).
-    Debian73,
-    /// Debian sid's current 7.2.x: all four traced functions, DAMON vaddr+paddr.
-    Debian72,
-    /// Debian trixie's 6.12.x: the "older kernel" (lacks two of the functions).
-    Debian612,
-    /// Debian bookworm's 6.1.x: no DAMON, only `lock_timer_base` of the four; its virtio
-    /// drivers are modules.
-    Debian61,
+    /// A Debian kernel: what it is and can do is its profile's.
+    Debian(&'static KernelProfile),
     /// A bzImage on the host.
     Path(PathBuf),
 }
 
-/// The names `--kernel` takes, for help texts and errors.
-pub const KERNEL_NAMES: &str = "7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian \
-                                trixie), 6.1 (Debian bookworm)";
+/// The names `--kernel` takes, for help texts and errors: "7.3 (Debian trixie-backports), …".
+pub fn kernel_names() -> String {
+    let names: Vec<String> = PROFILES.iter().map(|p| Kernel::Debian(p).to_string()).collect();
+    names.join(", ")
+}
 
 impl Kernel {
-    /// The Debian suite that ships this kernel.
-    pub fn suite(&self) -> Option<&'static str> {
+    /// Debian trixie-backports' 7.3.
+    pub const DEBIAN_7_3: Kernel = Kernel::Debian(&profile::DEBIAN_7_3);
+    /// Debian sid's 7.2.
+    pub const DEBIAN_7_2: Kernel = Kernel::Debian(&profile::DEBIAN_7_2);
+    /// Debian trixie's 6.12.
+    pub const DEBIAN_6_12: Kernel = Kernel::Debian(&profile::DEBIAN_6_12);
+    /// Debian bookworm's 6.1.
+    pub const DEBIAN_6_1: Kernel = Kernel::Debian(&profile::DEBIAN_6_1);
+
+    /// Every Debian kernel of the matrix, newest first.
+    pub fn all_debian() -> impl Iterator<Item = Kernel> {
+        PROFILES.iter().map(Kernel::Debian)
+    }
+
+    /// The Debian kernel's profile; None for a bzImage given by path.
+    pub fn profile(&self) -> Option<&'static KernelProfile> {
         match self {
-            Self::Debian73 => Some("trixie-backports"),
-            Self::Debian72 => Some("sid"),
-            Self::Debian612 => Some("trixie"),
-            Self::Debian61 => Some("bookworm"),
+            Self::Debian(p) => Some(p),
             Self::Path(_) => None,
         }
+    }
+
+    /// The Debian suite that ships this kernel.
+    pub fn suite(&self) -> Option<&'static str> {
+        self.profile().map(|p| p.suite)
     }
 
     /// The name `--kernel` takes (`7.2`), or a path's file name: for directory names.
     pub fn short_name(&self) -> String {
         match self {
-            Self::Debian73 => "7.3".into(),
-            Self::Debian72 => "7.2".into(),
-            Self::Debian612 => "6.12".into(),
-            Self::Debian61 => "6.1".into(),
+            Self::Debian(p) => p.name.into(),
             Self::Path(p) => p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
@@ -69,23 +79,25 @@ impl Kernel {
     /// The suite whose userland (e.g. bpftrace) goes with this kernel: a backports suite
     /// carries the kernel, its base release the rest.
     pub fn userland_suite(&self) -> Option<&'static str> {
-        match self {
-            Self::Debian73 => Some("trixie"),
-            _ => self.suite(),
-        }
+        self.profile().map(|p| p.userland_suite)
+    }
+
+    /// Whether the kernel has this ability; a bzImage given by path has none of them.
+    pub fn has(&self, ability: impl Fn(&KernelProfile) -> bool) -> bool {
+        self.profile().is_some_and(ability)
     }
 }
 
 impl FromStr for Kernel {
     type Err = anyhow::Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "7.3" => Ok(Self::Debian73),
-            "7.2" => Ok(Self::Debian72),
-            "6.12" => Ok(Self::Debian612),
-            "6.1" => Ok(Self::Debian61),
-            _ if Path::new(s).is_file() => Ok(Self::Path(PathBuf::from(s))),
-            _ => bail!("unknown kernel `{s}`: use {KERNEL_NAMES} or a path to a bzImage"),
+        match KernelProfile::named(s) {
+            Some(p) => Ok(Self::Debian(p)),
+            None if Path::new(s).is_file() => Ok(Self::Path(PathBuf::from(s))),
+            None => bail!(
+                "unknown kernel `{s}`: use {} or a path to a bzImage",
+                kernel_names()
+            ),
         }
     }
 }
@@ -93,10 +105,7 @@ impl FromStr for Kernel {
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Debian73 => f.write_str("7.3 (Debian trixie-backports)"),
-            Self::Debian72 => f.write_str("7.2 (Debian sid)"),
-            Self::Debian612 => f.write_str("6.12 (Debian trixie)"),
-            Self::Debian61 => f.write_str("6.1 (Debian bookworm)"),
+            Self::Debian(p) => write!(f, "{} (Debian {})", p.name, p.suite),
             Self::Path(p) => write!(f, "{}", p.display()),
         }
     }
@@ -575,6 +584,7 @@ fn find_file(dir: &Path, wanted: impl Fn(&str) -> bool) -> Option<PathBuf> {
     None
 }
 
+mod profile;
 pub mod pvh;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@
 //! use std::time::Duration;
 //! use damon_lab::{kernel::Kernel, vm::{self, VmOptions}};
 //! let out = tempfile::tempdir()?;
-//! let mut opts = VmOptions::new(Kernel::Debian72, "damon-trace --version > /out/v.txt; exit 3");
+//! let mut opts = VmOptions::new(Kernel::DEBIAN_7_2, "damon-trace --version > /out/v.txt; exit 3");
 //! opts.out_dir = out.path().to_path_buf();
 //! opts.timeout = Duration::from_secs(120);
 //! let outcome = vm::run(&opts)?;

@@ -17,7 +17,7 @@ use damon_lab::{
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_boots_and_returns_status_and_out() {
     let outcome = common::boot(common::guest(
-        Kernel::Debian72,
+        Kernel::DEBIAN_7_2,
         "damon-trace --version > /out/version.txt; echo guest-says-hi; exit 3",
         Duration::from_secs(240),
     ));
@@ -61,7 +61,7 @@ echo \"sleep=$?\" > /out/sleep.txt
 exit 4";
     let wait = Duration::from_secs(60);
     let guest =
-        common::guest(Kernel::Debian72, cmd, Duration::from_secs(180)).interactive(Interactive {
+        common::guest(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(180)).interactive(Interactive {
             term: "vt220".to_owned(),
             ..Interactive::script(
                 20,
@@ -159,7 +159,7 @@ damon-trace doctor --json --leftovers > /out/doctor-after.json || true
 cat /sys/kernel/debug/kprobes/list > /out/kprobes-after.txt
 cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     );
-    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(420));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(420));
     let dir = outcome.dir();
 
     let doctor = json(dir, "doctor.json");
@@ -209,7 +209,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt"
     assert!(u(&interrupted["meta"], "duration_ns") < 60_000_000_000);
     assert_traced(
         function(&interrupted, "lock_timer_base"),
-        auto_attach(&Kernel::Debian72, "lock_timer_base", "stream"),
+        auto_attach(&Kernel::DEBIAN_7_2, "lock_timer_base", "stream"),
     );
 
     let after = json(dir, "doctor-after.json");
@@ -248,7 +248,7 @@ fn vm_6_12_reports_missing_functions_and_traces_the_others() {
 damon-trace report /out/c.dtcap --format json > /out/report.json
 damon-trace report /out/c.dtcap";
     let cmd = format!("set -e\n{}", with_scenario(60, "", body));
-    let outcome = common::run_script(Kernel::Debian612, cmd, Duration::from_secs(300));
+    let outcome = common::run_script(Kernel::DEBIAN_6_12, cmd, Duration::from_secs(300));
     assert!(
         outcome.kernel_release.starts_with("6.12."),
         "{}",
@@ -301,7 +301,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
         KeyStep::when_fresh("the four heatmaps", wait, heatmap_shown, "q"),
     ];
     let outcome = common::boot(
-        common::guest(Kernel::Debian72, cmd, Duration::from_secs(300))
+        common::guest(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(300))
             .interactive(Interactive::script(24, 80, steps)),
     );
     let shown = common::first_screen(&outcome, "all four functions showed calls");
@@ -342,7 +342,7 @@ cat /sys/kernel/tracing/enabled_functions > /out/ftrace-after.txt
     for name in FOUR {
         assert_traced(
             function(&report, name),
-            auto_attach(&Kernel::Debian72, name, "stream"),
+            auto_attach(&Kernel::DEBIAN_7_2, name, "stream"),
         );
     }
     for file in ["kprobes-after.txt", "ftrace-after.txt"] {
@@ -624,7 +624,7 @@ wait $srv
 cat /out/serve.err
 {STOP_SCENARIO}"
     );
-    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(300));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(300));
     let dir = outcome.dir();
     let (t1, t2) = (
         fs::read_to_string(dir.join("m1.txt")).expect("first scrape"),
@@ -657,7 +657,7 @@ cat /out/serve.err
                 &m2,
                 "damon_trace_function_info",
                 name,
-                Some(("attach", auto_attach(&Kernel::Debian72, name, "stream")))
+                Some(("attach", auto_attach(&Kernel::DEBIAN_7_2, name, "stream")))
             ),
             vec![1.0],
             "{name}"

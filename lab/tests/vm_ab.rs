@@ -18,7 +18,7 @@ const FUNCTIONS: [&str; 2] = ["damon_hot_score", "lock_timer_base"];
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_ab_a_a_boots_interleaved_and_keeps_a_capture_with_calls_per_run() {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let mut opts = AbOptions::new(Kernel::Debian72, Kernel::Debian72);
+    let mut opts = AbOptions::new(Kernel::DEBIAN_7_2, Kernel::DEBIAN_7_2);
     opts.out_dir = tmp.path().join("ab");
     opts.runs = 2;
     opts.seconds = 5;

@@ -48,7 +48,7 @@ damon-trace record --func 'vfs_raed*' --no-calibrate --duration 2s -o /out/none.
   2> /out/none.err; echo $? > /out/none.status
 "
     );
-    let run = common::run_script(Kernel::Debian72, script, Duration::from_secs(400));
+    let run = common::run_script(Kernel::DEBIAN_7_2, script, Duration::from_secs(400));
     let dir = run.dir();
     let lines =
         |name: &str| -> Vec<String> { read(dir, name).lines().map(str::to_owned).collect() };
@@ -225,7 +225,7 @@ trace cgroup --cgroup adhoc
             .replace("MINE", &MINE.to_string())
             .replace("OTHER", &OTHER.to_string())
     );
-    let run = common::run_script(Kernel::Debian72, script, Duration::from_secs(600));
+    let run = common::run_script(Kernel::DEBIAN_7_2, script, Duration::from_secs(600));
     let dir = run.dir();
     check_filtered(dir, "tgid", "--tgid");
     check_filtered(dir, "cgroup", "--cgroup /sys/fs/cgroup/adhoc");

@@ -50,10 +50,10 @@ fn run(kernel: Kernel, modes: &[&str]) {
     let mut want: Vec<(String, String)> = Vec::new();
     // `--attach auto` calibrates every method; the sessions where the kernel has them.
     let mut methods = vec!["fentry", "kprobe"];
-    if kernel != Kernel::Debian61 {
+    if kernel.has(|p| p.has_kprobe_session) {
         methods.push("kprobe-session");
     }
-    if matches!(kernel, Kernel::Debian72 | Kernel::Debian73) {
+    if kernel.has(|p| p.has_fsession) {
         methods.push("fsession");
     }
     for m in modes {
@@ -195,11 +195,11 @@ fn run(kernel: Kernel, modes: &[&str]) {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_calibration_floor_held_out_and_capture() {
-    run(Kernel::Debian72, &["stream", "kernel"]);
+    run(Kernel::DEBIAN_7_2, &["stream", "kernel"]);
 }
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_calibration_floor_held_out_and_capture() {
-    run(Kernel::Debian612, &["stream"]);
+    run(Kernel::DEBIAN_6_12, &["stream"]);
 }

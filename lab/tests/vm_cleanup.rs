@@ -150,7 +150,7 @@ damon-trace doctor --json --functions lock_timer_base > /out/kprobes-off.json
 echo 1 > /sys/kernel/debug/kprobes/enabled
 exit 0"
     );
-    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(720));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(720));
     let dir = outcome.dir();
 
     let before = objects(dir, "before");
@@ -280,7 +280,7 @@ exit 0"
         assert!(u(&report["meta"], "duration_ns") < 60_000_000_000);
         assert_traced(
             function(&report, "lock_timer_base"),
-            auto_attach(&Kernel::Debian72, "lock_timer_base", "stream"),
+            auto_attach(&Kernel::DEBIAN_7_2, "lock_timer_base", "stream"),
         );
         assert_as_before(dir, &before, &format!("after-{sig}"));
     }
@@ -367,7 +367,7 @@ echo 0 > $kd/nr_kdamonds
 damon-trace doctor --json --functions lock_timer_base > /out/clean-doctor.json
 exit 0"#
     );
-    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(600));
     let dir = outcome.dir();
     let before = read(dir, "before.txt");
     common::assert_left_kdamond(
@@ -514,7 +514,7 @@ exit 0"#
         assert_eq!(report["meta"]["end_reason"], reason, "{sig}: {report}");
         assert_traced(
             function(&report, "lock_timer_base"),
-            auto_attach(&Kernel::Debian72, "lock_timer_base", "stream"),
+            auto_attach(&Kernel::DEBIAN_7_2, "lock_timer_base", "stream"),
         );
         assert_as_before(dir, &before, &format!("after-{sig}"));
     }

@@ -60,7 +60,7 @@ fn vm_7_2_instruction_clock_gives_exact_path_lengths_named_in_every_view() {
         SCRIPT.replace("{CAL_CALLS}", &CAL_CALLS.to_string())
     );
     let run = boot_ok(
-        guest(Kernel::Debian72, script, Duration::from_secs(900)).clock(GuestClock::Instructions),
+        guest(Kernel::DEBIAN_7_2, script, Duration::from_secs(900)).clock(GuestClock::Instructions),
     );
     let dir = run.dir();
     let func = read(dir, "func").trim().to_owned();

@@ -495,7 +495,7 @@ fn more_often_needs_a_difference_beyond_chance() {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
     disturbed(
-        Kernel::Debian72,
+        Kernel::DEBIAN_7_2,
         &[
             "auto",
             "fentry",
@@ -511,7 +511,7 @@ fn vm_7_2_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method(
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method() {
     disturbed(
-        Kernel::Debian612,
+        Kernel::DEBIAN_6_12,
         &["auto", "fentry", "kprobe", "kprobe-session", "both:auto"],
     );
 }
@@ -522,11 +522,11 @@ fn vm_6_12_flags_sleeping_preempted_and_interrupted_calls_in_every_attach_method
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_1_flags_disturbed_calls_with_auto_fentry_and_kernel_mode() {
-    disturbed(Kernel::Debian61, &["auto", "fentry", "both:auto"]);
+    disturbed(Kernel::DEBIAN_6_1, &["auto", "fentry", "both:auto"]);
 }
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_3_flags_disturbed_calls_with_auto_fsession_and_kernel_mode() {
-    disturbed(Kernel::Debian73, &["auto", "fsession", "both:auto"]);
+    disturbed(Kernel::DEBIAN_7_3, &["auto", "fsession", "both:auto"]);
 }

@@ -126,7 +126,7 @@ fn vm_7_2_kprobe_ring_full_and_full_stamp_map_count_every_lost_call() {
         .replace("@RING_CALLS@", &RING_CALLS.to_string())
         .replace("@READERS@", &READERS.to_string())
         .replace("@MAP@", &MAP.to_string());
-    let run = common::run_script(Kernel::Debian72, script, Duration::from_secs(300));
+    let run = common::run_script(Kernel::DEBIAN_7_2, script, Duration::from_secs(300));
     let dir = run.dir();
 
     // Ring full, kprobe: the calls bench-loop made, each a record or a counted drop.

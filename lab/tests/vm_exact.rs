@@ -48,10 +48,10 @@ const FSESSION_RUNS: [Run; 2] = [
 /// Every run on `kernel`: the pairs everywhere, the sessions where the kernel has them.
 fn runs(kernel: &Kernel) -> Vec<Run> {
     let mut runs = RUNS.to_vec();
-    if *kernel != Kernel::Debian61 {
+    if kernel.has(|p| p.has_kprobe_session) {
         runs.extend(KPROBE_SESSION_RUNS);
     }
-    if matches!(kernel, Kernel::Debian72 | Kernel::Debian73) {
+    if kernel.has(|p| p.has_fsession) {
         runs.extend(FSESSION_RUNS);
     }
     runs
@@ -96,7 +96,7 @@ fn script(kernel: &Kernel) -> String {
         .map(|(n, a, m, p)| format!("one {n} {a} {m} {p}"))
         .collect();
     // Where the kernel has no kprobe session, asking for one fails and says why.
-    let no_session = if *kernel == Kernel::Debian61 {
+    let no_session = if !kernel.has(|p| p.has_kprobe_session) {
         NO_SESSION
     } else {
         ""
@@ -140,8 +140,8 @@ fn exact(kernel: Kernel, append: &[&str]) {
             "auto" => {
                 // The cheapest exact method of the kernel (`probe::auto`): sessions where it
                 // has them (kprobe sessions: 6.10 and later; fsessions: 7.x).
-                let sessions = kernel != Kernel::Debian61;
-                let fsession = matches!(kernel, Kernel::Debian72 | Kernel::Debian73);
+                let sessions = kernel.has(|p| p.has_kprobe_session);
+                let fsession = kernel.has(|p| p.has_fsession);
                 let want = match (preemptible, sessions, fsession) {
                     (true, true, _) => "kprobe-session",
                     (true, false, _) => "kprobe",
@@ -227,7 +227,7 @@ fn exact(kernel: Kernel, append: &[&str]) {
             ring_full(f),
         ));
     }
-    if kernel == Kernel::Debian61 {
+    if !kernel.has(|p| p.has_kprobe_session) {
         let rc = std::fs::read_to_string(dir.join("nosession.rc")).expect("nosession.rc");
         let err = std::fs::read_to_string(dir.join("nosession.err")).expect("nosession.err");
         assert_ne!(rc.trim(), "0", "no kprobe session on 6.1: {err}");
@@ -258,12 +258,12 @@ macro_rules! exact_tests {
 }
 
 exact_tests! {
-    vm_7_2_exact_under_contention_default_preemption: Kernel::Debian72, &[];
-    vm_7_2_exact_under_contention_preempt_full: Kernel::Debian72, &["preempt=full"];
-    vm_7_3_exact_under_contention_default_preemption: Kernel::Debian73, &[];
-    vm_7_3_exact_under_contention_preempt_full: Kernel::Debian73, &["preempt=full"];
-    vm_6_12_exact_under_contention_default_preemption: Kernel::Debian612, &[];
-    vm_6_12_exact_under_contention_preempt_full: Kernel::Debian612, &["preempt=full"];
-    vm_6_1_exact_under_contention_default_preemption: Kernel::Debian61, &[];
-    vm_6_1_exact_under_contention_preempt_full: Kernel::Debian61, &["preempt=full"];
+    vm_7_2_exact_under_contention_default_preemption: Kernel::DEBIAN_7_2, &[];
+    vm_7_2_exact_under_contention_preempt_full: Kernel::DEBIAN_7_2, &["preempt=full"];
+    vm_7_3_exact_under_contention_default_preemption: Kernel::DEBIAN_7_3, &[];
+    vm_7_3_exact_under_contention_preempt_full: Kernel::DEBIAN_7_3, &["preempt=full"];
+    vm_6_12_exact_under_contention_default_preemption: Kernel::DEBIAN_6_12, &[];
+    vm_6_12_exact_under_contention_preempt_full: Kernel::DEBIAN_6_12, &["preempt=full"];
+    vm_6_1_exact_under_contention_default_preemption: Kernel::DEBIAN_6_1, &[];
+    vm_6_1_exact_under_contention_preempt_full: Kernel::DEBIAN_6_1, &["preempt=full"];
 }

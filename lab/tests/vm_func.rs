@@ -135,13 +135,13 @@ fn func_counts_the_calls_of_a_workload(kernel: Kernel, tag: &str) {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_func_counts_the_calls_of_a_workload_fentry_and_kprobe() {
-    func_counts_the_calls_of_a_workload(Kernel::Debian72, "7.2");
+    func_counts_the_calls_of_a_workload(Kernel::DEBIAN_7_2, "7.2");
 }
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_func_counts_the_calls_of_a_workload_fentry_and_kprobe() {
-    func_counts_the_calls_of_a_workload(Kernel::Debian612, "6.12");
+    func_counts_the_calls_of_a_workload(Kernel::DEBIAN_6_12, "6.12");
 }
 
 /// `--mode both`: the kernel's histogram of each function equals, exactly, the records of the
@@ -156,7 +156,7 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
     // Width 50 ns: the linear range ends at 25.6 µs, below many TCG call times, so the log2
     // buckets are exercised too.
     let out = run_func_script(
-        Kernel::Debian72,
+        Kernel::DEBIAN_7_2,
         "run both --mode both --hist-width 50\n\
          run kernel --mode kernel --attach kprobe --hist-width 50\n",
     );
@@ -164,7 +164,7 @@ fn vm_7_2_func_kernel_histograms_equal_the_records_and_account_for_every_call() 
     check_stream_run(
         dir,
         "both",
-        auto_attach(&Kernel::Debian72, "", "both"),
+        auto_attach(&Kernel::DEBIAN_7_2, "", "both"),
         "both",
     );
     let export = json(dir, "both.export.json");
@@ -277,7 +277,7 @@ fn vm_7_2_doctor_func_says_whether_and_why_not() {
         --func vfs_wrte > /out/doctor.json; echo $? > /out/doctor.status
 damon-trace record --func rcu_is_watching --attach kprobe --duration 1s -o /out/x.dtcap \
   2> /out/record.err; echo $? > /out/record.status";
-    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(240));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(240));
     let dir = outcome.dir();
     let read = |n: &str| std::fs::read_to_string(dir.join(n)).expect(n);
     let doctor = json(dir, "doctor.json");

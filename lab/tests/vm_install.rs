@@ -194,7 +194,7 @@ fn vm_7_2_doctor_runs_from_the_installed_deb() {
     let cmd = "/usr/bin/damon-trace doctor --json > /out/doctor.json; echo $? > /out/status
 ls /usr/share/man/man1 /usr/share/bash-completion/completions > /out/files.txt";
     let run = common::boot_ok(
-        common::guest(Kernel::Debian72, cmd, Duration::from_secs(300))
+        common::guest(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(300))
             .binary(Some(bin))
             .trees(vec![installed.root.clone()]),
     );

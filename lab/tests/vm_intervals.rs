@@ -386,7 +386,7 @@ fn check_heatmap(svg: &str, report: &serde_json::Value) {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_intervals_partition_damon_calls_under_migrate_hot() {
     run_and_check(
-        Kernel::Debian72,
+        Kernel::DEBIAN_7_2,
         "vaddr",
         &[
             "damon_hot_score",
@@ -403,7 +403,7 @@ fn vm_7_2_intervals_partition_damon_calls_under_migrate_hot() {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_intervals_without_the_missing_functions() {
     run_and_check(
-        Kernel::Debian612,
+        Kernel::DEBIAN_6_12,
         "paddr",
         &["damon_hot_score"],
         &["damos_va_migrate_dests_add", "damon_migrate_pages"],

@@ -39,7 +39,7 @@ fn check<'a>(doctor: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_1_boots_with_virtio_modules_and_has_only_lock_timer_base() {
-    let (doctor, modules) = boot(Kernel::Debian61, "6.1.");
+    let (doctor, modules) = boot(Kernel::DEBIAN_6_1, "6.1.");
     // /out came back through virtio_console, which this kernel has as a module.
     for m in ["virtio_pci", "virtio_console"] {
         assert!(
@@ -80,7 +80,7 @@ fn vm_6_1_boots_with_virtio_modules_and_has_only_lock_timer_base() {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_3_boots_and_has_all_four_functions_and_damon() {
-    let (doctor, modules) = boot(Kernel::Debian73, "7.3.");
+    let (doctor, modules) = boot(Kernel::DEBIAN_7_3, "7.3.");
     // The virtio drivers are built in: /init loaded nothing.
     assert!(
         !modules.lines().any(|l| l.starts_with("virtio")),

@@ -25,7 +25,7 @@ fn scenario() -> String {
 }
 
 fn run_script(cmd: &str) -> GuestRun {
-    common::run_script(Kernel::Debian72, cmd, Duration::from_secs(400))
+    common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(400))
 }
 
 /// `summary.kernel_hist` of an exported capture, by function name.
@@ -227,7 +227,7 @@ wait $srv
     for name in FOUR {
         let f = function(&report, name);
         assert_eq!(f["mode"], "kernel", "{f}");
-        assert_traced(f, auto_attach(&Kernel::Debian72, name, "kernel"));
+        assert_traced(f, auto_attach(&Kernel::DEBIAN_7_2, name, "kernel"));
         assert_eq!(u(f, "ring_full"), 0, "{f}");
         // The percentile ranges and the bound are checked against records of the same calls
         // in vm_7_2_mode_both_kernel_buckets_equal_the_records_bucketed_in_userspace.
@@ -418,7 +418,7 @@ damon-trace compare /out/stream.dtcap /out/kernel.dtcap > /out/cmp.txt",
             f["name"].as_str().expect("name"),
             f["mode"].as_str().expect("mode"),
         );
-        assert_traced(f, auto_attach(&Kernel::Debian72, name, mode));
+        assert_traced(f, auto_attach(&Kernel::DEBIAN_7_2, name, mode));
         // Deterministic: the workload's calls, every one timed.
         assert_eq!(u(f, "calls"), N, "{f}");
         assert_eq!(u(f, "count"), N, "{f}");
@@ -484,7 +484,7 @@ fn vm_7_2_live_mode_kernel_panels_from_histograms() {
     assert_eq!(f["mode"], "kernel");
     assert_traced(
         f,
-        auto_attach(&Kernel::Debian72, "damon_hot_score", "kernel"),
+        auto_attach(&Kernel::DEBIAN_7_2, "damon_hot_score", "kernel"),
     );
     assert!(u(f, "count") >= on_screen, "{f} vs {on_screen} on screen");
     assert!(f["resolution"]["bound_ns"].is_u64(), "{f}");

@@ -40,7 +40,7 @@ damon-trace export /out/ov.dtcap --format openmetrics -o /out/metrics.txt";
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_overload_counts_every_dropped_call() {
-    let outcome = common::run_script(Kernel::Debian72, script(), Duration::from_secs(300));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, script(), Duration::from_secs(300));
     let dir = outcome.dir();
     let read = |name: &str| fs::read_to_string(dir.join(name)).expect(name);
     let scenario = read("scenario.err");

@@ -51,7 +51,7 @@ fn vm_7_2_debug_probes_log_each_filtered_call() {
     let script = format!("set -e\n{}{SCRIPT}", common::RECORDER_HELPERS)
         .replace("CALLS", &CALLS.to_string())
         .replace("RUNS", &runs.join("\n"));
-    let run = common::run_script(Kernel::Debian72, script, Duration::from_secs(600));
+    let run = common::run_script(Kernel::DEBIAN_7_2, script, Duration::from_secs(600));
     let dir = run.dir();
     let func = read(dir, "func");
     let func = func.trim();

@@ -207,7 +207,7 @@ fn bucket_holding(buckets: &[(serde_json::Value, f64)], name: &str, x: f64) -> (
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_prometheus_quantiles_match_report() {
-    let kernel = Kernel::Debian72;
+    let kernel = Kernel::DEBIAN_7_2;
     let suite = kernel.userland_suite().expect("a Debian kernel");
     let root = debroot::ensure(&PROMETHEUS, suite).expect("Prometheus from Debian");
     let started = std::time::Instant::now();

@@ -100,7 +100,7 @@ state term.after
 exit 0",
         presets = PRESETS.join(" ")
     );
-    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(600));
     let dir = outcome.dir();
 
     let list_text = read(dir, "list.txt");
@@ -296,7 +296,7 @@ for p in {presets}; do run $p $p --duration 3s; done
 exit 0",
         presets = PRESETS.join(" ")
     );
-    let outcome = common::run_script(Kernel::Debian612, cmd, Duration::from_secs(300));
+    let outcome = common::run_script(Kernel::DEBIAN_6_12, cmd, Duration::from_secs(300));
     let dir = outcome.dir();
     let list = json(dir, "list.json");
     println!("{}", read(dir, "list.txt"));
@@ -352,7 +352,7 @@ touch /run/stop
 wait $a1 $a2
 damon-trace report /out/busy.dtcap --format json > /out/busy.json"#;
     let cmd = format!("set -e\n{}", damon_lab::script::with_scenario(300, "", body));
-    let outcome = common::run_script(Kernel::Debian72, cmd, Duration::from_secs(600));
+    let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(600));
     let dir = outcome.dir();
     let busy: u32 = read(dir, "busy-reads").trim().parse().expect("busy-reads");
     assert!(

@@ -15,11 +15,11 @@ const CMD: &str = "damon-trace doctor --json --functions lock_timer_base > /out/
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_and_7_2_session_self_tests_hold() {
-    for kernel in [Kernel::Debian612, Kernel::Debian72] {
+    for kernel in [Kernel::DEBIAN_6_12, Kernel::DEBIAN_7_2] {
         let run = run_script(kernel.clone(), CMD, Duration::from_secs(240));
         let doctor = json(run.dir(), "doctor.json");
         assert_session_holds(&doctor, "session");
-        if kernel == Kernel::Debian72 {
+        if kernel.has(|p| p.has_fsession) {
             assert_session_holds(&doctor, "fsession");
         } else {
             common::assert_session_absent(&doctor, "fsession", "this kernel has no fsession");

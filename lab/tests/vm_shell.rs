@@ -21,7 +21,7 @@ damon-trace record -o - --duration 3s --functions lock_timer_base --no-calibrate
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_summary_and_capture_through_a_pipe() {
-    let run = run_script(Kernel::Debian72, CMD, Duration::from_secs(300));
+    let run = run_script(Kernel::DEBIAN_7_2, CMD, Duration::from_secs(300));
     let dir = run.dir();
     let summary = json(dir, "summary.json");
     let report = json(dir, "report.json");

@@ -17,7 +17,7 @@ const SECONDS: u64 = 60;
 fn vm_7_2_soak_one_minute_memory_fds_and_accounting_stay_flat() {
     let out = tempfile::tempdir().expect("temp dir");
     let (analysis, release) =
-        soak::run_in_guest(Kernel::Debian72, SECONDS, 3, &out.path().join("out"))
+        soak::run_in_guest(Kernel::DEBIAN_7_2, SECONDS, 3, &out.path().join("out"))
             .expect("soak runs");
     eprintln!("{}", analysis.to_markdown(&release));
     // What the checks need, not a sample count: the guest samples on a fixed schedule (slots a

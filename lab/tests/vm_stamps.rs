@@ -47,7 +47,7 @@ damon-trace export /out/s.dtcap --format json -o /out/s.export.json
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_stamp_map_holds_live_tasks_only_in_a_long_session() {
     let run = common::run_script(
-        Kernel::Debian72,
+        Kernel::DEBIAN_7_2,
         SCRIPT.replace("TASKS", &TASKS.to_string()),
         Duration::from_secs(900),
     );

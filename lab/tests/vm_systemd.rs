@@ -309,7 +309,7 @@ fn vm_7_2_systemd_deb_install_serve_unit_and_removal() {
         .to_owned();
     let run = common::boot_ok(
         common::guest(
-            Kernel::Debian72,
+            Kernel::DEBIAN_7_2,
             script(&deb_name),
             Duration::from_secs(1200),
         )
@@ -402,7 +402,7 @@ fn check_install_and_serve(dir: &Path) -> i32 {
         .and_then(|l| l.trim().parse().ok())
         .expect("perf_event_paranoid");
     for f in FOUR {
-        let preferred = auto_attach(&Kernel::Debian72, f, "stream");
+        let preferred = auto_attach(&Kernel::DEBIAN_7_2, f, "stream");
         let line = journal
             .lines()
             .find(|l| l.split_whitespace().next() == Some(f))

@@ -320,7 +320,7 @@ fn run(kernel: Kernel, with_migrate: bool, methods: &[&str]) {
 #[ignore = "boots a QEMU guest"]
 fn vm_7_2_values_of_hot_score_and_migrate_pages_with_every_attach_method() {
     run(
-        Kernel::Debian72,
+        Kernel::DEBIAN_7_2,
         true,
         &["fentry", "kprobe", "kprobe-session", "fsession"],
     );
@@ -330,7 +330,7 @@ fn vm_7_2_values_of_hot_score_and_migrate_pages_with_every_attach_method() {
 #[ignore = "boots a QEMU guest"]
 fn vm_6_12_values_of_hot_score_with_fentry_kprobe_and_kprobe_session() {
     run(
-        Kernel::Debian612,
+        Kernel::DEBIAN_6_12,
         false,
         &["fentry", "kprobe", "kprobe-session"],
     );

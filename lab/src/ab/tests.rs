@@ -14,7 +14,7 @@ fn boots_interleave_before_after_after_before() {
 
 #[test]
 fn record_args_follow_the_options() {
-    let mut o = AbOptions::new(Kernel::Debian612, Kernel::Debian72);
+    let mut o = AbOptions::new(Kernel::DEBIAN_6_12, Kernel::DEBIAN_7_2);
     let stream = record_args(&o); // measures disturbance, for `compare --clean`
     assert_eq!(stream, "--duration 20s --attach fentry --disturbance");
     o.functions = vec!["damon_hot_score".into(), "lock_timer_base".into()];

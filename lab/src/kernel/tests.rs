@@ -2,10 +2,10 @@ use super::*;
 
 #[test]
 fn kernel_names_parse() {
-    assert_eq!("7.3".parse::<Kernel>().unwrap(), Kernel::Debian73);
-    assert_eq!("7.2".parse::<Kernel>().unwrap(), Kernel::Debian72);
-    assert_eq!("6.12".parse::<Kernel>().unwrap(), Kernel::Debian612);
-    assert_eq!("6.1".parse::<Kernel>().unwrap(), Kernel::Debian61);
+    assert_eq!("7.3".parse::<Kernel>().unwrap(), Kernel::DEBIAN_7_3);
+    assert_eq!("7.2".parse::<Kernel>().unwrap(), Kernel::DEBIAN_7_2);
+    assert_eq!("6.12".parse::<Kernel>().unwrap(), Kernel::DEBIAN_6_12);
+    assert_eq!("6.1".parse::<Kernel>().unwrap(), Kernel::DEBIAN_6_1);
     let err = "5.10".parse::<Kernel>().unwrap_err().to_string();
     assert!(err.contains("6.1 (Debian bookworm)"), "{err}");
     for name in ["7.3", "7.2", "6.12", "6.1"] {
@@ -15,24 +15,22 @@ fn kernel_names_parse() {
         Kernel::Path("/k/bzImage-x".into()).short_name(),
         "bzImage-x"
     );
-    assert_eq!(Kernel::Debian72.suite(), Some("sid"));
-    assert_eq!(Kernel::Debian73.suite(), Some("trixie-backports"));
-    assert_eq!(Kernel::Debian73.userland_suite(), Some("trixie"));
-    assert_eq!(Kernel::Debian61.suite(), Some("bookworm"));
-    for k in [
-        Kernel::Debian73,
-        Kernel::Debian72,
-        Kernel::Debian612,
-        Kernel::Debian61,
-    ] {
+    assert_eq!(Kernel::DEBIAN_7_2.suite(), Some("sid"));
+    assert_eq!(Kernel::DEBIAN_7_3.suite(), Some("trixie-backports"));
+    assert_eq!(Kernel::DEBIAN_7_3.userland_suite(), Some("trixie"));
+    assert_eq!(Kernel::DEBIAN_6_1.suite(), Some("bookworm"));
+    let names = kernel_names();
+    for k in Kernel::all_debian() {
         let name = k.to_string();
         let short = name.split_whitespace().next().unwrap();
         assert_eq!(short.parse::<Kernel>().unwrap(), k);
-        assert!(
-            KERNEL_NAMES.contains(&name),
-            "{name} missing from {KERNEL_NAMES}"
-        );
+        assert!(names.contains(&name), "{name} missing from {names}");
     }
+    assert_eq!(
+        names,
+        "7.3 (Debian trixie-backports), 7.2 (Debian sid), 6.12 (Debian trixie), 6.1 (Debian \
+         bookworm)"
+    );
 }
 
 #[test]

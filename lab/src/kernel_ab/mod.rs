@@ -38,7 +38,7 @@ pub const DEFAULT_SECONDS: u64 = 20;
 /// The patch whose after kernel has a known delay: `kernel-ab control` fails unless found.
 pub const CONTROL: &str = "control";
 /// The Debian kernel whose release is built (its source package and compiler).
-pub const KERNEL: Kernel = Kernel::Debian72;
+pub const KERNEL: Kernel = Kernel::DEBIAN_7_2;
 
 /// What `cargo xtask kernel-ab` does.
 #[derive(Debug, Clone)]

@@ -81,7 +81,7 @@ impl PatchAbOptions {
     pub fn new(patch: &str) -> Self {
         Self {
             patch: patch.to_owned(),
-            kernel: Kernel::Debian72,
+            kernel: Kernel::DEBIAN_7_2,
             runs: DEFAULT_RUNS,
             seconds: DEFAULT_SECONDS,
             out_dir: util::target_dir().join("patch-ab").join(patch),
@@ -142,9 +142,9 @@ pub fn guest_seconds(runs: u32, seconds: u64) -> u64 {
 /// function there (an fsession through the module's BTF on 7.x, a kprobe session on 6.12,
 /// kprobes before 6.10).
 pub fn run_attach(kernel: &Kernel) -> &'static str {
-    match kernel {
-        Kernel::Debian72 | Kernel::Debian73 => "fsession",
-        Kernel::Debian61 => "kprobe",
+    match kernel.profile() {
+        Some(p) if p.has_fsession => "fsession",
+        Some(p) if !p.has_kprobe_session => "kprobe",
         _ => "kprobe-session",
     }
 }

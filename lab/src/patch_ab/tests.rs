@@ -102,7 +102,7 @@ fn the_shipped_patches_and_their_sources() {
 
 #[test]
 fn the_guest_loads_variants_abba_and_removes_the_replaced_module() {
-    let cmd = guest_cmd("seed-000", 2, 15, run_attach(&Kernel::Debian72));
+    let cmd = guest_cmd("seed-000", 2, 15, run_attach(&Kernel::DEBIAN_7_2));
     // before-1 after-1 after-2 before-2: the second after run keeps its module loaded.
     let steps: Vec<&str> = cmd
         .lines()
@@ -157,10 +157,10 @@ fn the_guest_loads_variants_abba_and_removes_the_replaced_module() {
 
 #[test]
 fn runs_attach_the_cheapest_method_that_reaches_a_module_function() {
-    assert_eq!(run_attach(&Kernel::Debian72), "fsession");
-    assert_eq!(run_attach(&Kernel::Debian73), "fsession");
-    assert_eq!(run_attach(&Kernel::Debian612), "kprobe-session");
-    assert_eq!(run_attach(&Kernel::Debian61), "kprobe");
+    assert_eq!(run_attach(&Kernel::DEBIAN_7_2), "fsession");
+    assert_eq!(run_attach(&Kernel::DEBIAN_7_3), "fsession");
+    assert_eq!(run_attach(&Kernel::DEBIAN_6_12), "kprobe-session");
+    assert_eq!(run_attach(&Kernel::DEBIAN_6_1), "kprobe");
 }
 
 #[test]

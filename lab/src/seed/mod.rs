@@ -114,7 +114,7 @@ pub const LOCK_TIMER_AB_RUNS: u32 = 5;
 fn lock_timer_ab(opts: &SeedOptions) -> Result<crate::ab::AbOutcome> {
     use crate::ab::{AbOptions, run_compare};
     let out = &opts.out_dir;
-    let mut ab = AbOptions::new(Kernel::Debian612, Kernel::Debian72);
+    let mut ab = AbOptions::new(Kernel::DEBIAN_6_12, Kernel::DEBIAN_7_2);
     ab.runs = opts.runs;
     ab.seconds = RECORD_SECONDS;
     ab.functions = vec!["lock_timer_base".into(), "damon_hot_score".into()];
@@ -124,7 +124,7 @@ fn lock_timer_ab(opts: &SeedOptions) -> Result<crate::ab::AbOutcome> {
     let outcome = crate::ab::run(&ab)?;
     let binary = crate::vm::guest_binary(&VmOptions {
         binary: opts.binary.clone(),
-        ..VmOptions::new(Kernel::Debian72, "")
+        ..VmOptions::new(Kernel::DEBIAN_7_2, "")
     })?;
     let binary = fs::canonicalize(&binary)?;
     let dir = &outcome.out_dir;
@@ -288,7 +288,7 @@ fn run_7_2(
 ) -> Result<(PathBuf, String)> {
     let out = &opts.out_dir;
     let dir = out.join("guest-7.2");
-    let o = guest(Kernel::Debian72, cmd, dir.clone(), opts)?;
+    let o = guest(Kernel::DEBIAN_7_2, cmd, dir.clone(), opts)?;
     let (capture, kept) = (format!("{stem}.dtcap"), format!("{stem}-7.2.dtcap"));
     let mut names = vec![(capture.as_str(), kept.as_str())];
     for name in ["report.txt", "report.json", "report.md"]

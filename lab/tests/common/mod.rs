@@ -72,7 +72,7 @@ pub fn run_live(
     test: impl Fn(&str) -> bool + Send + Sync + 'static,
 ) -> GuestRun {
     let quit = KeyStep::when(what, within, test, "q");
-    boot(guest(Kernel::Debian72, cmd, timeout).interactive(Interactive::script(24, 80, vec![quit])))
+    boot(guest(Kernel::DEBIAN_7_2, cmd, timeout).interactive(Interactive::script(24, 80, vec![quit])))
 }
 
 /// Guest script of a `live` test: `start` (the scenario's start fragment, see
@@ -108,13 +108,14 @@ pub fn first_screen<'a>(run: &'a GuestRun, what: &str) -> &'a str {
 /// damon_hot_score when records carry its arguments (kprobe: no room in the cookie);
 /// fentry/fexit on 6.x, which run `voluntary` and have no fsession.
 pub fn auto_attach(kernel: &Kernel, function: &str, mode: &str) -> &'static str {
-    match kernel {
-        Kernel::Debian72 | Kernel::Debian73
-            if function == "damon_hot_score" && mode != "kernel" =>
-        {
-            "kprobe"
+    match kernel.profile() {
+        Some(p) if p.preemption.preemptible() => {
+            if function == "damon_hot_score" && mode != "kernel" {
+                "kprobe"
+            } else {
+                "kprobe-session"
+            }
         }
-        Kernel::Debian72 | Kernel::Debian73 => "kprobe-session",
         _ => "fentry",
     }
 }
@@ -141,7 +142,7 @@ pub fn json(dir: &std::path::Path, name: &str) -> serde_json::Value {
 /// `damon-trace report --format json` of a capture, run on the host with the suite's static
 /// binary (reports need no kernel).
 pub fn host_report(capture: &std::path::Path) -> serde_json::Value {
-    let bin = damon_lab::vm::guest_binary(&damon_lab::vm::VmOptions::new(Kernel::Debian72, ""))
+    let bin = damon_lab::vm::guest_binary(&damon_lab::vm::VmOptions::new(Kernel::DEBIAN_7_2, ""))
         .expect("damon-trace");
     let out = std::process::Command::new(&bin)
         .args(["report", "--format", "json"])
