@@ -1,46 +1,33 @@
-//! Shell snippets that guest scripts share (the VM tests in `xtask/tests/`, `seed`, `ab`,
-//! `soak`, `demo`, `bench`).
+//! Shell snippets that guest scripts share (the VM tests in `lab/tests/`, `seed`, `ab`,
+//! `soak`, `demo`, `bench`), and [`fill`], which puts values into a script kept as a `.sh`
+//! file.
 
-/// [`WAIT_KDAMOND_ON`] as a literal, for `concat!` in `const` guest scripts.
-#[macro_export]
-macro_rules! wait_kdamond_on {
-    () => {
-        r#"# Until the scenario's kdamond runs: a fixed sleep lost that race on a loaded 6.12 guest.
-# The scenario gives its workload up to 120 s to become ready (READY_TIMEOUT in
-# damon-user/src/damon/scenario.rs) before it configures DAMON, so a deadline shorter than
-# that fails a slow host, not a broken build: wait up to 180 s by the guest's clock, and stop
-# as soon as the scenario has exited (then it failed, and says why on its stderr).
-kd_t0=$(cut -d. -f1 /proc/uptime)
-until [ "$(cat /sys/kernel/mm/damon/admin/kdamonds/0/state 2>/dev/null)" = on ]; do
-  case "$(cat /proc/$scenario/status 2>/dev/null)" in
-    '' | *'State:'*'Z (zombie)'*)
-      kd_rc=0; wait $scenario || kd_rc=$?
-      echo "kdamond 0 not on: the scenario exited (status $kd_rc) before turning it on" >&2
-      cat /out/scenario.err >&2 2>/dev/null || true
-      exit 97;;
-  esac
-  if [ $(($(cut -d. -f1 /proc/uptime) - kd_t0)) -ge 180 ]; then
-    echo 'kdamond 0 not on 180 s after the scenario started (it allows its workload 120 s)' >&2
-    cat /out/scenario.err /out/scenario.out >&2 2>/dev/null || true
-    exit 97
-  fi
-  sleep 0.2
-done
-"#
-    };
+/// `template` (a guest script kept as a `.sh` file) with each `{{NAME}}` replaced by its
+/// value. Panics if a `{{NAME}}` is left without a value: a script and its caller disagree.
+pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = template.to_owned();
+    for (name, value) in values {
+        out = out.replace(&format!("{{{{{name}}}}}"), value);
+    }
+    if let Some(at) = out.find("{{") {
+        let rest = &out[at..];
+        let name = &rest[..rest.find("}}").map_or(rest.len(), |e| e + 2)];
+        panic!("guest script placeholder {name} has no value");
+    }
+    out
 }
 
 /// How long [`WAIT_KDAMOND_ON`] waits at most: the scenario's own 120 s for its workload to
 /// become ready (`READY_TIMEOUT` in damon-user/src/damon/scenario.rs) plus a minute for
-/// configuring DAMON on a slow guest. The script spells the number out (`concat!` takes
-/// literals only); a unit test keeps the two equal.
+/// configuring DAMON on a slow guest. The script (`script/wait_kdamond_on.sh`) spells the
+/// number out; a unit test keeps the two equal.
 pub const KDAMOND_WAIT_S: u64 = 180;
 
 /// Waits (polling every 0.2 s) until kdamond 0 is on — the scenario started in the background
 /// just before runs, its pid in `$scenario` — and fails the guest script with status 97 and
 /// the scenario's stderr on the console if the scenario exits first or the kdamond is not on
 /// within [`KDAMOND_WAIT_S`] (by the guest's `/proc/uptime`). Ends with a newline.
-pub const WAIT_KDAMOND_ON: &str = wait_kdamond_on!();
+pub const WAIT_KDAMOND_ON: &str = include_str!("script/wait_kdamond_on.sh");
 
 /// Starts `damon-trace scenario migrate-hot --duration SECONDSs ARGS` in the background, its
 /// pid in `$scenario`, its stdout and stderr in /out/scenario.out and /out/scenario.err, and
@@ -116,5 +103,12 @@ mod tests {
         );
         // A dead scenario fails the wait at once, with its status.
         assert!(WAIT_KDAMOND_ON.contains("/proc/$scenario/status"));
+    }
+
+    #[test]
+    fn fill_puts_every_value_in_and_refuses_a_missing_one() {
+        assert_eq!(fill("a={{A}} b={{B}} ${x}", &[("A", "1"), ("B", "2")]), "a=1 b=2 ${x}");
+        let missing = std::panic::catch_unwind(|| fill("a={{A}} b={{B}}", &[("A", "1")]));
+        assert!(missing.is_err());
     }
 }

@@ -57,42 +57,14 @@ pub fn guest_script(seconds: u64, every_s: u64) -> String {
     let steady = seconds * 3 / 4;
     // A backstop only: the sampler ends the recording.
     let most = seconds * 3;
-    let body = format!(
-        "damon-trace record -o /out/soak.dtcap --duration {most}s 2> /out/record.err &
-rec=$!
-# The capture file appears once the probes are attached: sampling starts there.
-while [ ! -s /out/soak.dtcap ]; do sleep 0.2; done
-set +e
-stop={last}
-while :; do
-  st=$(cat /proc/$rec/status 2>/dev/null) || break
-  case \"$st\" in *'State:'*'Z (zombie)'*) break;; esac
-  fds=$(ls /proc/$rec/fd 2>/dev/null | wc -l)
-  now=$(cut -d' ' -f1 /proc/uptime)
-  t0=${{t0:-$now}}
-  # The last second is the session's end (drain, summary, detach), not its steady state.
-  awk -v n=$now -v t=$t0 -v s=$stop 'BEGIN {{ exit !(n - t >= s) }}' && break
-  # The probe floor's lines: the calibration beside the session has ended (and with it its
-  # own tracer, thread and heap) before this sample; the steady state is judged after it.
-  if [ ! -s /out/calibrated.txt ] && grep -q '^probe ' /out/record.err; then
-    awk -v n=$now -v t=$t0 'BEGIN {{ print n - t }}' > /out/calibrated.txt
-    stop=$(awk -v c=$(cat /out/calibrated.txt) -v s={last} \
-      'BEGIN {{ print (c + {steady} > s) ? c + {steady} : s }}')
-  fi
-  echo \"$st\" | awk -v t=$now -v fds=$fds \\
-    '/^VmRSS/{{r=$2}} /^RssAnon/{{a=$2}} /^RssFile/{{f=$2}} /^RssShmem/{{s=$2}} \\
-     END{{if (r != \"\") print t, r, a, f, s, fds}}' >> /out/samples.txt
-  # Sleep until the next slot t0 + k*{every_s} s still ahead, not a fixed {every_s} s: the forks
-  # above take a while on a busy emulated guest, and a fixed sleep would let them stretch the
-  # period (fewer samples on a slower host). A slot already missed is skipped, not made up.
-  sleep $(awk -v t=$t0 -v e={every_s} \\
-    '{{ printf \"%.2f\", t + (int(($1 - t) / e) + 1) * e - $1 }}' /proc/uptime)
-done
-set -e
-kill -INT $rec 2>/dev/null || true
-wait $rec
-damon-trace report /out/soak.dtcap --format json > /out/report.json
-ls -l /out/soak.dtcap > /out/capture-size.txt"
+    let body = script::fill(
+        include_str!("soak/sampler.sh"),
+        &[
+            ("MOST", &most.to_string()),
+            ("LAST", &last.to_string()),
+            ("STEADY", &steady.to_string()),
+            ("EVERY_S", &every_s.to_string()),
+        ],
     );
     format!("set -e\n{}", script::with_scenario(most + 60, "", &body))
 }
