@@ -1,5 +1,5 @@
 //! Checks one floor of `damon-trace calibrate --json` against the data it carries, for the
-//! calibration guest test (`xtask/tests/vm_calibrate.rs`).
+//! calibration guest test (`lab/tests/vm_calibrate.rs`).
 //!
 //! The guest test's check — the held-out empty function, corrected with the floor, within
 //! `B ×` the stated ± of zero — is only as strong as the ± is honest: a ± inflated by a bug

@@ -33,7 +33,10 @@ pub enum Kernel {
 
 /// The names `--kernel` takes, for help texts and errors: "7.3 (Debian trixie-backports), …".
 pub fn kernel_names() -> String {
-    let names: Vec<String> = PROFILES.iter().map(|p| Kernel::Debian(p).to_string()).collect();
+    let names: Vec<String> = PROFILES
+        .iter()
+        .map(|p| Kernel::Debian(p).to_string())
+        .collect();
     names.join(", ")
 }
 

@@ -1,4 +1,4 @@
-//! Parsers of damon-trace's outputs shared by `seed` and the VM tests (`xtask/tests/`): JSON
+//! Parsers of damon-trace's outputs shared by `seed` and the VM tests (`lab/tests/`): JSON
 //! fields, the scenario's summary line, the per-call CSV export. Errors, not panics: the tests
 //! unwrap them.
 use std::collections::BTreeMap;

@@ -107,7 +107,10 @@ mod tests {
 
     #[test]
     fn fill_puts_every_value_in_and_refuses_a_missing_one() {
-        assert_eq!(fill("a={{A}} b={{B}} ${x}", &[("A", "1"), ("B", "2")]), "a=1 b=2 ${x}");
+        assert_eq!(
+            fill("a={{A}} b={{B}} ${x}", &[("A", "1"), ("B", "2")]),
+            "a=1 b=2 ${x}"
+        );
         let missing = std::panic::catch_unwind(|| fill("a={{A}} b={{B}}", &[("A", "1")]));
         assert!(missing.is_err());
     }

@@ -1,7 +1,7 @@
 //! Soak: `damon-trace record` for minutes under the migrate-hot scenario in a guest, while the
 //! guest samples the recorder's memory (VmRSS and its parts) and open file descriptors. The
 //! checks — memory flat after warm-up, no fd growth, every call accounted for — are shared by
-//! the 1-minute CI test (`xtask/tests/vm_soak.rs`) and `cargo xtask soak` (10 minutes by
+//! the 1-minute CI test (`lab/tests/vm_soak.rs`) and `cargo xtask soak` (10 minutes by
 //! default, outside CI), which also writes the curve under `target/soak/`.
 use std::{fmt::Write as _, fs, path::Path, time::Duration};
 

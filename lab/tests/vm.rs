@@ -1,6 +1,6 @@
 //! Tests that boot a real Debian kernel in QEMU (TCG). Each is `#[ignore]`d so that a plain
 //! `cargo test` stays fast and unprivileged; `cargo xtask test` runs every `tests/vm*.rs` with
-//! `cargo test -p xtask --test vm… -- --ignored --test-threads=1`. Name new ones `vm_*`, give
+//! `cargo test -p damon-lab --test vm… -- --ignored --test-threads=1`. Name new ones `vm_*`, give
 //! each its own `out_dir`, and share helpers through `tests/common`.
 use std::{fs, time::Duration};
 

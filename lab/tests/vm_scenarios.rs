@@ -351,7 +351,10 @@ damon-trace record --duration 1s --no-calibrate -o /out/busy.dtcap 2> /out/busy.
 touch /run/stop
 wait $a1 $a2
 damon-trace report /out/busy.dtcap --format json > /out/busy.json"#;
-    let cmd = format!("set -e\n{}", damon_lab::script::with_scenario(300, "", body));
+    let cmd = format!(
+        "set -e\n{}",
+        damon_lab::script::with_scenario(300, "", body)
+    );
     let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(600));
     let dir = outcome.dir();
     let busy: u32 = read(dir, "busy-reads").trim().parse().expect("busy-reads");

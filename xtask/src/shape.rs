@@ -49,10 +49,11 @@ const SOURCE_DIRS: &[&str] = &[
     "damon-ebpf/src",
     "damon-user/src",
     "dtcap/src",
+    "lab/src",
     "xtask/src",
 ];
 /// Test folders: their functions are measured, their files' length is not.
-const TEST_DIRS: &[&str] = &["damon-common/tests", "damon-user/tests", "xtask/tests"];
+const TEST_DIRS: &[&str] = &["damon-common/tests", "damon-user/tests", "lab/tests"];
 
 /// What `shape` found.
 #[derive(Debug, Default)]

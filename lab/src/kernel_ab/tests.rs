@@ -224,7 +224,9 @@ fn progress_counts_compiled_objects() {
 #[test]
 fn shipped_headers_choose_the_view_per_clock() {
     use crate::vm::GuestClock;
-    let dir = crate::util::workspace_root().join("xtask").join("kernel-ab");
+    let dir = crate::util::workspace_root()
+        .join("xtask")
+        .join("kernel-ab");
     for name in ["seed-000", "seed-001", "seed-003", "control"] {
         let text = std::fs::read_to_string(dir.join(format!("{name}.diff"))).expect(name);
         let h = plan::parse_header(&text);

@@ -12,7 +12,7 @@
 //!
 //! Every seed records ~20 s; the captures and the rendered outputs (text, JSON, Markdown) are
 //! copied into the out dir, and [`check`] verifies their structure and invariants (the guest
-//! tests in `xtask/tests/vm_seeds.rs` and `xtask/tests/vm.rs` call the same [`run`] and
+//! tests in `lab/tests/vm_seeds.rs` and `lab/tests/vm.rs` call the same [`run`] and
 //! [`check`]).
 //!
 //! The rows are 20 ns wide, as in patch mails, and reach the p90 (at most [`ROWS`] rows above
@@ -88,7 +88,7 @@ pub struct SeedOptions {
     pub binary: Option<PathBuf>,
     /// More shell for the last guest, run after the seed's own commands (under `set -e`; for
     /// hot-score and lock-timer-ab while the scenario still runs). The A/B test in
-    /// `xtask/tests/vm.rs` adds its other checks this way instead of booting twice more.
+    /// `lab/tests/vm.rs` adds its other checks this way instead of booting twice more.
     pub extra: String,
     /// lock-timer-ab: boots per kernel (interleaved, as `cargo xtask ab`).
     pub runs: u32,

@@ -1,4 +1,4 @@
-//! Helpers shared by the VM test files (`xtask/tests/vm*.rs`): booting a guest, reading what
+//! Helpers shared by the VM test files (`lab/tests/vm*.rs`): booting a guest, reading what
 //! it wrote under /out and checking the report's invariants.
 #![allow(dead_code)] // each test file uses a subset
 pub mod floor;
@@ -72,7 +72,13 @@ pub fn run_live(
     test: impl Fn(&str) -> bool + Send + Sync + 'static,
 ) -> GuestRun {
     let quit = KeyStep::when(what, within, test, "q");
-    boot(guest(Kernel::DEBIAN_7_2, cmd, timeout).interactive(Interactive::script(24, 80, vec![quit])))
+    boot(
+        guest(Kernel::DEBIAN_7_2, cmd, timeout).interactive(Interactive::script(
+            24,
+            80,
+            vec![quit],
+        )),
+    )
 }
 
 /// Guest script of a `live` test: `start` (the scenario's start fragment, see
