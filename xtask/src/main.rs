@@ -27,7 +27,7 @@ enum Cmd {
     /// damon-trace-VERSION-x86_64-linux-musl.tar.gz and damon-trace_VERSION_amd64.deb.
     Dist,
     #[command(flatten)]
-    Lab(LabCmd),
+    Lab(Box<LabCmd>),
     /// The code's shape: no import cycle among damon-user's top-level modules, the domain
     /// importing neither commands nor cli nor clap, no file over 600 lines without a stated
     /// reason, no function over 100 lines. Exit 1 when any is broken (also a `test` stage).
@@ -64,7 +64,7 @@ fn real_main() -> Result<ExitCode> {
             let dist = xtask::dist::run_dist(&bootstrap::ensure()?)?;
             println!("{}\n{}", dist.tarball.display(), dist.deb.display());
         }
-        Cmd::Lab(cmd) => return damon_lab::cli::run(cmd),
+        Cmd::Lab(cmd) => return damon_lab::cli::run(*cmd),
         Cmd::Shape => {
             let shape = shape::check(&damon_lab::util::workspace_root())?;
             print!("{}", shape.render());
