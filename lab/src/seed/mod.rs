@@ -205,24 +205,16 @@ pub struct SeedOutcome {
     pub wide: Option<(String, Value)>,
 }
 
-/// Shell for the guests. `grid FUNCTION CAPTURE...` prints the range-table arguments: 20 ns
+/// Shell for the guests (`grid.sh`). `grid FUNCTION CAPTURE...` prints the range-table arguments: 20 ns
 /// rows from the lowest minimum up to the highest p90 (rounded up to a row edge), at most ROWS
 /// rows. The CSV report's columns 10 and 13 are min_ns and p90_ns.
 fn helpers() -> String {
-    format!(
-        r#"grid() {{
-  f=$1; shift
-  for c in "$@"; do damon-trace report "$c" --format csv --functions "$f" | awk -F, 'NR==2 {{print $10, $13}}'; done |
-  awk -v w={BUCKET_NS} -v rows={ROWS} '
-    $1 != "" {{ if (n == 0 || $1 < lo) lo = $1; if ($2 > hi) hi = $2; n++ }}
-    END {{
-      lo -= lo % w; hi += (w - hi % w) % w
-      if (hi <= lo) hi = lo + w
-      if (hi > lo + rows * w) hi = lo + rows * w
-      printf "--bucket-ns %d --max-ns %d\n", w, hi
-    }}'
-}}
-"#
+    script::fill(
+        include_str!("grid.sh"),
+        &[
+            ("BUCKET_NS", &BUCKET_NS.to_string()),
+            ("ROWS", &ROWS.to_string()),
+        ],
     )
 }
 
