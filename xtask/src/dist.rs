@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail, ensure};
 
-use crate::{
+use damon_lab::{
     bootstrap::Toolchain,
     build,
     util::{self, output, run, status},

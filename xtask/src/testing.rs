@@ -7,10 +7,14 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{
+use damon_lab::{
     bootstrap::{self, Toolchain},
     build,
     util::{self, run},
+};
+
+use crate::{
+    counts::{Counts, parse_result_line},
     vm_lanes,
 };
 
@@ -19,42 +23,6 @@ use crate::{
 pub struct TestOptions {
     /// Skip the VM stage (for quick local iterations; CI never sets it).
     pub skip_vm: bool,
-}
-
-/// Totals parsed from cargo test's `test result:` lines.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
-    pub passed: u64,
-    pub failed: u64,
-    pub ignored: u64,
-}
-
-impl Counts {
-    pub fn add(&mut self, o: Counts) {
-        self.passed += o.passed;
-        self.failed += o.failed;
-        self.ignored += o.ignored;
-    }
-}
-
-/// Parses `test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; ...`.
-pub fn parse_result_line(line: &str) -> Option<Counts> {
-    let rest = line.trim().strip_prefix("test result:")?;
-    let mut c = Counts::default();
-    for part in rest.split(';') {
-        let words: Vec<&str> = part.split_whitespace().collect();
-        let (Some(n), Some(kind)) = (words.iter().rev().nth(1), words.last()) else {
-            continue;
-        };
-        let Ok(n) = n.parse::<u64>() else { continue };
-        match *kind {
-            "passed" => c.passed = n,
-            "failed" => c.failed = n,
-            "ignored" => c.ignored = n,
-            _ => {}
-        }
-    }
-    Some(c)
 }
 
 /// Cargo's wrapper of rustc for the workspace's own crates, as `cargo clippy` sets it.
@@ -253,10 +221,10 @@ fn vm_stage(tc: &Toolchain, bin: &std::path::Path) -> Result<Counts> {
     let targets = vm_test_targets()?;
     // The host packages once, before the lanes start: on a fresh machine every lane's first
     // guest would find them missing at the same moment.
-    crate::host::ensure()?;
+    damon_lab::host::ensure()?;
     // Build every test binary once, before the lanes start.
     let mut build = cargo(tc)?;
-    build.args(["test", "-p", "xtask", "--no-run"]);
+    build.args(["test", "-p", "damon-lab", "--no-run"]);
     for target in &targets {
         build.args(["--test", target]);
     }
@@ -268,7 +236,7 @@ fn vm_stage(tc: &Toolchain, bin: &std::path::Path) -> Result<Counts> {
     let counts = vm_lanes::run(&plan, |files| {
         let mut c = cargo(tc)?;
         // Every test file runs, so one failure does not hide the others.
-        c.args(["test", "-p", "xtask", "--no-fail-fast"]);
+        c.args(["test", "-p", "damon-lab", "--no-fail-fast"]);
         for target in files {
             c.args(["--test", target]);
         }
@@ -278,14 +246,14 @@ fn vm_stage(tc: &Toolchain, bin: &std::path::Path) -> Result<Counts> {
         Ok(c)
     })?;
     if counts.passed == 0 {
-        bail!("no VM test ran (xtask/tests/vm*.rs should hold #[ignore]d `vm_` tests)");
+        bail!("no VM test ran (lab/tests/vm*.rs should hold #[ignore]d `vm_` tests)");
     }
     Ok(counts)
 }
 
-/// The VM test files: every `xtask/tests/vm*.rs`, as cargo test target names.
+/// The VM test files: every `lab/tests/vm*.rs` (damon-lab's), as cargo test target names.
 fn vm_test_targets() -> Result<Vec<String>> {
-    let dir = util::workspace_root().join("xtask/tests");
+    let dir = util::workspace_root().join("lab/tests");
     let mut targets = Vec::new();
     for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
@@ -308,22 +276,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn result_lines_are_summed() {
-        let l = "test result: ok. 12 passed; 1 failed; 3 ignored; 0 measured; 0 filtered out; finished in 0.01s";
-        assert_eq!(
-            parse_result_line(l),
-            Some(Counts {
-                passed: 12,
-                failed: 1,
-                ignored: 3
-            })
-        );
-        assert_eq!(parse_result_line("running 3 tests"), None);
-    }
-
-    #[test]
     fn vm_test_files_are_found() {
-        let targets = vm_test_targets().expect("xtask/tests readable");
+        let targets = vm_test_targets().expect("lab/tests readable");
         assert!(targets.contains(&"vm".to_owned()), "{targets:?}");
         assert!(targets.iter().all(|t| t.starts_with("vm")), "{targets:?}");
     }

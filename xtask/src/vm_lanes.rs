@@ -16,7 +16,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::testing::{Counts, parse_result_line};
+use crate::counts::{Counts, parse_result_line};
 
 /// Seconds each VM test file took in one fresh-clone `.ci/run` on this 2-core host in two lanes,
 /// nothing else running (2026-12-06, 5808fb8, 1509 s in all; guests booted at the PVH entry).
@@ -286,8 +286,8 @@ mod tests {
     fn every_vm_test_file_has_a_measured_time_and_ignored_guest_tests() {
         // A new file should get its measured seconds here once it has run in CI; until
         // then it is balanced as UNKNOWN_SECONDS. This keeps the table from going stale.
-        let dir = crate::util::workspace_root().join("xtask/tests");
-        for entry in std::fs::read_dir(dir).expect("xtask/tests") {
+        let dir = damon_lab::util::workspace_root().join("lab/tests");
+        for entry in std::fs::read_dir(dir).expect("lab/tests") {
             let path = entry.expect("entry").path();
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
             if stem.starts_with("vm") && path.extension().is_some_and(|e| e == "rs") {

@@ -16,7 +16,7 @@ pub const STAMP_MAP_ENTRIES_ENV: &str = "DAMON_TRACE_MAX_IN_FLIGHT";
 /// Entries of the stamp map (one per task and traced function that has called it):
 /// [`damon_common::MAX_IN_FLIGHT`], or `$DAMON_TRACE_MAX_IN_FLIGHT` when that is a positive
 /// number. A test knob, not a user option: a map small enough to fill lets a guest test drive
-/// the `stamp_full` drop path with a handful of tasks (`xtask/tests/vm_drops.rs`). The size
+/// the `stamp_full` drop path with a handful of tasks (`lab/tests/vm_drops.rs`). The size
 /// is not stored in the capture: the drop warning names the size of the process that prints it.
 pub fn stamp_map_entries() -> u32 {
     entries_from(std::env::var(STAMP_MAP_ENTRIES_ENV).ok().as_deref())

@@ -70,7 +70,7 @@ fn old_capture_shows_returned_values_only() {
     );
 }
 
-/// A real 7.2 capture (`xtask/tests/vm_values.rs` under `scenario migrate-hot`, fentry):
+/// A real 7.2 capture (`lab/tests/vm_values.rs` under `scenario migrate-hot`, fentry):
 /// scores, region inputs, pages per target node, folios on their destination.
 #[test]
 fn real_capture_with_arguments() {
