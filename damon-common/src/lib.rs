@@ -23,7 +23,7 @@ pub const MAP_STAMPS: &str = "STAMPS";
 
 /// Kernel functions (kfuncs) the eBPF object calls, each through a call instruction whose
 /// immediate is one of these placeholders: aya loads no kfunc calls, so the session loader
-/// (`damon-user`'s `probe::session`) rewrites each into a kfunc call
+/// (`damon-user`'s `probe::loader::session`) rewrites each into a kfunc call
 /// (`BPF_PSEUDO_KFUNC_CALL`, the kfunc's BTF id in the running kernel) before `BPF_PROG_LOAD`.
 /// Far above every helper id (a few hundred), so no helper call is mistaken for one.
 pub const KFUNC_PLACEHOLDERS: [(i32, &str); 2] = [

@@ -6,7 +6,7 @@
 //! verifier knows as `struct task_struct`) at BTF offsets; the CPU's are copied from its
 //! per-CPU variables, at their symbol's address plus the CPU's entry in `__per_cpu_offset`
 //! (aya loads no per-CPU ksyms, so the programs compute what `per_cpu_ptr()` does). Every
-//! address and offset comes from userspace (`probe::disturb`), which turns the snapshots off
+//! address and offset comes from userspace (`probe::tracer::disturb`), which turns the snapshots off
 //! when one is missing; a failed read counts as 0 and so can only hide a disturbance, which
 //! the host tests of the reading and the guest tests of the flags would show.
 //!

@@ -133,7 +133,7 @@ pub fn floor_skr_exit(_ctx: RetProbeContext) -> u32 {
     0
 }
 
-/// The session floor: one kprobe session program (loaded by `damon-user`'s `probe::session`)
+/// The session floor: one kprobe session program (loaded by `damon-user`'s `probe::loader::session`)
 /// whose entry run keeps the time in the invocation's cookie and whose return run reads the
 /// clock and subtracts: exact timing (the cookie belongs to the call) with no map at all.
 #[kprobe]

@@ -195,7 +195,7 @@ fn add_stale(func: u32, v: u64) {
 ///
 /// A disturbed call (`dist` not all 0, only when the snapshots are on) is counted in the
 /// disturbed-calls maps first, then in the histogram: the order userspace's reads rely on
-/// (`probe::kernel_maps::disturbed`).
+/// (`probe::tracer::kernel_maps::disturbed`).
 #[inline(always)]
 fn histogram(func: u32, duration: u64, dist: [u16; 4]) {
     let bucket = hist_bucket(duration, global64(&HIST_WIDTH_NS));

@@ -2,7 +2,7 @@
 //! `BPF_TRACE_FSESSION`, its trampoline twin, Linux 7.x): one program runs at a call's entry
 //! and again at its return, and the kernel keeps 8 bytes per invocation for it
 //! (`bpf_session_cookie`). aya loads neither the attach type nor kfunc
-//! calls: these programs are loaded by `damon-user`'s `probe::session`, which rewrites the
+//! calls: these programs are loaded by `damon-user`'s `probe::loader::session`, which rewrites the
 //! placeholder calls below into kfunc calls.
 use aya_ebpf::{
     EbpfContext,

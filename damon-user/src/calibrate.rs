@@ -57,7 +57,7 @@ fn requests(args: &CalibrateArgs) -> Vec<FloorRequest> {
                 .filter(|m| match m {
                     Attach::KprobeSession => kprobe_session,
                     Attach::Fsession => fsession,
-                    _ => true,
+                    Attach::Fentry | Attach::Kprobe => true,
                 })
                 .collect()
         }

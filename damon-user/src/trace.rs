@@ -28,7 +28,7 @@ impl Default for ModeConfig {
 }
 
 /// What the user asked for: one method, or `Auto` (the better one for this kernel first, the
-/// other as fallback; see `probe::attach`).
+/// other as fallback; see `probe::loader::attach`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttachChoice {
     Auto,

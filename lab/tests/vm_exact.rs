@@ -138,7 +138,7 @@ fn exact(kernel: Kernel, append: &[&str]) {
         let used = f["attach"].as_str().expect("attach");
         match attach {
             "auto" => {
-                // The cheapest exact method of the kernel (`probe::auto`): sessions where it
+                // The cheapest exact method of the kernel (`probe::loader::auto`): sessions where it
                 // has them (kprobe sessions: 6.10 and later; fsessions: 7.x).
                 let sessions = kernel.has(|p| p.has_kprobe_session);
                 let fsession = kernel.has(|p| p.has_fsession);

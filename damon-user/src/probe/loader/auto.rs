@@ -81,7 +81,7 @@ fn auto_order(facts: &KernelFacts, args_lost: bool) -> AttachOrder {
     let has_session = match session {
         Attach::KprobeSession => facts.kprobe_session(),
         Attach::Fsession => facts.fsession(),
-        _ => false,
+        Attach::Fentry | Attach::Kprobe => false,
     } && (session.facts().carries_args || !args_lost);
     has_session
         .then_some(session)

@@ -13,13 +13,8 @@ pub(in crate::probe) static EBPF_OBJECT: &[u8] =
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
 pub(in crate::probe) fn program_names(func: &TracedFunction, mode: Attach) -> (String, String) {
-    let (entry, exit) = match mode {
-        Attach::Fentry => ("fentry", "fexit"),
-        Attach::Kprobe => ("kprobe", "kretprobe"),
-        // One program runs at both ends.
-        Attach::KprobeSession => ("ksession", "ksession"),
-        Attach::Fsession => ("fsession", "fsession"),
-    };
+    // A session's one program runs at both ends.
+    let (entry, exit) = (mode.facts().entry_program, mode.facts().exit_program);
     let slot = match func.as_builtin() {
         Some(f) => f.symbol().to_owned(),
         None => format!("u{}", func.id),
