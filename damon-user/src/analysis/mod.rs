@@ -323,3 +323,6 @@ impl FunctionReport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

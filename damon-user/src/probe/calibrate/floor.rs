@@ -9,7 +9,10 @@ use aya::{
     Ebpf, EbpfLoader,
     programs::{FEntry, FExit, KProbe},
 };
-use damon_common::{MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS};
+use damon_common::{
+    MAP_EVENTS, MAP_HIST, MAP_HIST_STATS, MAP_STAMPS,
+    attach::{Hook, Timing},
+};
 
 use std::os::fd::{AsFd as _, OwnedFd};
 
@@ -38,9 +41,10 @@ pub struct Floor {
 /// `symbol`; the pair stays attached while the returned value lives.
 pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
     let btf = crate::probe::facts::sysfiles::aya_btf().context("reading the kernel's BTF")?;
-    let ring_bytes = match kind {
-        FloorKind::KprobeStampRing | FloorKind::SessionRing => RECORD_FLOOR_RING_BYTES,
-        _ => 4096,
+    let ring_bytes = if kind.ring() {
+        RECORD_FLOOR_RING_BYTES
+    } else {
+        4096
     };
     let mut bpf = EbpfLoader::new()
         .btf(Some(&btf))
@@ -54,8 +58,10 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
         .context("loading the eBPF object")?;
     let (entry, exit) = program_names(kind);
     let mut session = None;
-    let attached = match kind {
-        FloorKind::Fentry | FloorKind::FentryStamp => {
+    let facts = kind.attach().facts();
+    // How the programs attach is the floor's method's: its hook and its timing.
+    let attached = match (facts.hook, facts.timing) {
+        (Hook::Trampoline, Timing::Stamp) => {
             let fexit: &mut FExit = program(&mut bpf, exit)?;
             fexit.load(symbol, &btf)?;
             fexit.attach()?;
@@ -63,15 +69,13 @@ pub fn attach(symbol: &str, kind: FloorKind) -> anyhow::Result<Floor> {
             fentry.load(symbol, &btf)?;
             fentry.attach().map(|_| ())
         }
-        FloorKind::Kprobe | FloorKind::KprobeStamp | FloorKind::KprobeStampRing => {
-            [exit, entry].into_iter().try_for_each(|name| {
-                let kprobe: &mut KProbe = program(&mut bpf, name)?;
-                kprobe.load()?;
-                kprobe.attach(symbol, 0).map(|_| ())
-            })
-        }
-        FloorKind::Session | FloorKind::SessionRing | FloorKind::Fsession => {
-            let kind = if kind == FloorKind::Fsession {
+        (Hook::Kprobe, Timing::Stamp) => [exit, entry].into_iter().try_for_each(|name| {
+            let kprobe: &mut KProbe = program(&mut bpf, name)?;
+            kprobe.load()?;
+            kprobe.attach(symbol, 0).map(|_| ())
+        }),
+        (hook, Timing::Cookie) => {
+            let kind = if hook == Hook::Trampoline {
                 session::Kind::Fsession {
                     btf_id: session::function_btf_id(Some(&btf), symbol)?,
                     btf_obj_fd: None,

@@ -13,8 +13,9 @@ pub(in crate::probe) static EBPF_OBJECT: &[u8] =
 
 /// Program names in the eBPF object for one function and mode: (entry, exit).
 pub(in crate::probe) fn program_names(func: &TracedFunction, mode: Attach) -> (String, String) {
-    // A session's one program runs at both ends.
-    let (entry, exit) = (mode.facts().entry_program, mode.facts().exit_program);
+    // The table's names; a session's one program runs at both ends.
+    let facts = mode.facts();
+    let (entry, exit) = (facts.entry_program, facts.exit_program);
     let slot = match func.as_builtin() {
         Some(f) => f.symbol().to_owned(),
         None => format!("u{}", func.id),
@@ -74,7 +75,12 @@ fn floor_program_names() -> impl Iterator<Item = String> {
     })
 }
 
-/// Which floor pair.
+/// Which floor pair: an attach method of [`ATTACH_TABLE`](damon_common::attach::ATTACH_TABLE)
+/// (its hook and how its entry time reaches the exit), with or without the per-task stamp map
+/// and with or without one ring record per call. How it attaches derives from its method
+/// ([`FloorKind::attach`]), the ring's size from [`FloorKind::ring`]; its `--attach` value and
+/// program names are the floor's own (the guest scripts pass the values, and the eBPF object
+/// names the programs, the stamp map's use included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloorKind {
     /// fentry/fexit, reading the clock once each.
@@ -90,11 +96,11 @@ pub enum FloorKind {
     /// in the ring per call (no wake-up).
     KprobeStampRing,
     /// One kprobe session program: the entry time in the invocation's cookie, the clock read
-    /// again at return (exact, no map). Linux ≥ 6.10.
+    /// again at return (exact, no map).
     Session,
     /// The session floor plus the 64-byte ring record per call.
     SessionRing,
-    /// The session floor as an fsession (BPF trampoline; Linux 7.x).
+    /// The session floor as an fsession (BPF trampoline).
     Fsession,
 }
 
@@ -112,7 +118,8 @@ impl FloorKind {
         FloorKind::Fsession,
     ];
 
-    /// `bench-floor --attach`'s value.
+    /// `bench-floor --attach`'s value: a floor-only name (`session` is the kprobe session's
+    /// floor, not `kprobe-session`), kept as the guest scripts pass it.
     pub const fn as_str(self) -> &'static str {
         match self {
             FloorKind::Fentry => "fentry",
@@ -129,9 +136,33 @@ impl FloorKind {
     pub fn parse(s: &str) -> Option<FloorKind> {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
+
+    /// The attach method whose hook and timing the floor has: its programs' kind, how they
+    /// attach, the kernels that have it ([`AttachFacts::min_kernel`]) and their wording
+    /// ([`Attach::probes`]) are that method's.
+    ///
+    /// [`AttachFacts::min_kernel`]: damon_common::attach::AttachFacts::min_kernel
+    pub const fn attach(self) -> Attach {
+        match self {
+            FloorKind::Fentry | FloorKind::FentryStamp => Attach::Fentry,
+            FloorKind::Kprobe | FloorKind::KprobeStamp | FloorKind::KprobeStampRing => {
+                Attach::Kprobe
+            }
+            FloorKind::Session | FloorKind::SessionRing => Attach::KprobeSession,
+            FloorKind::Fsession => Attach::Fsession,
+        }
+    }
+
+    /// Whether it reserves and submits one 64-byte ring record per call (a floor-only extra:
+    /// the least a stream tracer writes).
+    pub const fn ring(self) -> bool {
+        matches!(self, FloorKind::KprobeStampRing | FloorKind::SessionRing)
+    }
 }
 
-/// The floor pair's program names: (entry, exit); a session's one program is both.
+/// The floor pair's program names: (entry, exit); a session's one program is both (as its
+/// method's [`AttachFacts`](damon_common::attach::AttachFacts) entry and exit programs are).
+/// The names are the eBPF object's own (`floor_` with a floor-only infix), not derived.
 pub const fn floor_pair_names(kind: FloorKind) -> (&'static str, &'static str) {
     match kind {
         FloorKind::Fentry => ("floor_fentry", "floor_fexit"),
@@ -271,6 +302,24 @@ mod tests {
             program_names(&renamed, Attach::Fentry),
             (format!("fentry_u{id}"), format!("fexit_u{id}"))
         );
+    }
+
+    /// Each floor has its method's shape: one program at both ends exactly when the method
+    /// times by cookie; every `--attach` value parses back.
+    #[test]
+    fn floors_follow_their_attach_methods_facts() {
+        use damon_common::attach::Timing;
+        for k in FloorKind::ALL {
+            assert_eq!(FloorKind::parse(k.as_str()), Some(k));
+            let (entry, exit) = floor_pair_names(k);
+            let facts = k.attach().facts();
+            assert_eq!(entry == exit, facts.timing == Timing::Cookie, "{k:?}");
+            assert_eq!(
+                facts.entry_program == facts.exit_program,
+                entry == exit,
+                "{k:?}"
+            );
+        }
     }
 
     #[test]
