@@ -3,9 +3,11 @@
 //! file.
 
 /// `template` (a guest script kept as a `.sh` file) with each `{{NAME}}` replaced by its
-/// value. Panics if a `{{NAME}}` is left without a value: a script and its caller disagree.
+/// value. The `##` lines the file starts with say what the script does and which `{{NAME}}`s
+/// it takes; they are for its readers and left out. Panics if a `{{NAME}}` is left without a
+/// value: a script and its caller disagree.
 pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = template.to_owned();
+    let mut out = strip_header(template).to_owned();
     for (name, value) in values {
         out = out.replace(&format!("{{{{{name}}}}}"), value);
     }
@@ -15,6 +17,15 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
         panic!("guest script placeholder {name} has no value");
     }
     out
+}
+
+/// `template` without the `##` lines it starts with (see [`fill`]).
+fn strip_header(template: &str) -> &str {
+    let mut rest = template;
+    while rest.starts_with("##") {
+        rest = rest.split_once('\n').map_or("", |(_, after)| after);
+    }
+    rest
 }
 
 /// How long [`WAIT_KDAMOND_ON`] waits at most: the scenario's own 120 s for its workload to
@@ -113,5 +124,13 @@ mod tests {
         );
         let missing = std::panic::catch_unwind(|| fill("a={{A}} b={{B}}", &[("A", "1")]));
         assert!(missing.is_err());
+        // The `##` header (which names the placeholders) is left out; other comments stay.
+        assert_eq!(
+            fill(
+                "## takes {{A}}\n## more\n# a={{A}}\na={{A}}\n",
+                &[("A", "1")]
+            ),
+            "# a=1\na=1\n"
+        );
     }
 }
