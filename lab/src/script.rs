@@ -7,7 +7,7 @@
 /// it takes; they are for its readers and left out. Panics if a `{{NAME}}` is left without a
 /// value: a script and its caller disagree.
 pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = strip_header(template).to_owned();
+    let mut out = without_header(template).to_owned();
     for (name, value) in values {
         out = out.replace(&format!("{{{{{name}}}}}"), value);
     }
@@ -19,13 +19,25 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
     out
 }
 
-/// `template` without the `##` lines it starts with (see [`fill`]).
-fn strip_header(template: &str) -> &str {
-    let mut rest = template;
-    while rest.starts_with("##") {
-        rest = rest.split_once('\n').map_or("", |(_, after)| after);
+/// `template` without the `##` lines it starts with (see [`fill`]): for a `.sh` file without
+/// placeholders, included as a `const` (`without_header(include_str!("x.sh"))`).
+pub const fn without_header(template: &str) -> &str {
+    let mut rest = template.as_bytes();
+    while let [b'#', b'#', ..] = rest {
+        let mut i = 0;
+        while i < rest.len() && rest[i] != b'\n' {
+            i += 1;
+        }
+        rest = if i < rest.len() {
+            rest.split_at(i + 1).1
+        } else {
+            &[]
+        };
     }
-    rest
+    match std::str::from_utf8(rest) {
+        Ok(rest) => rest,
+        Err(_) => panic!("a split after a newline is UTF-8"),
+    }
 }
 
 /// How long [`WAIT_KDAMOND_ON`] waits at most: the scenario's own 120 s for its workload to
@@ -132,5 +144,8 @@ mod tests {
             ),
             "# a=1\na=1\n"
         );
+        const BODY: &str = without_header("## what\n## more\nx\n## not a header\n");
+        assert_eq!(BODY, "x\n## not a header\n");
+        assert_eq!(without_header("## only"), "");
     }
 }

@@ -15,20 +15,8 @@ use damon_lab::{kernel::Kernel, vm::Screen};
 /// The kernel frees the maps of a closed program after an RCU grace period, so a listing right
 /// after an exit may still show them: `snap` retries (up to 10 s) until no object of ours is
 /// listed, and the host then compares the whole listing.
-const HELPERS: &str = r#"
-snap() {
-    i=0
-    while :; do
-        damon-trace doctor --json --leftovers > /out/$1.json 2> /dev/null
-        echo $? > /out/$1.rc
-        grep -q '"ours": true' /out/$1.json || break
-        i=$((i+1)); [ $i -ge 20 ] && break
-        sleep 0.5
-    done
-    cat /sys/kernel/debug/kprobes/list > /out/$1.kprobes
-    cat /sys/kernel/tracing/enabled_functions > /out/$1.ftrace
-}
-"#;
+const HELPERS: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_cleanup_helpers.sh"));
 
 /// The `bpf_objects` of a doctor JSON saved by `snap`.
 fn objects(dir: &Path, name: &str) -> serde_json::Value {
