@@ -294,66 +294,7 @@ exit 0"
 fn vm_7_2_scenario_restores_damon_after_sigkill_sigterm_sigint_and_sighup() {
     let cmd = format!(
         "{DAMON_HELPERS}{}",
-        r#"
-kd=/sys/kernel/mm/damon/admin/kdamonds
-stat=/sys/module/damon_stat/parameters/enabled
-# A stopped kdamond configured by someone else, and DAMON_STAT on if the kernel has it.
-[ -e $stat ] && echo N > $stat
-damon_leave_stopped_kdamond
-[ -e $stat ] && echo Y > $stat
-[ -e $stat ] && echo present > /out/damon_stat.txt
-# Our processes still alive (workloads, scenarios, guardians): those whose program is
-# damon-trace (the shell running this script has the same words in its command line).
-ours() {
-    for p in /proc/[0-9]*; do
-        prog=$(tr '\0' '\n' < $p/cmdline 2> /dev/null | head -n 1)
-        case "$prog" in
-            *damon-trace) echo "${p#/proc/} $(tr '\0' ' ' < $p/cmdline 2> /dev/null)";;
-        esac
-    done
-}
-damon_dump /out/before.txt
-start() {
-    damon-trace scenario migrate-hot --duration 300s --workload-mib 64 --hot-mib 16 \
-        > /out/$1.out 2> /out/$1.err &
-    pid=$!
-    # Until the kdamond is on and the scenario says so (its run loop comes next).
-    i=0
-    until grep -q 'kdamond on' /out/$1.err; do
-        i=$((i+1)); [ $i -gt 900 ] && break; sleep 0.2
-    done
-}
-for sig in KILL TERM INT HUP; do
-    start $sig
-    kill -$sig $pid
-    wait $pid
-    echo $? > /out/$sig.rc
-    i=0
-    while :; do
-        damon_dump /out/$sig.after.txt
-        ours > /out/$sig.procs
-        cmp -s /out/before.txt /out/$sig.after.txt && [ ! -s /out/$sig.procs ] && break
-        i=$((i+1)); [ $i -ge 40 ] && break
-        sleep 0.25
-    done
-done
-# Scenario and guardian both SIGKILLed: nobody restores, doctor must say so.
-start stale
-guardian=$(for p in /proc/[0-9]*; do
-    [ "$(cat $p/comm 2> /dev/null)" = damon-guardian ] && echo ${p#/proc/}
-done)
-echo "$guardian" > /out/guardian.pid
-kill -KILL $guardian $pid
-wait $pid
-# Until both (and the workload) are gone: doctor would still see a running scenario.
-i=0
-while [ -n "$(ours)" ]; do i=$((i+1)); [ $i -gt 100 ] && break; sleep 0.1; done
-ours > /out/stale.procs
-damon-trace doctor --json --functions lock_timer_base > /out/stale-doctor.json
-echo off > $kd/0/state 2> /dev/null
-echo 0 > $kd/nr_kdamonds
-damon-trace doctor --json --functions lock_timer_base > /out/clean-doctor.json
-exit 0"#
+        damon_lab::script::without_header(include_str!("scripts/vm_cleanup_scenario_restores.sh"))
     );
     let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(600));
     let dir = outcome.dir();
@@ -422,35 +363,7 @@ fn marker_at(raw: &[u8], marker: &str) -> usize {
 fn vm_7_2_live_record_ends_well_on_q_sigint_sigterm_sighup_and_sigkill() {
     let cmd = format!(
         "{HELPERS}{CAPTURE_HELPERS}{}",
-        r#"
-stty -g > /out/stty-before.txt
-snap live-before
-# q: typed by the key script once the panel counts calls.
-printf '@@start-q@@\n'
-damon-trace live --record /out/live-q.dtcap --functions lock_timer_base < /dev/tty \
-    2> /out/live-q.err
-echo $? > /out/live-q.rc
-stty -g > /out/stty-after-q.txt
-printf '@@after-q@@\n'
-damon-trace report /out/live-q.dtcap --format json > /out/live-q.json
-snap after-q
-for sig in INT TERM HUP KILL; do
-    printf '@@start-%s@@\n' $sig
-    damon-trace live --record /out/live-$sig.dtcap --functions lock_timer_base --no-calibrate \
-        < /dev/tty 2> /out/live-$sig.err &
-    pid=$!
-    grown /out/live-$sig.dtcap
-    if [ $sig = KILL ]; then kill_recorder $pid live-KILL; else kill -$sig $pid; fi
-    wait $pid
-    echo $? > /out/live-$sig.rc
-    stty -g > /out/stty-after-$sig.txt
-    [ $sig = KILL ] && { stty sane; printf '\033[?1049l\033[?25h'; }
-    printf '@@after-%s@@\n' $sig
-    damon-trace report /out/live-$sig.dtcap --format json > /out/live-$sig.json
-    snap after-$sig
-done
-damon-trace export /out/live-KILL.dtcap --format json -o /out/live-KILL-export.json
-exit 0"#
+        damon_lab::script::without_header(include_str!("scripts/vm_cleanup_live_record.sh"))
     );
     let outcome = common::run_live(
         cmd,

@@ -323,17 +323,7 @@ exit 0",
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_keeps_damons_configuration_while_another_tool_holds_its_lock() {
-    let body = r#"kd=/sys/kernel/mm/damon/admin/kdamonds/0
-ask() { while [ ! -e /run/stop ]; do sh -c "echo update_schemes_stats > $kd/state" 2>/dev/null || true; done; }
-ask & a1=$!
-ask & a2=$!
-busy=0
-for i in $(seq 50); do cat $kd/state $kd/pid > /dev/null 2>&1 || busy=$((busy+1)); done
-echo $busy > /out/busy-reads
-damon-trace record --duration 1s --no-calibrate -o /out/busy.dtcap 2> /out/busy.err
-touch /run/stop
-wait $a1 $a2
-damon-trace report /out/busy.dtcap --format json > /out/busy.json"#;
+    let body = damon_lab::script::without_header(include_str!("scripts/vm_scenarios_busy_lock.sh"));
     let cmd = format!(
         "set -e\n{}",
         damon_lab::script::with_scenario(300, "", body)
