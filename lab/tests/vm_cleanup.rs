@@ -5,8 +5,7 @@ use std::{fs, path::Path, time::Duration};
 
 mod common;
 use common::{
-    CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_traced, auto_attach, function,
-    json, read, u,
+    DAMON_HELPERS, FOUR, assert_same_damon, assert_traced, auto_attach, function, json, read, u,
 };
 use damon_lab::{kernel::Kernel, vm::Screen};
 
@@ -71,8 +70,9 @@ fn status(dir: &Path, name: &str) -> i32 {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_and_serve_leave_no_bpf_object_and_end_well_on_signals() {
+    let capture_helpers = common::capture_helpers();
     let cmd = format!(
-        "{HELPERS}{CAPTURE_HELPERS}
+        "{HELPERS}{capture_helpers}
 snap before
 damon-trace record -o /out/normal.dtcap --duration 5s 2> /out/normal.err
 echo $? > /out/normal.rc
@@ -361,8 +361,9 @@ fn marker_at(raw: &[u8], marker: &str) -> usize {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_record_ends_well_on_q_sigint_sigterm_sighup_and_sigkill() {
+    let capture_helpers = common::capture_helpers();
     let cmd = format!(
-        "{HELPERS}{CAPTURE_HELPERS}{}",
+        "{HELPERS}{capture_helpers}{}",
         damon_lab::script::without_header(include_str!("scripts/vm_cleanup_live_record.sh"))
     );
     let outcome = common::run_live(

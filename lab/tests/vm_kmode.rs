@@ -11,7 +11,7 @@
 use std::{collections::BTreeMap, fs, time::Duration};
 
 mod common;
-use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
+use common::{FOUR, assert_traced, auto_attach, function, json, u};
 use damon_lab::{
     guest::GuestRun,
     kernel::Kernel,
@@ -173,6 +173,7 @@ damon-trace export /out/both.dtcap --format json -o /out/both.json";
 #[ignore = "boots a QEMU guest; run with `cargo xtask test` or --ignored"]
 fn vm_7_2_record_mode_kernel_reports_every_function_with_its_bound() {
     let scenario = scenario();
+    let capture_helpers = common::capture_helpers();
     let cmd = format!(
         "set -e
 {scenario}damon-trace record --mode kernel -o /out/k.dtcap --duration {K_RECORD_S}s --no-calibrate \
@@ -182,7 +183,7 @@ damon-trace report /out/k.dtcap > /out/k.txt
 damon-trace export /out/k.dtcap --format json -o /out/k-export.json
 # A kernel-mode recorder killed with SIGKILL, at a moment unrelated to its snapshots: its
 # capture reads to its last snapshot.
-{CAPTURE_HELPERS}
+{capture_helpers}
 damon-trace record --mode kernel -o /out/killed.dtcap --duration 120s --no-calibrate \
   2> /out/killed.err &
 rec=$!

@@ -246,16 +246,10 @@ pub const MAX_MEDIAN_FLUSH_GAP_S: f64 = 1.5 * FLUSH_PERIOD_S;
 /// is taken right before it is written); a reader losing that flushed chunk falls a whole
 /// flush period (~1 s) short.
 pub const READ_BACK_SLACK_S: f64 = 0.5 * FLUSH_PERIOD_S;
-/// How long [`CAPTURE_HELPERS`]' `kill_recorder` watches a recorder's capture before it kills
+/// How long [`capture_helpers`]' `kill_recorder` watches a recorder's capture before it kills
 /// the recorder: long enough to see several flushes (4 at one a second, see
 /// [`MAX_MEDIAN_FLUSH_GAP_S`]), and a moment unrelated to the recorder's own flushes.
-pub const KILL_AFTER_S: u32 = kill_after_s!();
-macro_rules! kill_after_s {
-    () => {
-        4
-    };
-}
-use kill_after_s;
+pub const KILL_AFTER_S: u32 = 4;
 
 /// The number left of `calls` on the live screen's panel header of `name`, as printed
 /// (`1863`, `12.3k`), if that panel is on the screen.
@@ -307,49 +301,12 @@ pub const RECORDER_HELPERS: &str =
 /// The clock is the first field of /proc/uptime, CLOCK_BOOTTIME in seconds, which equals the
 /// CLOCK_MONOTONIC of the records' `entry_ns` (`bpf_ktime_get_ns`) in a guest that never
 /// suspends.
-pub const CAPTURE_HELPERS: &str = concat!(
-    r#"
-grown() {
-    # The 16-byte file header, then the metadata chunk (16-byte chunk header whose bytes 8..12
-    # are its stored length, then that many bytes), written one after the other.
-    i=0
-    # (The braces: a redirection that fails is reported before a later `2>` applies.)
-    until [ "$({ wc -c < "$1"; } 2> /dev/null || echo 0)" -ge 32 ]; do
-        i=$((i+1)); [ $i -gt 600 ] && { echo "$1 never appeared" >&2; exit 98; }; sleep 0.2
-    done
-    meta_end=$((32 + $(od -A n -t u4 -j 24 -N 4 "$1")))
-    i=0
-    until [ "$(wc -c < "$1")" -gt $meta_end ]; do
-        i=$((i+1)); [ $i -gt 1200 ] && { echo "$1 has no chunk after its metadata" >&2; exit 98; }
-        sleep 0.1
-    done
+pub fn capture_helpers() -> String {
+    damon_lab::script::fill(
+        include_str!("../scripts/common_capture_helpers.sh"),
+        &[("KILL_AFTER_S", &KILL_AFTER_S.to_string())],
+    )
 }
-kill_recorder() {
-    # Each poll reads the clock, then the size: a size that differs from the previous poll's
-    # was written after that poll's clock read ($before) and about when this one's ($now).
-    # The deadline is in hundredths of a second (/proc/uptime has two decimals; the 1 put
-    # before them keeps "08" from reading as octal).
-    log=/out/$2.flushes
-    read before _ < /proc/uptime
-    size=$(wc -c < /out/$2.dtcap)
-    echo "watch $before" > $log
-    end=$((${before%.*}00 + 1${before#*.} - 100 + "#,
-    kill_after_s!(),
-    r#"00))
-    while :; do
-        sleep 0.1
-        read now _ < /proc/uptime
-        new=$(wc -c < /out/$2.dtcap)
-        [ "$new" = "$size" ] || echo "grew $before $now" >> $log
-        before=$now size=$new
-        [ $((${now%.*}00 + 1${now#*.} - 100)) -lt $end ] || break
-    done
-    read now _ < /proc/uptime
-    echo "killed $now" >> $log
-    kill -KILL $1
-}
-"#
-);
 
 /// What `kill_recorder PID NAME` saw of a recorder's capture before it SIGKILLed it, from
 /// `/out/NAME.flushes`: times on the guest's clock (s).
