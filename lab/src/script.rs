@@ -3,9 +3,11 @@
 //! file.
 
 /// `template` (a guest script kept as a `.sh` file) with each `{{NAME}}` replaced by its
-/// value. Panics if a `{{NAME}}` is left without a value: a script and its caller disagree.
+/// value. The `##` lines the file starts with say what the script does and which `{{NAME}}`s
+/// it takes; they are for its readers and left out. Panics if a `{{NAME}}` is left without a
+/// value: a script and its caller disagree.
 pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = template.to_owned();
+    let mut out = without_header(template).to_owned();
     for (name, value) in values {
         out = out.replace(&format!("{{{{{name}}}}}"), value);
     }
@@ -15,6 +17,27 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
         panic!("guest script placeholder {name} has no value");
     }
     out
+}
+
+/// `template` without the `##` lines it starts with (see [`fill`]): for a `.sh` file without
+/// placeholders, included as a `const` (`without_header(include_str!("x.sh"))`).
+pub const fn without_header(template: &str) -> &str {
+    let mut rest = template.as_bytes();
+    while let [b'#', b'#', ..] = rest {
+        let mut i = 0;
+        while i < rest.len() && rest[i] != b'\n' {
+            i += 1;
+        }
+        rest = if i < rest.len() {
+            rest.split_at(i + 1).1
+        } else {
+            &[]
+        };
+    }
+    match std::str::from_utf8(rest) {
+        Ok(rest) => rest,
+        Err(_) => panic!("a split after a newline is UTF-8"),
+    }
 }
 
 /// How long [`WAIT_KDAMOND_ON`] waits at most: the scenario's own 120 s for its workload to
@@ -113,5 +136,16 @@ mod tests {
         );
         let missing = std::panic::catch_unwind(|| fill("a={{A}} b={{B}}", &[("A", "1")]));
         assert!(missing.is_err());
+        // The `##` header (which names the placeholders) is left out; other comments stay.
+        assert_eq!(
+            fill(
+                "## takes {{A}}\n## more\n# a={{A}}\na={{A}}\n",
+                &[("A", "1")]
+            ),
+            "# a=1\na=1\n"
+        );
+        const BODY: &str = without_header("## what\n## more\nx\n## not a header\n");
+        assert_eq!(BODY, "x\n## not a header\n");
+        assert_eq!(without_header("## only"), "");
     }
 }

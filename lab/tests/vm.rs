@@ -5,7 +5,7 @@
 use std::{fs, time::Duration};
 
 mod common;
-use common::{CAPTURE_HELPERS, FOUR, assert_traced, auto_attach, function, json, u};
+use common::{FOUR, assert_traced, auto_attach, function, json, u};
 use damon_lab::{
     kernel::Kernel,
     script::{STOP_SCENARIO, spawn_scenario, start_scenario, with_scenario},
@@ -136,9 +136,10 @@ fn vi_mode(screen: &str, first: &str, mode: char) -> bool {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_traces_all_four_with_fentry_and_kprobe_and_leaves_nothing() {
     let start = start_scenario(180, "");
+    let capture_helpers = common::capture_helpers();
     let cmd = format!(
         "set -e
-{CAPTURE_HELPERS}damon-trace doctor --json > /out/doctor.json
+{capture_helpers}damon-trace doctor --json > /out/doctor.json
 {start}damon-trace record -o /out/fentry.dtcap --duration 15s --attach fentry
 damon-trace report /out/fentry.dtcap --format json > /out/fentry.json
 damon-trace record -o /out/kprobe.dtcap --duration 15s --attach kprobe --no-calibrate
@@ -423,10 +424,11 @@ fn vm_ab_6_12_vs_7_2_compare_renders_tables_intervals_and_verdict() {
     // this test's checks run in the 7.2 guest.
     let mut opts = SeedOptions::new(out.path().join("seed"));
     opts.runs = 1;
+    let capture_helpers = common::capture_helpers();
     opts.extra = format!(
         "damon-trace report /out/run.dtcap > /out/after.txt
 # SIGKILL mid-recording, at a moment unrelated to the flushes: what was flushed reads back.
-{CAPTURE_HELPERS}
+{capture_helpers}
 damon-trace record -o /out/killed.dtcap --duration 120s --functions lock_timer_base --no-calibrate &
 rec=$!
 grown /out/killed.dtcap

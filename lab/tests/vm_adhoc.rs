@@ -21,12 +21,8 @@ const OTHER: u64 = 2000;
 
 /// The traceable functions matching an extended regex, as the kernel lists them (ftrace's
 /// list minus the kprobe blacklist), one per line, sorted: `$1` the regex, `$2` the file.
-const TRACEABLE: &str = r#"traceable() {
-  cut -d' ' -f1 /sys/kernel/tracing/available_filter_functions | grep -E "$1" | sort -u > /tmp/all
-  cut -f2 /sys/kernel/debug/kprobes/blacklist 2>/dev/null | sort -u > /tmp/black
-  grep -vxF -f /tmp/black /tmp/all > /out/$2 || true
-}
-"#;
+const TRACEABLE: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_adhoc_traceable.sh"));
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
@@ -115,30 +111,8 @@ damon-trace record --func 'vfs_raed*' --no-calibrate --duration 2s -o /out/none.
 /// Guest shell: `start_mine` starts the selected workload paused (its pid in $mine; `$1` runs
 /// in it first), `trace` records vfs_write and vfs_read with `$1`'s filter options while both
 /// workloads run, then exports the capture and its report as /out/$name.{json,report.json}.
-const FILTER_RUN: &str = r#"start_mine() {
-  rm -f /tmp/go; mkfifo /tmp/go
-  sh -c "$1; read x < /tmp/go; exec dd if=/dev/zero of=/dev/null bs=1 count=MINE 2>&-" &
-  mine=$!
-}
-trace() {
-  name=$1; shift
-  damon-trace record --func vfs_write --func vfs_read --no-calibrate --duration 600s \
-    -o /out/$name.dtcap "$@" 2> /out/$name.err &
-  rec=$!
-  attached $name
-  dd if=/dev/zero of=/dev/null bs=1 count=OTHER 2> /out/$name.other &
-  other=$!
-  echo go > /tmp/go
-  st=0; wait $mine || st=$?; echo $st > /out/$name.mine.status
-  wait $other
-  echo $mine > /out/$name.pid
-  kill -INT $rec
-  wait $rec
-  damon-trace export /out/$name.dtcap --format json -o /out/$name.json
-  damon-trace report /out/$name.dtcap --format json > /out/$name.report.json
-  damon-trace report /out/$name.dtcap > /out/$name.report.txt
-}
-"#;
+const FILTER_RUN: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_adhoc_filter_run.sh"));
 
 /// Checks one filtered run: vfs_write has exactly the selected process's [`MINE`] records,
 /// all its own; the other process's writes are counted as filtered; no filtered call left a

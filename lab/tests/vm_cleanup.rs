@@ -5,8 +5,7 @@ use std::{fs, path::Path, time::Duration};
 
 mod common;
 use common::{
-    CAPTURE_HELPERS, DAMON_HELPERS, FOUR, assert_same_damon, assert_traced, auto_attach, function,
-    json, read, u,
+    DAMON_HELPERS, FOUR, assert_same_damon, assert_traced, auto_attach, function, json, read, u,
 };
 use damon_lab::{kernel::Kernel, vm::Screen};
 
@@ -15,20 +14,8 @@ use damon_lab::{kernel::Kernel, vm::Screen};
 /// The kernel frees the maps of a closed program after an RCU grace period, so a listing right
 /// after an exit may still show them: `snap` retries (up to 10 s) until no object of ours is
 /// listed, and the host then compares the whole listing.
-const HELPERS: &str = r#"
-snap() {
-    i=0
-    while :; do
-        damon-trace doctor --json --leftovers > /out/$1.json 2> /dev/null
-        echo $? > /out/$1.rc
-        grep -q '"ours": true' /out/$1.json || break
-        i=$((i+1)); [ $i -ge 20 ] && break
-        sleep 0.5
-    done
-    cat /sys/kernel/debug/kprobes/list > /out/$1.kprobes
-    cat /sys/kernel/tracing/enabled_functions > /out/$1.ftrace
-}
-"#;
+const HELPERS: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_cleanup_helpers.sh"));
 
 /// The `bpf_objects` of a doctor JSON saved by `snap`.
 fn objects(dir: &Path, name: &str) -> serde_json::Value {
@@ -83,72 +70,10 @@ fn status(dir: &Path, name: &str) -> i32 {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_and_serve_leave_no_bpf_object_and_end_well_on_signals() {
+    let capture_helpers = common::capture_helpers();
     let cmd = format!(
-        "{HELPERS}{CAPTURE_HELPERS}
-snap before
-damon-trace record -o /out/normal.dtcap --duration 5s 2> /out/normal.err
-echo $? > /out/normal.rc
-snap after-normal
-
-# A runtime failure after attaching: the capture's filesystem fills up.
-mkdir -p /small && mount -t tmpfs -o size=16k tmpfs /small
-damon-trace record -o /small/full.dtcap --duration 120s --no-calibrate 2> /out/full.err
-echo $? > /out/full.rc
-snap after-full
-
-for attach in fentry kprobe; do
-    damon-trace record -o /out/killed-$attach.dtcap --duration 120s --attach $attach --no-calibrate \\
-        --functions lock_timer_base 2> /out/killed-$attach.err &
-    rec=$!
-    grown /out/killed-$attach.dtcap
-    # The full doctor beside the fentry recorder; its quick listing beside the kprobe one.
-    if [ $attach = fentry ]; then
-        damon-trace doctor --json --functions lock_timer_base > /out/during-$attach.json
-    else
-        damon-trace doctor --json --leftovers > /out/during-$attach.json
-    fi
-    echo $? > /out/during-$attach.rc
-    echo $rec > /out/during-$attach.pid
-    kill_recorder $rec killed-$attach
-    wait $rec
-    echo $? > /out/killed-$attach.rc
-    damon-trace report /out/killed-$attach.dtcap --format json > /out/killed-$attach.json
-    echo $? > /out/killed-$attach-report.rc
-    damon-trace export /out/killed-$attach.dtcap --format json -o /out/killed-$attach-export.json
-    snap after-killed-$attach
-done
-
-damon-trace serve --listen 127.0.0.1:9464 --duration 120s --no-calibrate 2> /out/serve.err &
-srv=$!
-i=0
-until wget -q -O /out/serve.txt http://127.0.0.1:9464/metrics; do
-    i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.2
-done
-kill -KILL $srv
-wait $srv
-echo $? > /out/serve.rc
-snap after-serve
-
-for sig in INT TERM HUP; do
-    damon-trace record -o /out/$sig.dtcap --duration 120s --functions lock_timer_base --no-calibrate \\
-        2> /out/$sig.err &
-    rec=$!
-    grown /out/$sig.dtcap
-    kill -$sig $rec
-    wait $rec
-    echo $? > /out/$sig.rc
-    damon-trace report /out/$sig.dtcap --format json > /out/$sig.json
-    snap after-$sig
-done
-
-# doctor predicts probes that attach but never fire.
-echo 0 > /proc/sys/kernel/ftrace_enabled
-damon-trace doctor --json --functions lock_timer_base > /out/ftrace-off.json
-echo 1 > /proc/sys/kernel/ftrace_enabled
-echo 0 > /sys/kernel/debug/kprobes/enabled
-damon-trace doctor --json --functions lock_timer_base > /out/kprobes-off.json
-echo 1 > /sys/kernel/debug/kprobes/enabled
-exit 0"
+        "{HELPERS}{capture_helpers}{}",
+        damon_lab::script::without_header(include_str!("scripts/vm_cleanup_record_and_serve.sh"))
     );
     let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(720));
     let dir = outcome.dir();
@@ -306,66 +231,7 @@ exit 0"
 fn vm_7_2_scenario_restores_damon_after_sigkill_sigterm_sigint_and_sighup() {
     let cmd = format!(
         "{DAMON_HELPERS}{}",
-        r#"
-kd=/sys/kernel/mm/damon/admin/kdamonds
-stat=/sys/module/damon_stat/parameters/enabled
-# A stopped kdamond configured by someone else, and DAMON_STAT on if the kernel has it.
-[ -e $stat ] && echo N > $stat
-damon_leave_stopped_kdamond
-[ -e $stat ] && echo Y > $stat
-[ -e $stat ] && echo present > /out/damon_stat.txt
-# Our processes still alive (workloads, scenarios, guardians): those whose program is
-# damon-trace (the shell running this script has the same words in its command line).
-ours() {
-    for p in /proc/[0-9]*; do
-        prog=$(tr '\0' '\n' < $p/cmdline 2> /dev/null | head -n 1)
-        case "$prog" in
-            *damon-trace) echo "${p#/proc/} $(tr '\0' ' ' < $p/cmdline 2> /dev/null)";;
-        esac
-    done
-}
-damon_dump /out/before.txt
-start() {
-    damon-trace scenario migrate-hot --duration 300s --workload-mib 64 --hot-mib 16 \
-        > /out/$1.out 2> /out/$1.err &
-    pid=$!
-    # Until the kdamond is on and the scenario says so (its run loop comes next).
-    i=0
-    until grep -q 'kdamond on' /out/$1.err; do
-        i=$((i+1)); [ $i -gt 900 ] && break; sleep 0.2
-    done
-}
-for sig in KILL TERM INT HUP; do
-    start $sig
-    kill -$sig $pid
-    wait $pid
-    echo $? > /out/$sig.rc
-    i=0
-    while :; do
-        damon_dump /out/$sig.after.txt
-        ours > /out/$sig.procs
-        cmp -s /out/before.txt /out/$sig.after.txt && [ ! -s /out/$sig.procs ] && break
-        i=$((i+1)); [ $i -ge 40 ] && break
-        sleep 0.25
-    done
-done
-# Scenario and guardian both SIGKILLed: nobody restores, doctor must say so.
-start stale
-guardian=$(for p in /proc/[0-9]*; do
-    [ "$(cat $p/comm 2> /dev/null)" = damon-guardian ] && echo ${p#/proc/}
-done)
-echo "$guardian" > /out/guardian.pid
-kill -KILL $guardian $pid
-wait $pid
-# Until both (and the workload) are gone: doctor would still see a running scenario.
-i=0
-while [ -n "$(ours)" ]; do i=$((i+1)); [ $i -gt 100 ] && break; sleep 0.1; done
-ours > /out/stale.procs
-damon-trace doctor --json --functions lock_timer_base > /out/stale-doctor.json
-echo off > $kd/0/state 2> /dev/null
-echo 0 > $kd/nr_kdamonds
-damon-trace doctor --json --functions lock_timer_base > /out/clean-doctor.json
-exit 0"#
+        damon_lab::script::without_header(include_str!("scripts/vm_cleanup_scenario_restores.sh"))
     );
     let outcome = common::run_script(Kernel::DEBIAN_7_2, cmd, Duration::from_secs(600));
     let dir = outcome.dir();
@@ -432,37 +298,10 @@ fn marker_at(raw: &[u8], marker: &str) -> usize {
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_live_record_ends_well_on_q_sigint_sigterm_sighup_and_sigkill() {
+    let capture_helpers = common::capture_helpers();
     let cmd = format!(
-        "{HELPERS}{CAPTURE_HELPERS}{}",
-        r#"
-stty -g > /out/stty-before.txt
-snap live-before
-# q: typed by the key script once the panel counts calls.
-printf '@@start-q@@\n'
-damon-trace live --record /out/live-q.dtcap --functions lock_timer_base < /dev/tty \
-    2> /out/live-q.err
-echo $? > /out/live-q.rc
-stty -g > /out/stty-after-q.txt
-printf '@@after-q@@\n'
-damon-trace report /out/live-q.dtcap --format json > /out/live-q.json
-snap after-q
-for sig in INT TERM HUP KILL; do
-    printf '@@start-%s@@\n' $sig
-    damon-trace live --record /out/live-$sig.dtcap --functions lock_timer_base --no-calibrate \
-        < /dev/tty 2> /out/live-$sig.err &
-    pid=$!
-    grown /out/live-$sig.dtcap
-    if [ $sig = KILL ]; then kill_recorder $pid live-KILL; else kill -$sig $pid; fi
-    wait $pid
-    echo $? > /out/live-$sig.rc
-    stty -g > /out/stty-after-$sig.txt
-    [ $sig = KILL ] && { stty sane; printf '\033[?1049l\033[?25h'; }
-    printf '@@after-%s@@\n' $sig
-    damon-trace report /out/live-$sig.dtcap --format json > /out/live-$sig.json
-    snap after-$sig
-done
-damon-trace export /out/live-KILL.dtcap --format json -o /out/live-KILL-export.json
-exit 0"#
+        "{HELPERS}{capture_helpers}{}",
+        damon_lab::script::without_header(include_str!("scripts/vm_cleanup_live_record.sh"))
     );
     let outcome = common::run_live(
         cmd,

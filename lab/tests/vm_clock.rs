@@ -21,35 +21,7 @@ use damon_lab::{kernel::Kernel, vm::GuestClock};
 /// function, so a few thousand calls say as much as `vm_calibrate`'s 20 000.
 const CAL_CALLS: u64 = 2000;
 
-const SCRIPT: &str = r#"
-set -e
-getppid_function
-session() {
-  name=$1 calls=$2; shift 2
-  damon-trace record --func $F --no-calibrate --duration 600s -o /out/$name.dtcap "$@" \
-    2> /out/$name.err &
-  rec=$!
-  attached $name
-  damon-trace disturb-loop --work getppid --calls $calls > /out/$name.json
-  kill -INT $rec
-  wait $rec
-}
-damon-trace calibrate --calls {CAL_CALLS} --attach auto --json > /out/cal.json 2> /out/cal.err
-damon-trace calibrate --calls 200 --attach fentry > /out/cal.txt 2>> /out/cal.err
-session loop 20000
-damon-trace report /out/loop.dtcap --format json > /out/loop.report.json
-damon-trace report /out/loop.dtcap > /out/loop.txt
-damon-trace export /out/loop.dtcap --format csv > /out/loop.csv
-for s in a1 a2 b1 b2; do session $s 2000; done
-session wall 2000 --clock wall
-damon-trace compare --before /out/a1.dtcap /out/a2.dtcap --after /out/b1.dtcap /out/b2.dtcap \
-  --format json > /out/aa.json
-damon-trace compare --before /out/a1.dtcap /out/a2.dtcap --after /out/b1.dtcap /out/b2.dtcap \
-  > /out/aa.txt
-set +e
-damon-trace compare /out/a1.dtcap /out/wall.dtcap > /out/mixed.out 2> /out/mixed.err
-echo $? > /out/mixed.status
-"#;
+const SCRIPT: &str = damon_lab::script::without_header(include_str!("scripts/vm_clock_script.sh"));
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]

@@ -32,36 +32,8 @@ mod common;
 use common::{kernel_mode, read};
 use damon_lab::kernel::Kernel;
 
-const SCRIPT: &str = r#"
-set -e
-one() {
-  a=$1 name=${2:-$1} mode=${3:-stream}
-  taskset -c 1 damon-trace record --func hrtimer_nanosleep --func read_zero --attach $a \
-    --mode $mode --disturbance --no-calibrate --duration 600s -o /out/$name.dtcap \
-    2> /out/$name.err &
-  rec=$!
-  attached $name
-  a=$name
-  damon-trace disturb-loop --work sleep --calls 30 > /out/$a-sleep.json
-  damon-trace disturb-loop --work zero --bytes 16777216 --calls 30 > /out/$a-long.json
-  damon-trace disturb-loop --work zero --bytes 16777216 --min-call-ms 20 --calls 30 --hog \
-    > /out/$a-long-hog.json
-  damon-trace disturb-loop --work zero --bytes 1048576 --calls 200 --hog-odd > /out/$a-mid.json
-  damon-trace disturb-loop --work zero --bytes 65536 --calls 100 > /out/$a-short.json
-  damon-trace disturb-loop --work zero --bytes 1048576 --calls 300 > /out/$a-base.json
-  damon-trace disturb-loop --work zero --bytes 1048576 --calls 300 --timer-storm 20000 \
-    > /out/$a-storm.json
-  damon-trace disturb-loop --work zero --bytes 262144 --calls 1000 --timer-storm 5000 \
-    --storm-odd > /out/$a-storm-odd.json
-  kill -INT $rec
-  wait $rec
-  damon-trace export /out/$a.dtcap --format csv > /out/$a.csv
-  damon-trace report /out/$a.dtcap --format json > /out/$a.report.json
-}
-METHODS
-# Its disturbance check, which depends on no function: one function's trials suffice.
-damon-trace doctor --format json --functions lock_timer_base > /out/doctor.json || true
-"#;
+const SCRIPT: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_disturb_script.sh"));
 
 /// One call of the worker, as the tool recorded it.
 #[derive(Debug)]

@@ -66,29 +66,10 @@ const RUNS: [Run; 6] = [
     ("auto-stream-same", "auto", "stream", "same"),
 ];
 
-const SCRIPT: &str = r#"
-mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
-cat /sys/kernel/debug/sched/preempt > /out/preempt 2>/dev/null || echo unknown > /out/preempt
-getppid_function
-one() {
-  name=$1; attach=$2; mode=$3; pin=$4
-  damon-trace record --func $F --attach $attach --mode $mode --no-calibrate --duration 600s \
-    -o /out/$name.dtcap 2> /out/$name.err &
-  rec=$!
-  attached $name
-  damon-trace bench-loop --calls CALLS --tasks TASKS --pin $pin --no-warmup > /out/$name.loop
-  kill -INT $rec
-  wait $rec
-  damon-trace report /out/$name.dtcap --format json > /out/$name.json
-}
-RUNS
-"#;
+const SCRIPT: &str = damon_lab::script::without_header(include_str!("scripts/vm_exact_script.sh"));
 
-const NO_SESSION: &str = r#"
-damon-trace record --func $F --attach kprobe-session --no-calibrate --duration 1s \
-  -o /out/nosession.dtcap 2> /out/nosession.err && echo 0 > /out/nosession.rc \
-  || echo $? > /out/nosession.rc
-"#;
+const NO_SESSION: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_exact_no_session.sh"));
 
 fn script(kernel: &Kernel) -> String {
     let runs: Vec<String> = runs(kernel)

@@ -23,23 +23,8 @@ const RUNS: [(&str, &str, &str); 6] = [
     ("ksession-off", "kprobe-session", ""),
 ];
 
-const SCRIPT: &str = r#"
-getppid_function
-one() {
-  name=$1; attach=$2; level=$3
-  flag=; [ -n "$level" ] && flag="--debug-probes $level"
-  damon-trace record --func $F --attach $attach --tgid 1 $flag --no-calibrate --duration 600s \
-    -o /out/$name.dtcap 2> /out/$name.err &
-  rec=$!
-  attached $name
-  damon-trace bench-loop --calls CALLS --tasks 1 --pin same --no-warmup > /out/$name.loop
-  sleep 2
-  kill -INT $rec
-  wait $rec
-  damon-trace report /out/$name.dtcap --format json > /out/$name.json
-}
-RUNS
-"#;
+const SCRIPT: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_probe_log_script.sh"));
 
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]

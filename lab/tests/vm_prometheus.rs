@@ -89,57 +89,21 @@ fn script() -> String {
         .map(|f| format!("{f} {}\n", encode(&format!("{COUNT}{{function=\"{f}\"}}"))))
         .collect();
     let deadline = LINGER_S - 5;
-    let body = format!(
-        "prometheus --config.file=/etc/prometheus.yml --storage.tsdb.path=/tmp/prom \\
-  --web.listen-address=127.0.0.1:9090 > /out/prometheus.log 2>&1 &
-prom=$!
-t0=$(date +%s)
-i=0
-until wget -q -O /dev/null http://127.0.0.1:9090/-/ready; do
-    i=$((i+1)); [ $i -gt 600 ] && {{ cat /out/prometheus.log >&2; exit 8; }}; sleep 0.5
-done
-echo \"prometheus ready after $(( $(date +%s) - t0 )) s\" > /out/prometheus-ready.txt
-api=http://127.0.0.1:9090/api/v1/query?query=
-cat > /tmp/counts.txt <<'EOF'
-{counts}EOF
-damon-trace serve --functions {functions} --duration 30s --linger {LINGER_S}s \\
-  --output /out/serve.dtcap 2> /out/serve.err &
-serve=$!
-i=0
-until grep -q 'tracing ended' /out/serve.err; do
-    i=$((i+1))
-    [ $i -gt 600 ] && {{ echo 'serve: tracing did not end' >&2; cat /out/serve.err >&2; exit 9; }}
-    sleep 0.5
-done
-t1=$(date +%s)
-wget -q -O /out/final.txt http://127.0.0.1:9464/metrics || {{ echo 'serve: no final numbers' >&2; exit 9; }}
-while :; do
-    ok=1; seen=
-    while read -r f q; do
-        want=$(grep -F \"{COUNT}{{function=\\\"$f\\\"\" /out/final.txt | awk '{{print $NF}}')
-        got=$(wget -q -O - \"${{api}}$q\" | sed -n 's/.*\"value\":\\[[^,]*,\"\\([^\"]*\\)\".*/\\1/p')
-        seen=\"$seen $f: scraped ${{got:-none}} of $want;\"
-        [ \"$got\" = \"$want\" ] || ok=0
-    done < /tmp/counts.txt
-    [ $ok = 1 ] && break
-    [ $(( $(date +%s) - t1 )) -ge {deadline} ] && {{
-        echo \"Prometheus did not scrape serve's final numbers within {deadline} s:$seen\" >&2
-        tail -20 /out/prometheus.log >&2; exit 10; }}
-    sleep 1
-done
-echo \"final numbers scraped $(( $(date +%s) - t1 )) s after tracing ended:$seen\" > /out/final-scrape.txt
-wget -q -O /out/q50.json \"${{api}}{q50}\"
-wget -q -O /out/q99.json \"${{api}}{q99}\"
-wget -q -O /out/buckets.json \"${{api}}{buckets}\"
-wget -q -O /out/scrapes.json \"${{api}}{scrapes}\"
-wget -q -O /out/attempts.json \"${{api}}{attempts}\"
-wget -q -O /out/slowest.json \"${{api}}{slowest}\"
-kill $prom
-echo $(( $(date +%s) - t1 )) > /out/term-sent.txt
-kill -TERM $serve
-wait $serve || {{ echo \"serve exited $?\" >&2; cat /out/serve.err >&2; exit 11; }}
-echo $(( $(date +%s) - t1 )) > /out/serve-ended.txt
-damon-trace report /out/serve.dtcap --format json > /out/report.json"
+    let body = damon_lab::script::fill(
+        include_str!("scripts/vm_prometheus_scrape.sh"),
+        &[
+            ("COUNTS", &counts),
+            ("FUNCTIONS", &functions),
+            ("LINGER_S", &LINGER_S.to_string()),
+            ("COUNT", COUNT),
+            ("DEADLINE", &deadline.to_string()),
+            ("Q50", &q50),
+            ("Q99", &q99),
+            ("BUCKETS", &buckets),
+            ("SCRAPES", &scrapes),
+            ("ATTEMPTS", &attempts),
+            ("SLOWEST", &slowest),
+        ],
     );
     with_scenario(300, "", &body)
 }

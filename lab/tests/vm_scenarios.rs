@@ -18,25 +18,8 @@ const PRESETS: [&str; 5] = [
 
 /// `state NAME`: every file of DAMON's sysfs with its value, and DAMON_STAT, into
 /// /out/NAME.state (`damon_dump` of [`DAMON_HELPERS`], which the script must come after).
-const GUEST_HELPERS: &str = r#"
-state() { damon_dump /out/$1.state; }
-# run NAME ARGS...: `record` (of $FUNCS if set) around `scenario ARGS`, then the report.
-run() {
-  name=$1; shift
-  echo "$name at $(cut -d' ' -f1 /proc/uptime) s"
-  state $name.before
-  damon-trace record -o /out/$name.dtcap --duration 120s --no-calibrate ${FUNCS:+--functions $FUNCS} \
-    > /out/$name.rec.out 2>&1 &
-  rec=$!
-  while [ ! -s /out/$name.dtcap ]; do sleep 0.2; done
-  damon-trace scenario "$@" --workload-mib 64 --hot-mib 16 > /out/$name.out 2> /out/$name.err
-  echo $? > /out/$name.status
-  kill -INT $rec
-  wait $rec
-  damon-trace report /out/$name.dtcap --format json > /out/$name.json
-  state $name.after
-}
-"#;
+const GUEST_HELPERS: &str =
+    damon_lab::script::without_header(include_str!("scripts/vm_scenarios_guest_helpers.sh"));
 
 /// The presets in `list.json` and, for each, the functions it claims.
 fn claims(list: &serde_json::Value) -> Vec<(String, Vec<String>)> {
@@ -340,17 +323,7 @@ exit 0",
 #[test]
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_7_2_record_keeps_damons_configuration_while_another_tool_holds_its_lock() {
-    let body = r#"kd=/sys/kernel/mm/damon/admin/kdamonds/0
-ask() { while [ ! -e /run/stop ]; do sh -c "echo update_schemes_stats > $kd/state" 2>/dev/null || true; done; }
-ask & a1=$!
-ask & a2=$!
-busy=0
-for i in $(seq 50); do cat $kd/state $kd/pid > /dev/null 2>&1 || busy=$((busy+1)); done
-echo $busy > /out/busy-reads
-damon-trace record --duration 1s --no-calibrate -o /out/busy.dtcap 2> /out/busy.err
-touch /run/stop
-wait $a1 $a2
-damon-trace report /out/busy.dtcap --format json > /out/busy.json"#;
+    let body = damon_lab::script::without_header(include_str!("scripts/vm_scenarios_busy_lock.sh"));
     let cmd = format!(
         "set -e\n{}",
         damon_lab::script::with_scenario(300, "", body)

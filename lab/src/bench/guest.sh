@@ -1,3 +1,6 @@
+## The overhead runs of `cargo xtask bench` in one boot (bench/guest_script.rs): each round runs
+## every configuration, into /out/runs (round 0, a warm-up, into /out/warmup). Placeholders: {{FUNC}}
+## (the traced function), {{CALLS}} (calls per run), {{RING}} (ring bytes), {{ROUNDS}} (run_round lines).
 F={{FUNC}}
 N={{CALLS}}
 mkdir -p /out/runs /out/warmup

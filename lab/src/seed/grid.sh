@@ -1,3 +1,5 @@
+## `grid FUNCTION CAPTURE...`: the range-table arguments (--bucket-ns, --max-ns) covering FUNCTION's
+## calls in the captures (seed/mod.rs). Placeholders: {{BUCKET_NS}} (bucket width), {{ROWS}} (rows at most).
 grid() {
   f=$1; shift
   for c in "$@"; do damon-trace report "$c" --format csv --functions "$f" | awk -F, 'NR==2 {print $10, $13}'; done |

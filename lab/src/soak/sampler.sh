@@ -1,3 +1,6 @@
+## `cargo xtask soak`: records for a long run and samples the recorder's memory and the capture
+## meanwhile (soak.rs). Placeholders: {{MOST}} (the recording's backstop duration, s), {{LAST}}, {{STEADY}}
+## (the last sample and where the steady state begins, s), {{EVERY_S}} (seconds between samples).
 damon-trace record -o /out/soak.dtcap --duration {{MOST}}s 2> /out/record.err &
 rec=$!
 # The capture file appears once the probes are attached: sampling starts there.

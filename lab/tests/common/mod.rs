@@ -246,16 +246,10 @@ pub const MAX_MEDIAN_FLUSH_GAP_S: f64 = 1.5 * FLUSH_PERIOD_S;
 /// is taken right before it is written); a reader losing that flushed chunk falls a whole
 /// flush period (~1 s) short.
 pub const READ_BACK_SLACK_S: f64 = 0.5 * FLUSH_PERIOD_S;
-/// How long [`CAPTURE_HELPERS`]' `kill_recorder` watches a recorder's capture before it kills
+/// How long [`capture_helpers`]' `kill_recorder` watches a recorder's capture before it kills
 /// the recorder: long enough to see several flushes (4 at one a second, see
 /// [`MAX_MEDIAN_FLUSH_GAP_S`]), and a moment unrelated to the recorder's own flushes.
-pub const KILL_AFTER_S: u32 = kill_after_s!();
-macro_rules! kill_after_s {
-    () => {
-        4
-    };
-}
-use kill_after_s;
+pub const KILL_AFTER_S: u32 = 4;
 
 /// The number left of `calls` on the live screen's panel header of `name`, as printed
 /// (`1863`, `12.3k`), if that panel is on the screen.
@@ -293,22 +287,8 @@ pub fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
 ///   are attached); if the recorder has died, prints its errors and fails the script.
 /// - `getppid_function`: sets `$F` to the kernel function behind getppid(2), its own symbol
 ///   where the compiler kept it (written to /out/func), or fails with status 3.
-pub const RECORDER_HELPERS: &str = r#"
-attached() {
-  while [ ! -s /out/$1.dtcap ]; do
-    kill -0 $rec 2>/dev/null || { cat /out/$1.err >&2; exit 1; }
-    sleep 0.2
-  done
-}
-getppid_function() {
-  F=
-  for f in __do_sys_getppid __x64_sys_getppid; do
-    if grep -qx "$f" /sys/kernel/tracing/available_filter_functions; then F=$f; break; fi
-  done
-  [ -n "$F" ] || { echo "no getppid function to trace" >&2; exit 3; }
-  echo $F > /out/func
-}
-"#;
+pub const RECORDER_HELPERS: &str =
+    damon_lab::script::without_header(include_str!("../scripts/common_recorder_helpers.sh"));
 
 /// Guest shell helpers around a recorder writing a capture.
 /// - `grown FILE`: until FILE holds a chunk after its header and metadata chunk (the first
@@ -321,49 +301,12 @@ getppid_function() {
 /// The clock is the first field of /proc/uptime, CLOCK_BOOTTIME in seconds, which equals the
 /// CLOCK_MONOTONIC of the records' `entry_ns` (`bpf_ktime_get_ns`) in a guest that never
 /// suspends.
-pub const CAPTURE_HELPERS: &str = concat!(
-    r#"
-grown() {
-    # The 16-byte file header, then the metadata chunk (16-byte chunk header whose bytes 8..12
-    # are its stored length, then that many bytes), written one after the other.
-    i=0
-    # (The braces: a redirection that fails is reported before a later `2>` applies.)
-    until [ "$({ wc -c < "$1"; } 2> /dev/null || echo 0)" -ge 32 ]; do
-        i=$((i+1)); [ $i -gt 600 ] && { echo "$1 never appeared" >&2; exit 98; }; sleep 0.2
-    done
-    meta_end=$((32 + $(od -A n -t u4 -j 24 -N 4 "$1")))
-    i=0
-    until [ "$(wc -c < "$1")" -gt $meta_end ]; do
-        i=$((i+1)); [ $i -gt 1200 ] && { echo "$1 has no chunk after its metadata" >&2; exit 98; }
-        sleep 0.1
-    done
+pub fn capture_helpers() -> String {
+    damon_lab::script::fill(
+        include_str!("../scripts/common_capture_helpers.sh"),
+        &[("KILL_AFTER_S", &KILL_AFTER_S.to_string())],
+    )
 }
-kill_recorder() {
-    # Each poll reads the clock, then the size: a size that differs from the previous poll's
-    # was written after that poll's clock read ($before) and about when this one's ($now).
-    # The deadline is in hundredths of a second (/proc/uptime has two decimals; the 1 put
-    # before them keeps "08" from reading as octal).
-    log=/out/$2.flushes
-    read before _ < /proc/uptime
-    size=$(wc -c < /out/$2.dtcap)
-    echo "watch $before" > $log
-    end=$((${before%.*}00 + 1${before#*.} - 100 + "#,
-    kill_after_s!(),
-    r#"00))
-    while :; do
-        sleep 0.1
-        read now _ < /proc/uptime
-        new=$(wc -c < /out/$2.dtcap)
-        [ "$new" = "$size" ] || echo "grew $before $now" >> $log
-        before=$now size=$new
-        [ $((${now%.*}00 + 1${now#*.} - 100)) -lt $end ] || break
-    done
-    read now _ < /proc/uptime
-    echo "killed $now" >> $log
-    kill -KILL $1
-}
-"#
-);
 
 /// What `kill_recorder PID NAME` saw of a recorder's capture before it SIGKILLed it, from
 /// `/out/NAME.flushes`: times on the guest's clock (s).
@@ -543,53 +486,8 @@ pub fn assert_sigkill_loss_snapshots(what: &str, export: &serde_json::Value, log
 ///   left it, with a value other than the default in each group of settings (intervals, region
 ///   bounds, a target region, a scheme's access pattern, quotas, weights, watermarks and
 ///   apply interval), so that a restore that misses any of them shows in the dump.
-pub const DAMON_HELPERS: &str = r#"
-damon_dump() {
-    a=/sys/kernel/mm/damon/admin
-    {
-        find $a -type f | grep -v -e /stats/ -e /tried_regions/ | sed "s|^$a/|file |"
-        grep -r '' $a 2> /dev/null | grep -v -e /stats/ -e /tried_regions/ | sed "s|^$a/||"
-        st=/sys/module/damon_stat/parameters/enabled
-        [ -e $st ] && echo "damon_stat=$(cat $st)"
-    } | sort > "$1"
-}
-damon_leave_stopped_kdamond() {
-    k=/sys/kernel/mm/damon/admin/kdamonds
-    echo 1 > $k/nr_kdamonds
-    c=$k/0/contexts
-    echo 1 > $c/nr_contexts
-    c=$c/0
-    echo paddr > $c/operations
-    echo 7000 > $c/monitoring_attrs/intervals/sample_us
-    echo 140000 > $c/monitoring_attrs/intervals/aggr_us
-    echo 2100000 > $c/monitoring_attrs/intervals/update_us
-    echo 12 > $c/monitoring_attrs/nr_regions/min
-    echo 345 > $c/monitoring_attrs/nr_regions/max
-    echo 1 > $c/targets/nr_targets
-    echo 1 > $c/targets/0/regions/nr_regions
-    echo 4194304 > $c/targets/0/regions/0/start
-    echo 12582912 > $c/targets/0/regions/0/end
-    echo 1 > $c/schemes/nr_schemes
-    s=$c/schemes/0
-    echo pageout > $s/action
-    echo 8192 > $s/access_pattern/sz/min
-    echo 3 > $s/access_pattern/nr_accesses/max
-    echo 7 > $s/access_pattern/age/min
-    echo 17 > $s/quotas/ms
-    echo 1048576 > $s/quotas/bytes
-    echo 900 > $s/quotas/reset_interval_ms
-    echo 3 > $s/quotas/weights/sz_permil
-    echo 5 > $s/quotas/weights/nr_accesses_permil
-    echo 11 > $s/quotas/weights/age_permil
-    echo free_mem_rate > $s/watermarks/metric
-    echo 5000000 > $s/watermarks/interval_us
-    echo 900 > $s/watermarks/high
-    echo 500 > $s/watermarks/mid
-    echo 100 > $s/watermarks/low
-    [ -e $s/apply_interval_us ] && echo 40000 > $s/apply_interval_us
-    return 0
-}
-"#;
+pub const DAMON_HELPERS: &str =
+    damon_lab::script::without_header(include_str!("../scripts/common_damon_helpers.sh"));
 
 /// A `damon_dump` (see [`DAMON_HELPERS`]) taken after `damon_leave_stopped_kdamond` holds its
 /// paddr context, quota and stopped state, and the line `also`.
