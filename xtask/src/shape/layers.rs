@@ -121,7 +121,7 @@ pub const CRATE_LAYERS: &[Layer] = &[
     Layer {
         name: "tools",
         about: "developer tools: build, dist, checks (xtask); the VM lab, experiments and \
-                guest tests (damon-lab, planned)",
+                guest tests (damon-lab)",
         members: &["damon-lab", "xtask"],
     },
 ];
