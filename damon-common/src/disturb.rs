@@ -127,6 +127,14 @@ pub struct Snapshot {
     pub hardirqs: u32,
     /// The CPU's softirqs so far.
     pub softirqs: u32,
+    /// 1 when the two clocks below were read (the task has a clock, see
+    /// [`crate::breakdown`]), 0 otherwise.
+    pub clocked: u32,
+    pub _pad: u32,
+    /// The task's off-CPU clock.
+    pub off_ns: u64,
+    /// The task's interrupt clock.
+    pub irq_ns: u64,
 }
 
 /// A difference of two 32-bit counter reads as a record field.
@@ -228,6 +236,7 @@ mod tests {
             nivcsw,
             hardirqs,
             softirqs,
+            ..Snapshot::default()
         }
     }
 

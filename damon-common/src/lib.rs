@@ -144,6 +144,13 @@ pub struct CallRecord {
     pub hardirqs: u16,
     /// Softirqs the CPU ran during the call; as `hardirqs`.
     pub softirqs: u16,
+    /// Time the task spent off the CPU during the call (switched out: asleep or preempted), ns;
+    /// see [`breakdown`]: 0 when not measured, [`breakdown::UNKNOWN_NS`] where not known,
+    /// [`breakdown::SATURATED_NS`] from about 4.3 s up.
+    pub off_cpu_ns: u32,
+    /// Time the call's CPU spent in hard and soft interrupts while the call was on it, ns (the
+    /// kernel's IRQ time accounting); as `off_cpu_ns`.
+    pub irq_ns: u32,
 }
 
 /// Function id of an aggregation-interval boundary marker (a [`CallRecord`] that is not a call).
@@ -324,7 +331,7 @@ pub const fn hist_bucket_bounds(bucket: u32, width_ns: u64) -> (u64, u64) {
 
 /// Size of a [`CallRecord`] on the wire.
 pub const CALL_RECORD_SIZE: usize = core::mem::size_of::<CallRecord>();
-const _: () = assert!(CALL_RECORD_SIZE == 64);
+const _: () = assert!(CALL_RECORD_SIZE == 72);
 
 /// Per-CPU, per-function counters, at index `func * NR_COUNTERS + counter`.
 #[repr(u32)]
@@ -529,13 +536,15 @@ pub const fn stamp_key_func(key: u64) -> u32 {
 }
 
 pub mod attach;
+pub mod breakdown;
 pub mod cookie;
 pub mod disturb;
 pub mod order;
+pub mod slow;
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: CallRecord is repr(C), made only of integers, with no padding (64 bytes = 5*8+4*4+4*2).
+    // SAFETY: CallRecord is repr(C), made only of integers, with no padding (72 bytes = 5*8+4*4+4*2+2*4).
     unsafe impl aya::Pod for super::CallRecord {}
     // SAFETY: StampStack is repr(C), integers only, padding made explicit by `_pad`.
     unsafe impl aya::Pod for super::StampStack {}

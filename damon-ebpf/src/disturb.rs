@@ -173,6 +173,7 @@ pub(crate) fn snapshot() -> Snapshot {
         nivcsw,
         hardirqs,
         softirqs,
+        ..Snapshot::default()
     }
 }
 

@@ -405,6 +405,8 @@ pub(crate) fn finish(func: u32, pid_tgid: u64, idle: u32, call: Ended) {
                 preempted,
                 hardirqs,
                 softirqs,
+                off_cpu_ns: 0,
+                irq_ns: 0,
             });
             slot.submit(wake_flags());
             bump(func, Counter::Emitted);

@@ -211,6 +211,7 @@ fn session_meta(
         filter: config.filter.clone(),
         disturbance: Some(tracer.disturbance().clone()),
         clock: config.clock,
+        slow: None,
     })
 }
 
@@ -495,6 +496,7 @@ impl Session {
                 .is_some()
                 .then(|| self.meta.calibration.clone())
                 .flatten(),
+            slow: Default::default(),
         })
     }
 }

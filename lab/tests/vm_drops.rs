@@ -2,7 +2,7 @@
 //!
 //! - **Ring full, kprobe.** `--func` on the kernel function behind getppid(2), `--attach
 //!   kprobe`, a 4 KiB ring, and a reader stopped (SIGSTOP) while `bench-loop` makes
-//!   `RING_CALLS` calls: the ring holds at most 64 records, every other call is lost to it. The
+//!   `RING_CALLS` calls: the ring holds at most 51 records, every other call is lost to it. The
 //!   kretprobe program must count each one (`ring_full`): `calls` equals the calls made, the
 //!   identity `calls == count + dropped + in_flight` holds in the report and in the kernel's
 //!   own counters, and `record` ends with the ring-full warning. (The overload test,
@@ -27,8 +27,9 @@ use damon_lab::kernel::Kernel;
 
 /// getppid calls made while the ring's reader is stopped.
 const RING_CALLS: u64 = 2000;
-/// Records a 4096-byte ring holds: each takes 64 bytes (8-byte header + 56-byte record).
-const RING_RECORDS: u64 = 4096 / 64;
+/// Records a 4096-byte ring holds at most: each takes 80 bytes (8-byte header + 72-byte
+/// record).
+const RING_RECORDS: u64 = 4096 / (8 + damon_common::CALL_RECORD_SIZE as u64);
 /// Stamp map entries (the knob).
 const MAP: u64 = 3;
 /// FIFO readers blocked in `fifo_open` at once. With the writer, `READERS + 1` calls are open

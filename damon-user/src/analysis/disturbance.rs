@@ -229,6 +229,8 @@ pub fn status(capture: &Capture) -> DisturbanceStatus {
             .as_ref()
             .map(|d| d.hardirq_sources.clone())
             .unwrap_or_default(),
+        breakdown: false,
+        irq_time_missing: None,
     }
 }
 

@@ -97,11 +97,13 @@ pub fn stream_capture(
             filter: Default::default(),
             disturbance: None,
             clock: Default::default(),
+            slow: None,
         },
         records,
         summary: end.map(|(duration_ns, counters)| Summary::new(duration_ns, "duration", counters)),
         marks: Vec::new(),
         hist_snapshots: Vec::new(),
+        slow_calls: Vec::new(),
     }
 }
 
@@ -146,6 +148,8 @@ pub fn disturbed_capture() -> Capture {
         measured: true,
         why_not: None,
         hardirq_sources: vec!["kstat.irqs_sum".into()],
+        breakdown: false,
+        irq_time_missing: None,
     });
     c
 }

@@ -203,6 +203,7 @@ fn bench_meta(command: &str, ring_size: u32, start_monotonic_ns: u64) -> Meta {
         filter: Default::default(),
         disturbance: None,
         clock: Default::default(),
+        slow: None,
     }
 }
 

@@ -462,6 +462,7 @@ impl Assembler {
             summary: self.summary,
             marks: self.marks,
             hist_snapshots: self.hist_snapshots,
+            slow_calls: Vec::new(),
         })
     }
 }

@@ -15,11 +15,13 @@ mod error;
 pub mod format;
 mod header;
 mod hist;
+mod slow;
 pub mod stdio;
 pub mod stream;
 mod v1;
 
 pub use attach::{AttachState, Mode};
+pub use slow::{SlowCall, SlowCounters, SlowSettings};
 
 #[cfg(test)]
 mod proptests;
@@ -152,6 +154,9 @@ pub struct Meta {
     /// instruction clock existed.
     #[serde(default)]
     pub clock: Clock,
+    /// `record --slow`: which calls were kept with their stacks; `None`: none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow: Option<SlowSettings>,
 }
 
 /// What a session's records say about disturbance.
@@ -166,9 +171,25 @@ pub struct DisturbanceStatus {
     /// `irq_stat` (21 counts)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hardirq_sources: Vec<String>,
+    /// Each record also has its time breakdown (`damon_common::breakdown`: off the CPU, in
+    /// interrupts, on it); `false` in captures written before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub breakdown: bool,
+    /// Why the breakdown has no interrupt time (the kernel has no IRQ time accounting, or has
+    /// it off): a call's interrupt time is then part of its on-CPU time. `None`: measured (or
+    /// no breakdown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_time_missing: Option<String>,
 }
 
 impl DisturbanceStatus {
+    /// Whether `meta`'s records carry the time breakdown.
+    pub fn breakdown(meta: &Meta) -> bool {
+        meta.disturbance
+            .as_ref()
+            .is_some_and(|d| d.measured && d.breakdown)
+    }
+
     /// Whether `meta`'s records carry disturbance counts.
     pub fn measured(meta: &Meta) -> bool {
         meta.disturbance.as_ref().is_some_and(|d| d.measured)
@@ -383,6 +404,9 @@ pub struct Summary {
     /// header was written); reading the capture puts it in `meta.calibration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<serde_json::Value>,
+    /// `record --slow`: each function's slow calls, kept and lost, keyed by function id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slow: BTreeMap<u32, SlowCounters>,
 }
 
 impl Summary {
@@ -403,6 +427,7 @@ impl Summary {
             intervals: None,
             kernel_hist: BTreeMap::new(),
             calibration: None,
+            slow: BTreeMap::new(),
         }
     }
 }
@@ -462,6 +487,8 @@ pub struct Capture {
     pub marks: Vec<CallRecord>,
     /// Kernel mode: periodic cumulative histogram snapshots, oldest first.
     pub hist_snapshots: Vec<HistSnapshot>,
+    /// The slow calls kept with their stacks (`record --slow`), in arrival order.
+    pub slow_calls: Vec<SlowCall>,
 }
 
 impl Capture {

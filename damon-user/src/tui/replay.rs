@@ -43,6 +43,7 @@ impl ReplaySchedule {
             summary,
             marks,
             hist_snapshots,
+            slow_calls: _,
         } = capture;
         let ids: Vec<u32> = meta.functions.iter().map(|f| f.id).collect();
         let records: Vec<CallRecord> = records

@@ -32,7 +32,7 @@ pub enum Config {
     FloorFentryStamp,
     /// The kprobe floor plus the same per-task stamp (`bench-floor --attach kprobe-stamp`).
     FloorKprobeStamp,
-    /// The kprobe stamp floor plus one 64-byte ring record per call, reserved and submitted
+    /// The kprobe stamp floor plus one 72-byte ring record per call, reserved and submitted
     /// without a wake-up (`bench-floor --attach kprobe-stamp-ring`): the least an exact
     /// stream tracer under kprobe does.
     FloorKprobeStampRing,
@@ -40,7 +40,7 @@ pub enum Config {
     /// call's cookie and reading the clock again at return (`bench-floor --attach session`):
     /// exact with no map.
     FloorSession,
-    /// The session floor plus the 64-byte ring record per call (`bench-floor --attach
+    /// The session floor plus the 72-byte ring record per call (`bench-floor --attach
     /// session-ring`): the least an exact stream tracer on kprobe sessions does.
     FloorSessionRing,
     /// The session floor on the BPF trampoline: one fsession program (`bench-floor --attach
@@ -148,13 +148,13 @@ impl Config {
                 "floor: kprobe/kretprobe pair reading the clock, with a per-task stamp in a hash map"
             }
             Config::FloorKprobeStampRing => {
-                "floor: kprobe/kretprobe pair with the per-task stamp and a 64-byte ring record per call"
+                "floor: kprobe/kretprobe pair with the per-task stamp and a 72-byte ring record per call"
             }
             Config::FloorSession => {
                 "floor: kprobe session reading the clock at entry (kept in the cookie) and return"
             }
             Config::FloorSessionRing => {
-                "floor: kprobe session with the cookie stamp and a 64-byte ring record per call"
+                "floor: kprobe session with the cookie stamp and a 72-byte ring record per call"
             }
             Config::FloorFsession => {
                 "floor: fsession (trampoline) reading the clock at entry (kept in the cookie) and return"

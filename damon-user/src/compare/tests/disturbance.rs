@@ -36,6 +36,8 @@ fn run_with(shift: i64, disturbed: usize) -> Capture {
         measured: true,
         why_not: None,
         hardirq_sources: vec!["kstat.irqs_sum".into()],
+        breakdown: false,
+        irq_time_missing: None,
     });
     c
 }

@@ -63,6 +63,8 @@ pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters 
                 measured: false,
                 why_not: Some(why),
                 hardirq_sources: Vec::new(),
+                breakdown: false,
+                irq_time_missing: None,
             },
         },
     }
@@ -129,6 +131,8 @@ fn find(btf: &Btf, sym: &dyn Fn(&str) -> Result<u64, String>) -> Result<Counters
             measured: true,
             why_not: None,
             hardirq_sources: sources,
+            breakdown: false,
+            irq_time_missing: None,
         },
     })
 }

@@ -84,6 +84,8 @@ mod tests {
             preempted: 2,
             hardirqs: u16::MAX,
             softirqs: 4,
+            off_cpu_ns: 1_000,
+            irq_ns: u32::MAX,
         };
         let mut bytes = Vec::new();
         bytes.extend_from_slice(&rec.entry_ns.to_le_bytes());
@@ -97,8 +99,11 @@ mod tests {
         for v in rec.disturbance() {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
+        for v in [rec.off_cpu_ns, rec.irq_ns] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
         assert_eq!(decode(&bytes), Some(rec));
-        assert_eq!(decode(&bytes[..63]), None);
+        assert_eq!(decode(&bytes[..71]), None);
         bytes.push(0);
         assert_eq!(decode(&bytes), None);
     }

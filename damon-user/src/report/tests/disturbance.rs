@@ -119,6 +119,8 @@ fn captures_that_did_not_measure_say_why_in_one_line_and_null() {
         measured: false,
         why_not: Some("kernel mode keeps no per-call records".into()),
         hardirq_sources: Vec::new(),
+        breakdown: false,
+        irq_time_missing: None,
     });
     let r = build(&c, &opts()).expect("report");
     assert!(
