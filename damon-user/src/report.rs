@@ -17,7 +17,10 @@ use crate::{
 /// records the report then loads), then the report.
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     use anyhow::Context as _;
-    let opts = ReportOptions::new(&args.filter, &args.buckets);
+    let opts = ReportOptions {
+        slowest: args.slowest,
+        ..ReportOptions::new(&args.filter, &args.buckets)
+    };
     if let Some(path) = &args.heatmap {
         crate::heatmap_svg::write_report(&args.file, path, args.force, &opts)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -4,7 +4,8 @@ use damon_common::FunctionId;
 
 use super::{
     BucketTable, FilterEcho, FunctionReport, Report, ReportMeta, ReportOptions, Selected,
-    check_functions, counters, damon, disturbance, kernel, select, value_name, values,
+    breakdown, check_functions, counters, damon, disturbance, kernel, select, slow, time,
+    value_name, values,
 };
 use crate::{
     capture::{Capture, DisturbanceStatus, FunctionCounters, FunctionStatus, HistSnapshot},
@@ -17,9 +18,12 @@ use crate::{
     },
 };
 
-/// Builds the report of a capture (pure).
-pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageError> {
-    check_functions(capture, &opts.functions)?;
+/// Builds the report of a capture (pure): its statistics over the durations `opts.time` asks
+/// for ([`time::timed`]), the breakdown and slow calls over the records as recorded.
+pub fn build(recorded: &Capture, opts: &ReportOptions) -> Result<Report, UsageError> {
+    check_functions(recorded, &opts.functions)?;
+    let timed = time::timed(recorded, opts, None)?;
+    let capture: &Capture = &timed;
     let kernel_mode = capture.is_kernel_mode();
     let hists = if kernel_mode {
         kernel::check_options(opts)?;
@@ -44,7 +48,9 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             )?
         } else {
             let sel = selected.remove(&status.id).unwrap_or_default();
-            stream_function(capture, status, sel, opts, calibration.as_ref())?
+            let (mut f, k) = stream_function(capture, status, sel, opts, calibration.as_ref())?;
+            explain(recorded, status.id, opts, &mut f);
+            (f, k)
         };
         accounting_warnings(&f, &k, capture.meta.ring_size, &mut warnings);
         functions.push(f);
@@ -62,11 +68,12 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
             s.malformed_items
         ));
     }
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = time::note(&capture.meta, opts.time).into_iter().collect();
     if kernel_mode {
         notes.push(kernel::NOT_AVAILABLE.to_owned());
     }
     notes.extend(task_filter_note(capture, &functions));
+    warnings.extend(set_aside_warnings(&functions));
     Ok(Report {
         meta: meta(capture, opts, calibration.as_ref()),
         functions,
@@ -74,6 +81,39 @@ pub fn build(capture: &Capture, opts: &ReportOptions) -> Result<Report, UsageErr
         warnings,
         notes,
     })
+}
+
+/// A stream function's time breakdown, the records `--time` set aside, and its slow calls,
+/// from the records as recorded.
+fn explain(recorded: &Capture, id: u32, opts: &ReportOptions, f: &mut FunctionReport) {
+    f.set_aside = time::set_aside(recorded, id, opts);
+    let has_breakdown = DisturbanceStatus::breakdown(&recorded.meta);
+    if has_breakdown {
+        f.breakdown = breakdown::summarize(
+            recorded
+                .records
+                .iter()
+                .filter(|r| r.func == id && opts.keeps(r.cpu, r.pid))
+                .filter(|r| !opts.clean_only || r.is_clean()),
+        );
+    }
+    f.slow = slow::function(recorded, id, opts, has_breakdown);
+}
+
+/// One line per function whose records `--time on-cpu` could not time.
+fn set_aside_warnings(functions: &[FunctionReport]) -> Vec<String> {
+    functions
+        .iter()
+        .filter_map(|f| {
+            let n = f.set_aside.filter(|&n| n > 0)?;
+            Some(format!(
+                "{}: {n} of {} calls set aside: their breakdown is unknown (no task clock, or \
+                 the entry snapshot was lost), so they have no on-CPU time",
+                f.name,
+                f.matched + n
+            ))
+        })
+        .collect()
 }
 
 /// What the recording's task filter left out: `calls` are the calls of the selected tasks;
@@ -232,6 +272,7 @@ fn meta(capture: &Capture, opts: &ReportOptions, calibration: Option<&Calibratio
         disturbance: disturbance::status(capture),
         clock: m.clock,
         unit: m.clock.unit(),
+        time: opts.time,
     }
 }
 

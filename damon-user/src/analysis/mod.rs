@@ -2,16 +2,20 @@
 //! corrected), range tables, disturbance, values, time per DAMON interval and kernel-mode
 //! histograms, as a [`Report`] model (pure). The `report` command renders it; compare,
 //! export, tui, serve and the heatmaps build on the same pieces.
+pub mod breakdown;
 pub(crate) mod build;
 pub mod damon;
 pub mod disturbance;
 pub mod kernel;
+pub mod slow;
 #[cfg(test)]
 pub(crate) mod test_support;
+pub mod time;
 pub mod values;
 
 pub use build::build;
 use std::collections::BTreeMap;
+pub use time::TimeBasis;
 
 use damon_common::{CallRecord, FunctionId};
 use serde::Serialize;
@@ -79,6 +83,9 @@ pub struct ReportMeta {
     /// instruction clock, where the fields keep their names but hold path lengths.
     pub clock: Clock,
     pub unit: &'static str,
+    /// `--time`: `wall`, or `on-cpu` (every duration is the call's on-CPU time: wall minus
+    /// off-CPU and interrupt time; the first note says whether interrupt time is in it).
+    pub time: TimeBasis,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -161,6 +168,16 @@ pub struct FunctionReport {
     /// Kernel mode: the percentiles above are bucket tops; their ranges and error bound.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolution: Option<kernel::BucketResolution>,
+    /// `--time on-cpu`: records `--cpu`/`--pid` select whose breakdown is unknown, so are in
+    /// no statistic (`matched` excludes them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<u64>,
+    /// Where the time went (captures with the time breakdown), over the wall times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<breakdown::BreakdownSummary>,
+    /// The slow calls kept whole (`record --slow`), slowest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow: Option<slow::SlowReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -179,6 +196,10 @@ pub struct ReportOptions {
     pub max_ns: Option<u64>,
     /// Only clean calls (`compare --clean`): the others are counted, never timed.
     pub clean_only: bool,
+    /// `--time`: wall or on-CPU durations (see [`time`]).
+    pub time: TimeBasis,
+    /// `--slowest`: slow calls a function's text and Markdown show.
+    pub slowest: usize,
 }
 
 // (`ReportOptions::new`, from the command line's filter and bucket flags, is the CLI
@@ -189,10 +210,12 @@ impl ReportOptions {
             && (self.pid.is_empty() || self.pid.contains(&pid))
     }
 
-    /// Whether a record is timed: its CPU and pid are selected and, with
-    /// [`Self::clean_only`], it is clean.
+    /// Whether a record is timed: its CPU and pid are selected, with
+    /// [`Self::clean_only`] it is clean, and under on-CPU time its breakdown is known.
     pub fn keeps_record(&self, r: &CallRecord) -> bool {
-        self.keeps(r.cpu, r.pid) && (!self.clean_only || r.is_clean())
+        self.keeps(r.cpu, r.pid)
+            && (!self.clean_only || r.is_clean())
+            && time::timed_record(self.time, r)
     }
 }
 
@@ -227,7 +250,8 @@ pub fn select(capture: &Capture, opts: &ReportOptions) -> BTreeMap<u32, Selected
     for r in &capture.records {
         let s = by_func.entry(r.func).or_default();
         s.count += 1;
-        if measured && opts.keeps(r.cpu, r.pid) {
+        // Under on-CPU time, the calls set aside (breakdown unknown) are in no statistic.
+        if measured && opts.keeps(r.cpu, r.pid) && time::timed_record(opts.time, r) {
             s.disturbance.add(r);
             if r.is_clean() {
                 s.clean_durations.push(r.duration_ns);
@@ -320,6 +344,9 @@ impl FunctionReport {
             buckets: None,
             per_interval: None,
             resolution: None,
+            set_aside: None,
+            breakdown: None,
+            slow: None,
         }
     }
 }

@@ -230,3 +230,111 @@ pub fn test_capture(durations: &[u64], finished: bool) -> Capture {
     }
     c
 }
+
+/// `damon_hot_score` (id 0) with the time breakdown and three slow calls kept (threshold
+/// 1000 ns). Ten calls, numbers chosen so that every on-CPU time is 100 ns:
+/// - six of 100 ns, all on the CPU;
+/// - two of 1000 ns that were 900 ns off the CPU (slow: kept);
+/// - one of 300 ns with 200 ns of interrupts;
+/// - one of 5000 ns whose breakdown is unknown (slow: kept).
+///
+/// Known calls: wall 2900 ns in all, 1800 off the CPU, 200 in interrupts, 900 on it. One more
+/// slow call was lost to a full ring (`ring_full` 1). Arguments `nr_accesses` (arg0) and `age`
+/// (arg1) are recorded; the value is the hotness score.
+pub fn breakdown_capture() -> Capture {
+    use damon_common::breakdown::UNKNOWN_NS;
+
+    use crate::capture::{ArgStatus, SlowCall, SlowCounters, SlowSettings};
+    let call = |i: u64, duration_ns: u64, off: u32, irq: u32| CallRecord {
+        entry_ns: i * 10_000,
+        duration_ns,
+        off_cpu_ns: off,
+        irq_ns: irq,
+        value: 40 + i as i64,
+        pid: 100,
+        tid: 100 + i as u32,
+        cpu: (i % 2) as u32,
+        func: 0,
+        arg0: i as i64,
+        arg1: 2 * i as i64,
+        ..CallRecord::default()
+    };
+    let mut records: Vec<CallRecord> = (0..6).map(|i| call(i, 100, 0, 0)).collect();
+    records.push(call(6, 1000, 900, 0));
+    records.push(call(7, 1000, 900, 0));
+    records.push(call(8, 300, 0, 200));
+    records.push(call(9, 5000, UNKNOWN_NS, UNKNOWN_NS));
+    let stack = |leaf: &str| vec![format!("{leaf}+0x10"), "kdamond_fn+0x2a0".to_owned()];
+    let slow_calls = vec![
+        SlowCall {
+            call: records[6],
+            stack: stack("schedule"),
+        },
+        SlowCall {
+            call: records[9],
+            stack: stack("damon_pa_check_accesses"),
+        },
+        SlowCall {
+            call: records[7],
+            stack: stack("msleep"),
+        },
+    ];
+    let functions = vec![FunctionStatus {
+        name: "damon_hot_score".into(),
+        id: 0,
+        attach: AttachState::Traced(crate::trace::Attach::Fentry),
+        detail: None,
+    }];
+    let counters = BTreeMap::from([(
+        0,
+        FunctionCounters {
+            calls: 10,
+            emitted: 10,
+            ..Default::default()
+        },
+    )]);
+    let mut c = stream_capture(functions, records, Some((1_000_000, counters)));
+    c.meta.disturbance = Some(DisturbanceStatus {
+        measured: true,
+        why_not: None,
+        hardirq_sources: vec!["kstat.irqs_sum".into()],
+        breakdown: true,
+        irq_time_missing: None,
+    });
+    c.meta.args = vec![ArgStatus {
+        function: "damon_hot_score".into(),
+        recorded: vec!["nr_accesses".into(), "age".into()],
+        missing: Vec::new(),
+        detail: None,
+    }];
+    c.meta.slow = Some(SlowSettings {
+        threshold_ns: 1000,
+        stack_depth: 32,
+        max_per_function: 100,
+    });
+    c.slow_calls = slow_calls;
+    c.summary.as_mut().expect("summary").slow = BTreeMap::from([(
+        0,
+        SlowCounters {
+            kept: 3,
+            ring_full: 1,
+            over_limit: 0,
+        },
+    )]);
+    c
+}
+
+/// [`breakdown_capture`] whose two sleeping calls slept `extra_ns` longer (wall and off-CPU
+/// time grow, on-CPU time stays 100 ns).
+pub fn longer_sleeps(extra_ns: u64) -> Capture {
+    let mut c = breakdown_capture();
+    for r in c.records.iter_mut().filter(|r| r.off_cpu_ns == 900) {
+        r.duration_ns += extra_ns;
+        r.off_cpu_ns += extra_ns as u32;
+    }
+    for s in c.slow_calls.iter_mut().filter(|s| s.call.off_cpu_ns == 900) {
+        s.call.duration_ns += extra_ns;
+        s.call.off_cpu_ns += extra_ns as u32;
+    }
+    c
+}

@@ -10,6 +10,15 @@ use crate::trace::{
     SessionConfig,
 };
 
+impl From<super::TimeArg> for crate::analysis::TimeBasis {
+    fn from(t: super::TimeArg) -> Self {
+        match t {
+            super::TimeArg::Wall => crate::analysis::TimeBasis::Wall,
+            super::TimeArg::OnCpu => crate::analysis::TimeBasis::OnCpu,
+        }
+    }
+}
+
 impl From<ModeArg> for Mode {
     fn from(m: ModeArg) -> Mode {
         match m {

@@ -45,6 +45,12 @@ Examples:
   damon-trace report run.dtcap --bucket-ns 50 --max-ns 2000 --format markdown
   damon-trace report run.dtcap --heatmap run.svg --format markdown > run.md   (links run.svg)
   damon-trace record -o - --duration 10s | damon-trace report -   (`-`: the capture on stdin)
+  damon-trace report run.dtcap --time on-cpu   (each call's time on the CPU: --disturbance)
+  damon-trace report run.dtcap --slowest 10   (the slow calls `record --slow` kept)
+
+A capture recorded with --disturbance (stream mode) also shows where each function's time went
+(off the CPU, in interrupts, on it); one recorded with --slow, each function's slowest calls
+with their breakdown, arguments, CPU, task and kernel stack (JSON: every kept one).
 
 Exit status:
   0  the report was written
@@ -58,6 +64,10 @@ Examples:
   damon-trace compare --before a1.dtcap a2.dtcap a3.dtcap --after b1.dtcap b2.dtcap b3.dtcap
   damon-trace compare before.dtcap after.dtcap --format json
   damon-trace compare before.dtcap after.dtcap --plot - > plot.svg   (the SVG alone on stdout)
+  damon-trace compare before.dtcap after.dtcap --time on-cpu   (on-CPU times: --disturbance)
+
+Each function also gets each run's share of slow calls (wall time at least the captures' --slow
+threshold, or the rule stated) and how their time splits where the captures have the breakdown.
 
 The run (one boot, one recording) is the unit of replication: calls of one run share its boot
 and are not independent. A verdict needs at least two runs a side (Welch's t on the per-run
@@ -76,6 +86,10 @@ Examples:
   damon-trace export run.dtcap --format openmetrics > run.prom
   damon-trace export run.dtcap --format json | jq .accounting
   damon-trace export - --format csv-buckets < run.dtcap   (`-`: the capture on stdin)
+  damon-trace export run.dtcap --format csv-buckets --time on-cpu   (on-CPU range rows)
+
+json and csv carry each call's off_cpu_ns and irq_ns when the capture has the breakdown
+(--disturbance), json also the kept slow calls with their stacks.
 
 A reader that stops early (`| head`) ends the export normally (status 0).
 

@@ -341,6 +341,11 @@ pub struct ReportArgs {
     /// Overwrite the --heatmap file if it exists.
     #[arg(long, requires = "heatmap")]
     pub force: bool,
+    /// Slow calls (kept by `record --slow`) shown per function in the table and Markdown,
+    /// slowest first, each with its breakdown, arguments, CPU, task and stack; 0: none. JSON
+    /// holds every kept one.
+    #[arg(long, value_name = "N", default_value_t = crate::analysis::slow::DEFAULT_SLOWEST)]
+    pub slowest: usize,
     #[command(flatten)]
     pub buckets: BucketArgs,
     #[command(flatten)]
@@ -532,6 +537,22 @@ pub struct RecordFilter {
     /// Only calls made by these processes (thread group ids, comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "PIDS")]
     pub pid: Vec<u32>,
+    /// The time every statistic is over: wall (entry to return) or on-cpu (wall minus the
+    /// time off the CPU and in interrupts: the function's own work). on-cpu needs a capture
+    /// recorded with --disturbance in stream mode; calls whose breakdown is unknown are set
+    /// aside and counted.
+    #[arg(long, value_enum, default_value_t = TimeArg::Wall)]
+    pub time: TimeArg,
+}
+
+/// `--time` of report, compare and export.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum TimeArg {
+    /// Entry to return.
+    #[default]
+    Wall,
+    /// Wall time minus time off the CPU and in interrupts.
+    OnCpu,
 }
 
 impl crate::analysis::ReportOptions {
@@ -544,6 +565,8 @@ impl crate::analysis::ReportOptions {
             bucket_ns: buckets.bucket_ns,
             max_ns: buckets.max_ns,
             clean_only: false,
+            time: filter.time.into(),
+            slowest: crate::analysis::slow::DEFAULT_SLOWEST,
         }
     }
 }

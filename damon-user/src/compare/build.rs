@@ -7,23 +7,47 @@ use super::{
     ALPHA, Comparison, FunctionComparison, Inputs, Method, PERCENTILES, PercentileDelta, RangeRow,
     RunsPair, intervals, kernel, plot, runs,
     side::{Run, pooled, row_spread, side_meta, side_runs, traced},
-    values, verdict,
+    slow, values, verdict,
     warnings::{header_warnings, workload_warnings},
 };
 use crate::{
-    analysis::{ReportOptions, check_functions, disturbance, select},
+    analysis::{ReportOptions, check_functions, disturbance, select, time},
     capture::{Capture, Clock},
     error::UsageError,
     stats::{buckets::BucketGrid, ranktest},
 };
 
-/// Compares the runs of two sides (pure; deterministic).
+/// Compares the runs of two sides (pure; deterministic): the statistics over the durations
+/// `opts.time` asks for ([`time::timed`]), the slow-call shares over the wall times.
 pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageError> {
     if inp.before.is_empty() || inp.after.is_empty() {
         return Err(UsageError(
             "compare needs at least one capture a side".to_owned(),
         ));
     }
+    fn timed<'a>(
+        side: &[(&'a str, &'a Capture)],
+        opts: &ReportOptions,
+    ) -> Result<Vec<(&'a str, std::borrow::Cow<'a, Capture>)>, UsageError> {
+        side.iter()
+            .map(|&(file, c)| Ok((file, time::timed(c, opts, Some(file))?)))
+            .collect()
+    }
+    let (tb, ta) = (timed(&inp.before, opts)?, timed(&inp.after, opts)?);
+    let timed_inp = Inputs {
+        before: tb.iter().map(|(f, c)| (*f, &**c)).collect(),
+        after: ta.iter().map(|(f, c)| (*f, &**c)).collect(),
+    };
+    let mut cmp = compare(&timed_inp, opts)?;
+    cmp.slow_threshold = slow::threshold(inp);
+    for f in &mut cmp.functions {
+        f.slow = slow::share(&f.name, inp, opts, &cmp.slow_threshold);
+    }
+    Ok(cmp)
+}
+
+/// [`build`] over the timed captures.
+fn compare(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageError> {
     let all: Vec<&Capture> = inp.before.iter().chain(&inp.after).map(|r| r.1).collect();
     let clock = one_clock(inp)?;
     check_wanted(&all, opts)?;
@@ -67,6 +91,12 @@ pub fn build(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageErro
         method: method(runs_before, runs_after, tested, opts.clean_only, clock),
         clock,
         unit: clock.unit(),
+        time: opts.time,
+        time_note: all.iter().find_map(|c| time::note(&c.meta, opts.time)),
+        slow_threshold: slow::SlowThreshold {
+            ns: None,
+            rule: String::new(),
+        },
     })
 }
 
@@ -234,12 +264,24 @@ fn function(
     unit: &'static str,
 ) -> Result<(FunctionComparison, Vec<String>), UsageError> {
     let (rb, ra) = (&runs.before, &runs.after);
-    let (before, b, kb) = pooled(rb, methods(rb)[0]);
-    let (after, a, ka) = pooled(ra, methods(ra)[0]);
+    let (mut before, b, kb) = pooled(rb, methods(rb)[0]);
+    let (mut after, a, ka) = pooled(ra, methods(ra)[0]);
+    for (s, runs) in [(&mut before, rb), (&mut after, ra)] {
+        s.set_aside = runs
+            .iter()
+            .map(|r| time::set_aside(r.capture, r.id, opts))
+            .sum();
+    }
     let multi = inp.before.len() > 1 || inp.after.len() > 1;
     let (grid, rows) = range_rows(opts, (&b, &a), (kb.as_ref(), ka.as_ref()), runs, multi)?;
     let mut warnings = Vec::new();
     for (label, s) in [("before", &before), ("after", &after)] {
+        if let Some(n) = s.set_aside.filter(|&n| n > 0) {
+            warnings.push(format!(
+                "{name}: {n} of the {label} side's calls set aside: their breakdown is \
+                 unknown, so they have no on-CPU time"
+            ));
+        }
         if s.dropped > 0 {
             warnings.push(format!(
                 "{name}: {} of {} calls dropped {label}: the recorded calls may not represent \
@@ -288,6 +330,7 @@ fn function(
         workload_differs,
         per_interval: intervals::compare(&Run::intervals(rb), &Run::intervals(ra), unit),
         values,
+        slow: None,
     };
     Ok((f, warnings))
 }

@@ -13,6 +13,7 @@ pub mod plot;
 pub mod render;
 mod runs;
 mod side;
+pub mod slow;
 #[cfg(test)]
 mod tests;
 pub mod values;
@@ -67,6 +68,13 @@ pub struct Comparison {
     /// `*_ns` value under it: `ns`, or `insn` (instructions executed).
     pub clock: crate::capture::Clock,
     pub unit: &'static str,
+    /// `--time`: `wall`, or `on-cpu` (every duration is the call's on-CPU time).
+    pub time: crate::analysis::TimeBasis,
+    /// Under `on-cpu`: what the times are, and whether interrupt time is in them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_note: Option<String>,
+    /// The threshold of the slow-call shares (`functions[].slow`) and how it was chosen.
+    pub slow_threshold: slow::SlowThreshold,
 }
 
 #[derive(Debug, Serialize)]
@@ -133,6 +141,10 @@ pub struct SideStats {
     /// The latencies over the clean calls only, all runs pooled; `null` unless every run
     /// measured disturbance, or without a clean call.
     pub clean_percentiles: Option<LatencyStats>,
+    /// `--time on-cpu`: matched calls of all runs whose breakdown is unknown (in no
+    /// statistic).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -206,6 +218,10 @@ pub struct FunctionComparison {
     /// migrated, target nodes, region nr_accesses/age), runs pooled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<values::DistComparison>,
+    /// Each run's share of slow calls (wall time at least `slow_threshold`) and their split;
+    /// absent when no run has per-call records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow: Option<slow::SlowShare>,
     /// Log-spaced bins over both samples, for `--plot` (latencies span decades).
     #[serde(skip)]
     pub log_bins: Vec<plot::LogBin>,
@@ -258,7 +274,27 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     };
     let cmp = build(&inputs, &opts)?;
     if let Some(path) = &args.plot {
-        plot::write_svg(&cmp, &inputs, &opts, path, args.force)
+        // The heatmaps over the same durations as the comparison (`--time`).
+        let timed = |side: &[(&str, &Capture)]| -> Vec<(String, Capture)> {
+            side.iter()
+                .filter_map(|&(f, c)| {
+                    let t = crate::analysis::time::timed(c, &opts, Some(f)).ok()?;
+                    Some((f.to_owned(), t.into_owned()))
+                })
+                .collect()
+        };
+        let (tb, ta) = match opts.time {
+            crate::analysis::TimeBasis::Wall => (Vec::new(), Vec::new()),
+            crate::analysis::TimeBasis::OnCpu => (timed(&inputs.before), timed(&inputs.after)),
+        };
+        let shown = match opts.time {
+            crate::analysis::TimeBasis::Wall => inputs,
+            crate::analysis::TimeBasis::OnCpu => Inputs {
+                before: side(&tb),
+                after: side(&ta),
+            },
+        };
+        plot::write_svg(&cmp, &shown, &opts, path, args.force)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     match &args.plot {

@@ -183,6 +183,7 @@ pub fn pooled(runs: &[Run], attach: Attach) -> (SideStats, Vec<u64>, Option<Kern
             stats,
             disturbance,
             clean_percentiles,
+            set_aside: None,
         },
         durations,
         merged,

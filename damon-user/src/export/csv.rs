@@ -23,11 +23,17 @@ impl Exporter for Calls {
         }
         // Captures that measured disturbance get its four columns (empty where not known).
         let measured = DisturbanceStatus::measured(&c.meta);
-        let extra = if measured {
-            ",slept,preempted,hardirqs,softirqs"
+        let mut extra = if measured {
+            ",slept,preempted,hardirqs,softirqs".to_owned()
         } else {
-            ""
+            String::new()
         };
+        // And those with the time breakdown its two columns (empty where not known).
+        let breakdown = DisturbanceStatus::breakdown(&c.meta);
+        if breakdown {
+            let unit = c.meta.clock.unit();
+            extra.push_str(&format!(",off_cpu_{unit},irq_{unit}"));
+        }
         // The duration's column names its unit: `duration_insn` under the instruction clock.
         writeln!(
             out,
@@ -51,6 +57,11 @@ impl Exporter for Calls {
             )?;
             if measured {
                 for v in super::json::known(r) {
+                    write!(out, ",{}", v.map_or(String::new(), |v| v.to_string()))?;
+                }
+            }
+            if breakdown {
+                for v in [r.off_cpu_ns, r.irq_ns].map(super::json::known_ns) {
                     write!(out, ",{}", v.map_or(String::new(), |v| v.to_string()))?;
                 }
             }

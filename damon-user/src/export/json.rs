@@ -30,6 +30,12 @@ struct Call<'a> {
     /// capture did not measure disturbance.
     #[serde(skip_serializing_if = "Option::is_none")]
     disturbance: Option<[Option<u16>; 4]>,
+    /// Time off the CPU and in interrupts during the call, `null` where not known (or 4.3 s
+    /// and more); absent when the capture has no time breakdown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    off_cpu_ns: Option<Option<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    irq_ns: Option<Option<u32>>,
 }
 
 /// One function's accounting: `calls == records + dropped + in_flight`.
@@ -109,6 +115,7 @@ impl Exporter for Json {
         serde_json::to_writer(&mut *out, &damon::functions(c, &self.0)?)?;
         out.write_all(b",\"records\":[")?;
         let measured = DisturbanceStatus::measured(&c.meta);
+        let breakdown = DisturbanceStatus::breakdown(&c.meta);
         let mut first = true;
         for r in c.records.iter().filter(|r| keeps(c, &self.0, r)) {
             if !first {
@@ -132,12 +139,42 @@ impl Exporter for Json {
                     duration_ns: r.duration_ns,
                     value: r.value,
                     disturbance: measured.then(|| known(r)),
+                    off_cpu_ns: breakdown.then(|| known_ns(r.off_cpu_ns)),
+                    irq_ns: breakdown.then(|| known_ns(r.irq_ns)),
                 },
             )?;
         }
-        out.write_all(b"]}\n")?;
+        out.write_all(b"]")?;
+        if c.meta.slow.is_some() {
+            out.write_all(b",\"slow_calls\":")?;
+            serde_json::to_writer(&mut *out, &slow_calls(c, &self.0, breakdown))?;
+        }
+        out.write_all(b"}\n")?;
         Ok(())
     }
+}
+
+/// Per function, every kept slow call (selected by `--cpu`/`--pid`) with its breakdown,
+/// arguments and stack, as `report --format json` has them.
+fn slow_calls<'c>(
+    c: &'c Capture,
+    opts: &ReportOptions,
+    breakdown: bool,
+) -> std::collections::BTreeMap<&'c str, crate::analysis::slow::SlowReport> {
+    c.meta
+        .functions
+        .iter()
+        .filter(|f| opts.functions.is_empty() || opts.functions.contains(&f.name))
+        .filter_map(|f| {
+            let s = crate::analysis::slow::function(c, f.id, opts, breakdown)?;
+            Some((f.name.as_str(), s))
+        })
+        .collect()
+}
+
+/// A breakdown field as exported: `None` where not known or saturated.
+pub(super) fn known_ns(v: u32) -> Option<u32> {
+    (v < damon_common::breakdown::SATURATED_NS).then_some(v)
 }
 
 /// A record's disturbance fields, `None` where not known.

@@ -117,6 +117,28 @@ mod openmetrics_exporter {
     }
 }
 
+/// The capture with the durations `--time` asks for: on-CPU for the formats that aggregate
+/// (`csv-buckets`, `csv-intervals`, `openmetrics`); the per-call formats refuse it, as they
+/// carry each call's wall time and its breakdown, from which on-CPU time follows.
+pub fn timed(
+    capture: Capture,
+    format: ExportFormat,
+    opts: &ReportOptions,
+) -> Result<Capture, crate::error::UsageError> {
+    if opts.time == crate::analysis::TimeBasis::Wall {
+        return Ok(capture);
+    }
+    if matches!(format, ExportFormat::Json | ExportFormat::Csv) {
+        return Err(crate::error::UsageError(
+            "--time on-cpu: --format json and csv write every call's wall time with its \
+             off_cpu_ns and irq_ns (on-CPU = wall − both); use --time wall with them, or \
+             csv-buckets, csv-intervals or openmetrics for on-CPU aggregates"
+                .to_owned(),
+        ));
+    }
+    Ok(crate::analysis::time::timed(&capture, opts, None)?.into_owned())
+}
+
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let capture = read_file(&args.file)?;
     check_functions(&capture, &args.filter.functions)?;
@@ -124,6 +146,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     if capture.is_kernel_mode() {
         crate::analysis::kernel::check_options(&opts)?;
     }
+    let capture = timed(capture, args.format, &opts)?;
     let exporter = exporter(args.format, opts);
     if args.output == Path::new("-") {
         let stdout = std::io::stdout();

@@ -628,3 +628,83 @@ fn kernel_mode_exports_clean_and_disturbed_calls() {
     f.set_hist(h);
     assert_eq!(f.disturbance.map(|d| (d.clean, d.calls())), Some((8, 20)));
 }
+
+/// `breakdown_capture` in `format`.
+fn export_breakdown(format: ExportFormat, c: &Capture) -> String {
+    let mut out = Vec::new();
+    exporter(format, opts())
+        .export(c, &mut out)
+        .expect("export");
+    String::from_utf8(out).expect("utf-8")
+}
+
+#[test]
+fn csv_and_json_carry_the_breakdown_with_unknown_as_empty_and_null() {
+    let c = crate::analysis::test_support::breakdown_capture();
+    let csv = export_breakdown(ExportFormat::Csv, &c);
+    let mut lines = csv.lines();
+    assert!(
+        lines
+            .next()
+            .expect("header")
+            .ends_with(",off_cpu_ns,irq_ns"),
+        "{csv}"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert!(rows[6].ends_with(",900,0"), "{}", rows[6]);
+    assert!(rows[8].ends_with(",0,200"), "{}", rows[8]);
+    // Unknown: empty, never 4294967295.
+    assert!(rows[9].ends_with(",,"), "{}", rows[9]);
+    assert!(!csv.contains("4294967295"));
+    let json: serde_json::Value =
+        serde_json::from_str(&export_breakdown(ExportFormat::Json, &c)).expect("json");
+    let records = &json["records"];
+    assert_eq!(
+        (
+            records[6]["off_cpu_ns"].as_u64(),
+            records[6]["irq_ns"].as_u64()
+        ),
+        (Some(900), Some(0))
+    );
+    assert!(records[9]["off_cpu_ns"].is_null() && records[9]["irq_ns"].is_null());
+    // The kept slow calls, slowest first, with breakdown and stack.
+    let slow = &json["slow_calls"]["damon_hot_score"];
+    assert_eq!(slow["threshold_ns"], 1000);
+    assert_eq!(slow["counters"]["ring_full"], 1);
+    assert_eq!(slow["calls"][1]["off_cpu_ns"], 900);
+    assert_eq!(slow["calls"][0]["stack"][0], "damon_pa_check_accesses+0x10");
+    // A capture without the breakdown has neither column nor field.
+    let plain = crate::analysis::test_support::capture(true);
+    let csv = export_breakdown(ExportFormat::Csv, &plain);
+    assert!(!csv.contains("off_cpu"), "{csv}");
+    let json = export_breakdown(ExportFormat::Json, &plain);
+    assert!(
+        !json.contains("off_cpu_ns") && !json.contains("slow_calls"),
+        "{json}"
+    );
+}
+
+#[test]
+fn on_cpu_time_is_for_the_aggregate_formats() {
+    let c = crate::analysis::test_support::breakdown_capture();
+    let o = ReportOptions {
+        time: crate::analysis::TimeBasis::OnCpu,
+        ..opts()
+    };
+    for f in [ExportFormat::Json, ExportFormat::Csv] {
+        let err = timed(c.clone(), f, &o).expect_err("per-call format");
+        assert!(err.0.contains("off_cpu_ns and irq_ns"), "{}", err.0);
+    }
+    // csv-buckets over on-CPU times: the nine known calls, all in the 100 ns row.
+    let t = timed(c, ExportFormat::CsvBuckets, &o).expect("on-cpu");
+    let mut out = Vec::new();
+    exporter(ExportFormat::CsvBuckets, o)
+        .export(&t, &mut out)
+        .expect("export");
+    let text = String::from_utf8(out).expect("utf-8");
+    let row = text
+        .lines()
+        .find(|l| l.contains(",100,"))
+        .unwrap_or_else(|| panic!("no 100 ns row in\n{text}"));
+    assert!(row.contains(",9,"), "{row}\n{text}");
+}

@@ -17,7 +17,7 @@ use std::{collections::BTreeMap, path::Path};
 use damon_common::CallRecord;
 
 use crate::{
-    analysis::{ReportOptions, damon::wants_intervals},
+    analysis::{ReportOptions, TimeBasis, damon::wants_intervals, time},
     capture::{
         Capture, Clock, DisturbanceStatus, Meta,
         stream::{Outline, Source, Visitor},
@@ -180,6 +180,11 @@ impl<'a> Collector<'a> {
     /// A batch of the current capture's records (markers and unselected ones are skipped).
     pub fn add(&mut self, records: &[CallRecord]) {
         for r in records {
+            // `--time on-cpu`: the on-CPU durations, as the report's (`analysis::time`).
+            let r = &match self.opts.time {
+                TimeBasis::Wall => *r,
+                TimeBasis::OnCpu => time::on_cpu(r),
+            };
             let Some(&at) = self.ids.get(&r.func) else {
                 continue;
             };
@@ -269,6 +274,10 @@ pub fn collect_file(path: &Path, opts: &ReportOptions) -> anyhow::Result<Option<
     if outline.meta.mode == crate::capture::Mode::Kernel {
         return Ok(None);
     }
+    if let Some(why) = time::not_available(&outline.meta).filter(|_| opts.time == TimeBasis::OnCpu)
+    {
+        return Err(crate::error::UsageError(why).into());
+    }
     let mut c = Collector::new(opts, true);
     c.start(&outline.meta, &marks.0);
     source.visit(&mut c, true)?;
@@ -317,6 +326,9 @@ pub fn write_report(
         outline.meta.kernel.release,
         outline.meta.clock.describe()
     );
+    if opts.time == TimeBasis::OnCpu {
+        title.push_str(" · on-CPU time");
+    }
     if let Some(chunk) = outline.torn_chunk {
         title.push_str(&format!(
             " · the file ends inside chunk {chunk}: the chunks before it"

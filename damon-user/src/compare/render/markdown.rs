@@ -3,9 +3,10 @@ use std::fmt::Write as _;
 
 use super::{
     BRIEF_COLUMNS, clean_rows, closing, corrected_rows, disturbance_line, range_columns,
-    range_rows, side_line, stat_table, test_lines,
+    range_rows, side_line, slow_heading, slow_table, stat_table, test_lines,
 };
 use crate::{
+    analysis::TimeBasis,
     capture::Clock,
     compare::{Comparison, FunctionComparison},
     render::markup::{Markdown, Markup},
@@ -20,8 +21,12 @@ pub fn markdown(c: &Comparison) -> String {
     if c.clock != Clock::Wall {
         let _ = writeln!(out, "- clock: {}", c.clock.describe());
     }
+    if c.time == TimeBasis::OnCpu {
+        let _ = writeln!(out, "- time: on-CPU (`--time on-cpu`)");
+    }
+    let unit = c.time.label(c.unit);
     for f in &c.functions {
-        function(&mut out, f, c.method.clean_only, c.unit);
+        function(&mut out, f, c.method.clean_only, &unit);
     }
     closing(c, &mut out, true);
     out
@@ -59,6 +64,10 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &s
     }
     for t in tests {
         let _ = writeln!(out, "{t}  ");
+    }
+    if let Some(h) = slow_heading(f, unit.split(' ').next().unwrap_or(unit)) {
+        let _ = writeln!(out, "\n{h}:\n");
+        slow_table(&Markdown, out, f);
     }
     if let Some(iv) = &f.per_interval {
         let _ = writeln!(out, "\nTime per DAMON aggregation interval:\n\n```");

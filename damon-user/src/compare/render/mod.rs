@@ -13,7 +13,7 @@ use crate::{
     probe::calibrate::text::format_ns,
     render::{
         markup::{Column, Markup},
-        percent as pct,
+        opt, percent as pct,
     },
     stats::{LatencyStats, buckets::BucketRow, ranktest, runs::Interval},
 };
@@ -308,6 +308,62 @@ fn stat_table(m: &impl Markup, out: &mut String, f: &FunctionComparison, unit: &
     m.rows(out, rows, &columns);
 }
 
+/// The slow-call share table's columns: side, run, calls, slow, share, off-CPU, interrupts,
+/// on-CPU.
+const SLOW_COLUMNS: [Column; 8] = [
+    Column::left(6),
+    Column::left(24),
+    Column::right(9),
+    Column::right(7),
+    Column::right(7),
+    Column::right(8),
+    Column::right(10),
+    Column::right(7),
+];
+
+/// What the slow-call table of `f` shows (`None` without one).
+fn slow_heading(f: &FunctionComparison, unit: &str) -> Option<String> {
+    let s = f.slow.as_ref()?;
+    Some(format!(
+        "slow calls (wall time ≥ {} {unit}), per run; off-CPU, interrupts, on-CPU: how the \
+         slow calls' wall time splits",
+        s.threshold_ns
+    ))
+}
+
+/// The function's slow-call share, a row per run of each side (nothing without one).
+fn slow_table(m: &impl Markup, out: &mut String, f: &FunctionComparison) {
+    let Some(s) = &f.slow else { return };
+    let titles = [
+        "side",
+        "run",
+        "calls",
+        "slow",
+        "share",
+        "off-CPU",
+        "interrupts",
+        "on-CPU",
+    ];
+    out.push_str(&m.table_header(&titles, &SLOW_COLUMNS));
+    let pct = |v: f64| format!("{v:.1}%");
+    for (side, runs) in [("before", &s.before), ("after", &s.after)] {
+        for r in runs {
+            let split = |g: fn(&super::slow::Split) -> f64| r.split.as_ref().map(|s| pct(g(s)));
+            let cells = [
+                side.to_owned(),
+                m.code(&r.file),
+                r.calls.to_string(),
+                r.slow.to_string(),
+                format!("{:.2}%", r.pct),
+                opt(split(|s| s.off_cpu_pct)),
+                opt(split(|s| s.irq_pct)),
+                opt(split(|s| s.on_cpu_pct)),
+            ];
+            out.push_str(&m.table_row(&cells, &SLOW_COLUMNS));
+        }
+    }
+}
+
 /// The columns of the corrected and clean tables: label, before, after, delta.
 const BRIEF_COLUMNS: [Column; 4] = [
     Column::left(6),
@@ -350,11 +406,17 @@ fn closing(c: &Comparison, out: &mut String, markdown: bool) {
         out,
         "\n{l}atencies in {}, raw (they include the probe's own cost){}; [a–b]: smallest and \
          largest per-run value{verdicts}: {}{end}",
-        c.unit,
+        c.time.label(c.unit),
         corrected_note(c),
         c.method.verdict
     );
     let _ = writeln!(out, "{prefix}calls judged: {}", c.method.judged_on);
+    if let Some(n) = &c.time_note {
+        let _ = writeln!(out, "{prefix}{n}");
+    }
+    if c.functions.iter().any(|f| f.slow.is_some()) {
+        let _ = writeln!(out, "{prefix}slow calls: {}", c.slow_threshold.rule);
+    }
     for (file, why) in not_measured(c) {
         let _ = writeln!(
             out,

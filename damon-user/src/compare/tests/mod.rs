@@ -4,6 +4,7 @@ mod intervals;
 mod kernel;
 mod runs;
 mod simulation;
+mod slow;
 mod values;
 
 use damon_common::attach::Attach;

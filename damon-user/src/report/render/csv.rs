@@ -12,9 +12,13 @@ pub fn csv(r: &Report) -> String {
          corrected_p95_ns,corrected_p99_ns,corrected_p999_ns,corrected_max_ns,stale_entries,\
          skipped_entries,skipped_exits\n",
     );
-    if r.meta.unit != "ns" {
-        // The header names the unit its durations are in.
-        out = out.replace("_ns,", &format!("_{},", r.meta.unit));
+    if r.meta.unit != "ns" || r.meta.time == crate::analysis::TimeBasis::OnCpu {
+        // The header names the unit its durations are in, and their time basis.
+        let basis = match r.meta.time {
+            crate::analysis::TimeBasis::Wall => "",
+            crate::analysis::TimeBasis::OnCpu => "on_cpu_",
+        };
+        out = out.replace("_ns,", &format!("_{basis}{},", r.meta.unit));
     }
     let o = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     for f in &r.functions {

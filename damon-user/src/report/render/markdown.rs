@@ -2,8 +2,9 @@
 use std::fmt::Write as _;
 
 use super::{
-    clean_numbers, corrected_numbers, disturbance_lines, headline, numbers, per_interval_table,
-    range_table, resolution_line, traced,
+    clean_numbers, corrected_numbers, disturbance_lines,
+    explain::{breakdown_table, slow_section},
+    headline, numbers, per_interval_table, range_table, resolution_line, traced, unit,
 };
 use crate::{analysis::Report, render::markup::Markdown};
 
@@ -30,7 +31,7 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "| ↳ clean | | {} |", c.join(" | "));
         }
     }
-    let _ = writeln!(out, "\nLatencies in {}, {}.", r.meta.unit, r.meta.latencies);
+    let _ = writeln!(out, "\nLatencies in {}, {}.", unit(r), r.meta.latencies);
     for f in &r.functions {
         if let Some(res) = &f.resolution {
             let _ = writeln!(out, "\n{}", resolution_line(&f.name, res));
@@ -43,11 +44,20 @@ pub fn markdown(r: &Report) -> String {
         let _ = writeln!(out, "\n_{n}_");
     }
     per_interval(&mut out, r);
+    if r.functions.iter().any(|f| f.breakdown.is_some()) {
+        let _ = writeln!(out, "\n### Where the time went\n");
+        breakdown_table(&Markdown, &mut out, r);
+    }
+    let unit = unit(r);
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n### `{}` ({} records)\n", f.name, f.matched);
-            range_table(&Markdown, &mut out, f, t, r.meta.unit);
+            range_table(&Markdown, &mut out, f, t, &unit);
         }
+    }
+    for f in &r.functions {
+        let heading = format!("\n### `{}`: slowest calls\n\n", f.name);
+        slow_section(&Markdown, &mut out, f, r.meta.unit, &heading);
     }
     for w in &r.warnings {
         let _ = writeln!(out, "\n> warning: {w}");

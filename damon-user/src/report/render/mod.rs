@@ -1,6 +1,7 @@
 //! Renderers of a [`Report`], one file a format: aligned text ([`table`]), Markdown
 //! ([`markdown`]) and CSV ([`csv`]); JSON is serde's. This file holds what they share (pure).
 mod csv;
+mod explain;
 mod markdown;
 mod table;
 
@@ -10,7 +11,7 @@ pub use markdown::markdown;
 pub(in crate::report) use table::context_lines;
 pub use table::table;
 
-use crate::analysis::{BucketTable, FunctionReport, Report, kernel::BucketResolution};
+use crate::analysis::{BucketTable, FunctionReport, Report, TimeBasis, kernel::BucketResolution};
 use crate::{
     capture::Clock,
     probe::calibrate::text::format_ns,
@@ -31,10 +32,13 @@ pub fn headline(r: &Report) -> String {
         || "unknown duration".to_owned(),
         |d| format!("{:.1} s", d as f64 / 1e9),
     );
-    let clock = match r.meta.clock {
+    let mut clock = match r.meta.clock {
         Clock::Wall => String::new(),
         c => format!(" · {}", c.describe()),
     };
+    if r.meta.time == TimeBasis::OnCpu {
+        clock.push_str(" · on-CPU time");
+    }
     format!(
         "kernel {} · {}{clock} · captured by damon-trace {}{}",
         r.meta.kernel_release,
@@ -46,6 +50,12 @@ pub fn headline(r: &Report) -> String {
             .map(|e| format!(" · ended: {e}"))
             .unwrap_or_default()
     )
+}
+
+/// The unit of the report's durations as headings name it: `ns`, or `ns on-CPU` under
+/// `--time on-cpu`.
+pub fn unit(r: &Report) -> String {
+    r.meta.time.label(r.meta.unit)
 }
 
 /// Why the rows are as wide as they are, when it is not what was asked.
@@ -206,7 +216,7 @@ fn per_interval_table(
     r: &Report,
     (head, per, outside): ([&str; 4], &str, &str),
 ) {
-    let unit = r.meta.unit;
+    let unit = unit(r);
     let mut titles: Vec<String> = head.map(str::to_owned).into();
     titles.extend(["mean", "p50", "p99", "max"].map(|s| format!("{s} {unit}{per}")));
     titles.push(outside.to_owned());

@@ -5,8 +5,9 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::{
-    COLUMNS, clean_numbers, corrected_numbers, disturbance_lines, headline, numbers,
-    per_interval_table, range_table, resolution_line, traced,
+    COLUMNS, clean_numbers, corrected_numbers, disturbance_lines,
+    explain::{breakdown_table, slow_section},
+    headline, numbers, per_interval_table, range_table, resolution_line, traced, unit,
 };
 use crate::{
     analysis::{
@@ -34,11 +35,20 @@ pub fn table(r: &Report, storage: Option<&ReadInfo>) -> String {
         storage_line(&mut out, r, info);
     }
     damon_blocks(&mut out, r);
+    if r.functions.iter().any(|f| f.breakdown.is_some()) {
+        let _ = writeln!(out, "\nwhere the time went (wall time split)");
+        breakdown_table(&Plain, &mut out, r);
+    }
+    let unit = unit(r);
     for f in &r.functions {
         if let Some(t) = &f.buckets {
             let _ = writeln!(out, "\n{} ({}, {} records)", f.name, f.attach, f.matched);
-            range_table(&Plain, &mut out, f, t, r.meta.unit);
+            range_table(&Plain, &mut out, f, t, &unit);
         }
+    }
+    for f in &r.functions {
+        let heading = format!("\n{}: slowest calls\n", f.name);
+        slow_section(&Plain, &mut out, f, r.meta.unit, &heading);
     }
     if !r.warnings.is_empty() {
         let _ = writeln!(out);
@@ -101,13 +111,15 @@ fn notes(out: &mut String, r: &Report) {
             out,
             "latencies in {}, {}; kernel mode: `records` counts calls added to the in-kernel \
              histograms, count, min, mean and max are exact",
-            r.meta.unit, r.meta.latencies
+            unit(r),
+            r.meta.latencies
         );
     } else {
         let _ = writeln!(
             out,
             "latencies in {} (nearest-rank percentiles over every record), {}",
-            r.meta.unit, r.meta.latencies
+            unit(r),
+            r.meta.latencies
         );
     }
     for f in &r.functions {

@@ -2,6 +2,7 @@ mod calibration;
 mod damon;
 mod disturbance;
 mod kernel;
+mod slow;
 mod values;
 
 use std::path::Path;
