@@ -307,3 +307,24 @@ fn compare_draws_both_sides_on_one_colour_scale() {
     let legends = groups(&tags, "legend");
     assert_eq!(legends.len(), cmp.functions.len(), "one legend a pair");
 }
+
+#[test]
+fn on_cpu_time_draws_the_on_cpu_durations_and_leaves_unknown_calls_out() {
+    let c = crate::analysis::test_support::breakdown_capture();
+    let o = crate::analysis::ReportOptions {
+        time: crate::analysis::TimeBasis::OnCpu,
+        ..opts()
+    };
+    let maps = collect_captures([&c], &o).expect("maps");
+    let all = &maps.functions[0].all;
+    // Nine calls with a breakdown, every one 100 ns on the CPU (wall: up to 1000 ns).
+    assert_eq!(all.calls(), 9);
+    let max = all
+        .columns()
+        .filter_map(|(_, col)| col.percentiles(&[100.0]))
+        .map(|p| p[0])
+        .max();
+    assert_eq!(max, Some(100));
+    let wall = collect_captures([&c], &opts()).expect("maps");
+    assert_eq!(wall.functions[0].all.calls(), 10);
+}
