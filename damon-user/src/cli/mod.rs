@@ -540,7 +540,7 @@ pub struct RecordFilter {
     /// The time every statistic is over: wall (entry to return) or on-cpu (wall minus the
     /// time off the CPU and in interrupts: the function's own work). on-cpu needs a capture
     /// recorded with --disturbance in stream mode; calls whose breakdown is unknown are set
-    /// aside and counted.
+    /// aside and counted. export: csv-buckets and csv-intervals only.
     #[arg(long, value_enum, default_value_t = TimeArg::Wall)]
     pub time: TimeArg,
 }

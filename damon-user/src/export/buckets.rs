@@ -18,9 +18,14 @@ pub struct Buckets(pub ReportOptions);
 
 impl Exporter for Buckets {
     fn export(&self, c: &Capture, out: &mut dyn Write) -> anyhow::Result<()> {
+        // The bounds name their time basis: `lo_on_cpu_ns` under `--time on-cpu`.
+        let basis = match self.0.time {
+            crate::analysis::TimeBasis::Wall => "",
+            crate::analysis::TimeBasis::OnCpu => "on_cpu_",
+        };
         writeln!(
             out,
-            "function,lo_ns,hi_ns,count,percent,calls,records,dropped,in_flight"
+            "function,lo_{basis}ns,hi_{basis}ns,count,percent,calls,records,dropped,in_flight"
         )?;
         if c.is_kernel_mode() {
             return kernel_rows(c, &self.0, out);

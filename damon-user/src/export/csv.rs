@@ -87,7 +87,12 @@ impl Exporter for Intervals {
             )
             .into());
         }
-        writeln!(out, "function,interval,calls,ns")?;
+        // The time column names its basis: `on_cpu_ns` under `--time on-cpu`.
+        let basis = match self.0.time {
+            crate::analysis::TimeBasis::Wall => "",
+            crate::analysis::TimeBasis::OnCpu => "on_cpu_",
+        };
+        writeln!(out, "function,interval,calls,{basis}ns")?;
         for (name, p) in crate::analysis::damon::per_interval_of(c) {
             if !self.0.functions.is_empty() && !self.0.functions.contains(&name) {
                 continue;

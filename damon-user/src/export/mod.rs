@@ -117,9 +117,10 @@ mod openmetrics_exporter {
     }
 }
 
-/// The capture with the durations `--time` asks for: on-CPU for the formats that aggregate
-/// (`csv-buckets`, `csv-intervals`, `openmetrics`); the per-call formats refuse it, as they
-/// carry each call's wall time and its breakdown, from which on-CPU time follows.
+/// The capture with the durations `--time` asks for: on-CPU for the CSV formats that
+/// aggregate (`csv-buckets`, `csv-intervals`, whose headers then say `on_cpu_ns`). The
+/// per-call formats refuse it, as they carry each call's wall time and its breakdown, from
+/// which on-CPU time follows; so does `openmetrics`, whose families are call durations.
 pub fn timed(
     capture: Capture,
     format: ExportFormat,
@@ -128,15 +129,23 @@ pub fn timed(
     if opts.time == crate::analysis::TimeBasis::Wall {
         return Ok(capture);
     }
-    if matches!(format, ExportFormat::Json | ExportFormat::Csv) {
-        return Err(crate::error::UsageError(
+    match format {
+        ExportFormat::Json | ExportFormat::Csv => Err(crate::error::UsageError(
             "--time on-cpu: --format json and csv write every call's wall time with its \
              off_cpu_ns and irq_ns (on-CPU = wall − both); use --time wall with them, or \
-             csv-buckets, csv-intervals or openmetrics for on-CPU aggregates"
+             csv-buckets or csv-intervals for on-CPU aggregates"
                 .to_owned(),
-        ));
+        )),
+        ExportFormat::Openmetrics => Err(crate::error::UsageError(
+            "--time on-cpu: --format openmetrics writes call durations (the families `serve` \
+             writes too); use --time wall with it, or csv-buckets or csv-intervals for on-CPU \
+             aggregates"
+                .to_owned(),
+        )),
+        ExportFormat::CsvBuckets | ExportFormat::CsvIntervals => {
+            Ok(crate::analysis::time::timed(&capture, opts, None)?.into_owned())
+        }
     }
-    Ok(crate::analysis::time::timed(&capture, opts, None)?.into_owned())
 }
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {

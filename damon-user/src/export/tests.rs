@@ -695,6 +695,8 @@ fn on_cpu_time_is_for_the_aggregate_formats() {
         let err = timed(c.clone(), f, &o).expect_err("per-call format");
         assert!(err.0.contains("off_cpu_ns and irq_ns"), "{}", err.0);
     }
+    let err = timed(c.clone(), ExportFormat::Openmetrics, &o).expect_err("durations");
+    assert!(err.0.contains("--time wall"), "{}", err.0);
     // csv-buckets over on-CPU times: the nine known calls, all in the 100 ns row.
     let t = timed(c, ExportFormat::CsvBuckets, &o).expect("on-cpu");
     let mut out = Vec::new();
@@ -702,6 +704,10 @@ fn on_cpu_time_is_for_the_aggregate_formats() {
         .export(&t, &mut out)
         .expect("export");
     let text = String::from_utf8(out).expect("utf-8");
+    assert!(
+        text.starts_with("function,lo_on_cpu_ns,hi_on_cpu_ns,"),
+        "{text}"
+    );
     let row = text
         .lines()
         .find(|l| l.contains(",100,"))
