@@ -92,7 +92,17 @@ fn compare(inp: &Inputs, opts: &ReportOptions) -> Result<Comparison, UsageError>
         clock,
         unit: clock.unit(),
         time: opts.time,
-        time_note: all.iter().find_map(|c| time::note(&c.meta, opts.time)),
+        // A capture without interrupt time, if any, says so for all.
+        time_note: all
+            .iter()
+            .find(|c| {
+                c.meta
+                    .disturbance
+                    .as_ref()
+                    .is_some_and(|d| d.irq_time_missing.is_some())
+            })
+            .or(all.first())
+            .and_then(|c| time::note(&c.meta, opts.time)),
         slow_threshold: slow::SlowThreshold {
             ns: None,
             rule: String::new(),

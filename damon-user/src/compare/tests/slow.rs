@@ -41,6 +41,20 @@ fn on_cpu_time_sees_no_difference_where_only_the_sleeps_grew() {
 }
 
 #[test]
+fn a_run_without_interrupt_time_is_stated_under_on_cpu_time() {
+    let (b, mut a) = (breakdown_capture(), breakdown_capture());
+    a.meta
+        .disturbance
+        .as_mut()
+        .expect("measured")
+        .irq_time_missing = Some("no IRQ time accounting".into());
+    let cmp = build(&Inputs::pair(("b", &b), ("a", &a)), &on_cpu()).expect("compare");
+    let note = cmp.time_note.as_deref().expect("note");
+    assert!(note.contains("no IRQ time accounting"), "{note}");
+    assert!(render::table(&cmp).contains("include the interrupts"));
+}
+
+#[test]
 fn on_cpu_time_refuses_a_side_without_the_breakdown_naming_it() {
     let (b, a) = (breakdown_capture(), capture(true));
     let err = build(&Inputs::pair(("b.dtcap", &b), ("a.dtcap", &a)), &on_cpu())
