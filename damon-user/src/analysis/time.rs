@@ -63,8 +63,10 @@ pub fn not_available(meta: &Meta) -> Option<String> {
 }
 
 /// The record as timed on-CPU: its duration is its on-CPU time and its breakdown is all
-/// on-CPU (so doing it twice changes nothing); a record whose breakdown is unknown is
-/// returned as it is (and [`ReportOptions::keeps_record`] leaves it out).
+/// on-CPU (so doing it twice changes nothing). A record whose breakdown is unknown keeps it
+/// unknown, so [`ReportOptions::keeps_record`] leaves it out, and gets a duration of 0: the
+/// sums that take every call (time per DAMON interval) count it as a call without time
+/// rather than add its wall time to on-CPU times.
 pub fn on_cpu(r: &CallRecord) -> CallRecord {
     match r.breakdown() {
         Some(b) => CallRecord {
@@ -73,7 +75,10 @@ pub fn on_cpu(r: &CallRecord) -> CallRecord {
             irq_ns: 0,
             ..*r
         },
-        None => *r,
+        None => CallRecord {
+            duration_ns: 0,
+            ..*r
+        },
     }
 }
 
@@ -131,7 +136,7 @@ pub fn note(meta: &Meta, time: TimeBasis) -> Option<String> {
     }
     let base = "times are on-CPU: each call's wall time minus its time off the CPU and in \
                 interrupts; calls whose breakdown is unknown are set aside (counted per \
-                function)";
+                function; in the time per DAMON interval they count as calls without time)";
     Some(
         match meta
             .disturbance
@@ -145,4 +150,35 @@ pub fn note(meta: &Meta, time: TimeBasis) -> Option<String> {
             None => base.to_owned(),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use damon_common::breakdown::UNKNOWN_NS;
+
+    use super::*;
+
+    #[test]
+    fn a_record_timed_on_cpu_twice_is_timed_once_and_an_unknown_one_has_no_time() {
+        let r = CallRecord {
+            duration_ns: 1000,
+            off_cpu_ns: 600,
+            irq_ns: 150,
+            ..CallRecord::default()
+        };
+        let once = on_cpu(&r);
+        assert_eq!(
+            (once.duration_ns, once.off_cpu_ns, once.irq_ns),
+            (250, 0, 0)
+        );
+        assert_eq!(on_cpu(&once), once);
+        let unknown = CallRecord {
+            irq_ns: UNKNOWN_NS,
+            ..r
+        };
+        let t = on_cpu(&unknown);
+        assert_eq!((t.duration_ns, t.breakdown()), (0, None));
+        assert!(!timed_record(TimeBasis::OnCpu, &t));
+        assert!(timed_record(TimeBasis::Wall, &t));
+    }
 }
