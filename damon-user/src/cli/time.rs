@@ -11,7 +11,7 @@ pub enum TimeBasis {
     #[default]
     Wall,
     /// The wall time minus the time the task spent off the CPU and the time the CPU spent in
-    /// interrupts during the call (`CallRecord::breakdown`; needs `--disturbance`).
+    /// interrupts during the call (needs `--disturbance`).
     OnCpu,
 }
 
