@@ -23,6 +23,19 @@ fn slow_calls_of_damon_migrate_pages_100x32() {
         screen.contains("slow calls of damon_migrate_pages"),
         "{screen}"
     );
+    // Those that ended in the first 12 s of the capture, counted here from the capture.
+    let c = slow_fixture();
+    let id = app.panels()[2].status.id;
+    let by = c.meta.start_monotonic_ns + 12 * SECOND;
+    let ended = c
+        .slow_calls
+        .iter()
+        .filter(|s| s.call.func == id && s.call.entry_ns + s.call.duration_ns < by)
+        .count();
+    let kept = c.summary.as_ref().map_or(0, |s| s.slow[&id].kept as usize);
+    assert!(ended > 0 && ended < kept, "{ended} of {kept}");
+    assert_eq!(app.slow.of(id).map(|l| l.len()), Some(ended));
+    assert!(screen.contains(&format!(" {ended} arrived")), "{screen}");
     insta::assert_snapshot!("slow_migrate_pages_100x32", screen);
 }
 
