@@ -197,6 +197,17 @@ fn cases(c: &Corpus) -> Vec<Case> {
             &["--speed"],
         ),
         case(&["live", "--speed", "2"], 2, &["--replay"]),
+        case(&["live", "--time", "cpu"], 2, &["--time"]),
+        case(
+            &["live", "--replay", &fx, "--time", "on-cpu"],
+            2,
+            &["--time on-cpu", "without --disturbance", "--time wall"],
+        ),
+        case(
+            &["live", "--time", "on-cpu", "--mode", "kernel"],
+            2,
+            &["--time on-cpu", "--mode kernel"],
+        ),
         case(&["serve", "--listen", "garbage"], 2, &["--listen"]),
         case(&["serve", "--listen", "127.0.0.1:99999"], 2, &["--listen"]),
         case(&["serve", "--listen", "127.0.0.1"], 2, &["--listen"]),

@@ -20,11 +20,17 @@ Examples:
   sudo damon-trace live
   sudo damon-trace live --functions lock_timer_base --record run.dtcap
   damon-trace live --replay run.dtcap --speed 10
+  damon-trace live --replay run.dtcap --time on-cpu   (needs a capture recorded with --disturbance)
+
+On the screen `?` lists the keys; `x` opens the selected function's slow calls (kept with
+--slow) with their breakdown, task, arguments and kernel stacks.
 
 Exit status:
   0  the screen was quit (q) or interrupted (Ctrl-C)
-  1  tracing or drawing failed (missing privileges, the kernel refused)
-  2  usage error (bad option, unknown function, unreadable capture, existing --record file)";
+  1  tracing or drawing failed (missing privileges, the kernel refused, --time on-cpu on a
+     tracer that cannot measure the time breakdown)
+  2  usage error (bad option, unknown function, unreadable capture, existing --record file,
+     --time on-cpu with --mode kernel or with a capture that has no time breakdown)";
 
 pub const RECORD: &str = "\
 Examples:

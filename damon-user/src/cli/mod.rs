@@ -11,9 +11,11 @@ mod help;
 pub mod instruments;
 mod parse;
 mod scenario;
+mod time;
 
 pub use parse::{parse_duration, parse_ring_size, parse_speed, parse_whole_seconds};
 pub use scenario::{ScenarioArgs, ScenarioCommand};
+pub use time::TimeBasis;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -313,6 +315,13 @@ pub struct LiveArgs {
     /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
     #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
     pub ring_size: u32,
+    /// What the histograms, percentiles and heatmaps measure: wall (each call's whole
+    /// duration) or on-cpu (its wall time minus its time off the CPU and in interrupts; the
+    /// header says so). on-cpu traces with --disturbance (implied) in stream mode; a replayed
+    /// capture must have been recorded so. Calls whose breakdown is not known are set aside
+    /// and counted on their panel.
+    #[arg(long, value_enum, value_name = "BASIS", default_value_t = TimeBasis::Wall)]
+    pub time: TimeBasis,
     #[command(flatten)]
     pub trace: TraceArgs,
 }

@@ -17,6 +17,12 @@ fn live_flags() {
     assert!(parse(&["--bucket-ns", "0"]).is_err());
     assert!(parse(&["--window", "0"]).is_err());
     assert!(parse(&["--replay", "x", "--speed", "0", "--window", "30"]).is_ok());
+    assert_eq!(a.time, TimeBasis::Wall, "wall time unless asked");
+    let Ok(Command::Live(a)) = parse(&["--replay", "x", "--time", "on-cpu"]) else {
+        panic!("--time on-cpu parses")
+    };
+    assert_eq!(a.time, TimeBasis::OnCpu);
+    assert!(parse(&["--time", "cpu"]).is_err());
 }
 
 /// `--clock` on the tracing commands: wall unless stated (DAMON_TRACE_CLOCK, set by the guest

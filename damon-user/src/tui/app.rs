@@ -14,6 +14,7 @@ use ratatui::crossterm::event::KeyEvent;
 use crate::{
     analysis::disturbance::Disturbance,
     capture::{Clock, FunctionCounters, FunctionStatus, HistSnapshot, KernelHist, Mode},
+    cli::TimeBasis,
     session::StopReason,
     stats::{
         calibration::Calibration,
@@ -21,7 +22,10 @@ use crate::{
         interval_tracker::{IntervalTrack, IntervalTracker},
         window::{Distribution, FunctionStats},
     },
-    tui::keys::{self, Action},
+    tui::{
+        keys::{self, Action},
+        slow::{SlowCalls, SlowOrder, SlowView},
+    },
 };
 
 /// Seconds of calls/s history behind the sparklines.
@@ -36,6 +40,8 @@ pub const HEAT_COLUMNS: usize = 600;
 pub enum Event {
     /// Call records as they arrived.
     Records(Vec<CallRecord>),
+    /// Slow calls kept with their stacks (`--slow`), as they arrived.
+    Slow(Vec<crate::capture::SlowCall>),
     /// Kernel mode: the kernel's counters and histograms, cumulative since the session
     /// started (about once a second).
     Histograms(HistSnapshot),
@@ -103,7 +109,7 @@ pub struct AppConfig {
 pub struct Panel {
     pub status: FunctionStatus,
     pub stats: FunctionStats,
-    /// Records since start (or reset).
+    /// Records since start (or reset): those set aside included.
     pub records: u64,
     /// Kernel counters since start (or reset).
     pub counters: FunctionCounters,
@@ -121,6 +127,9 @@ pub struct Panel {
     /// Latency over time: the calls of the last [`HEAT_COLUMNS`] seconds by entry time, and
     /// the aggregation intervals that ended in each second.
     pub heat: Heatmap,
+    /// `--time on-cpu`: records left out of the statistics because their breakdown is not
+    /// known (since start or reset).
+    pub set_aside: u64,
 }
 
 impl Panel {
@@ -137,6 +146,7 @@ impl Panel {
             floor: None,
             disturbance: None,
             heat: Heatmap::new(0, HEAT_COLUMN_NS, HEAT_COLUMNS, Overflow::Scroll),
+            set_aside: 0,
         }
     }
 
@@ -229,6 +239,12 @@ pub struct App {
     pub kernel_width_ns: Option<u64>,
     /// Kernel mode: the last cumulative histograms, to take the next period's difference.
     last_hists: BTreeMap<u32, KernelHist>,
+    /// Which of a call's times the panels show (`--time`); the header names it.
+    pub time: TimeBasis,
+    /// The slow calls kept so far (bounded, see [`crate::tui::slow`]).
+    pub slow: SlowCalls,
+    /// The slow-call view (`x`), when open.
+    pub slow_view: Option<SlowView>,
 }
 
 impl App {
@@ -271,6 +287,9 @@ impl App {
             calibrating: false,
             kernel_width_ns: config.kernel_width_ns,
             last_hists: BTreeMap::new(),
+            time: TimeBasis::Wall,
+            slow: SlowCalls::default(),
+            slow_view: None,
         }
     }
 
@@ -332,44 +351,14 @@ impl App {
 
     pub fn update(&mut self, event: Event) -> Effect {
         match event {
-            Event::Records(mut batch) => {
-                let mut latest = 0;
-                for &r in &batch {
-                    latest = latest.max(r.entry_ns);
-                    if r.func == damon_common::AGGREGATION_MARK {
-                        for p in &mut self.panels {
-                            p.heat.mark(r.entry_ns);
-                        }
-                        let panels = &mut self.panels;
-                        self.interval_tracker.mark(&r, |f, calls, ns| {
-                            if let Some(p) = panels.iter_mut().find(|p| p.status.id == f) {
-                                p.intervals.push(calls, ns);
-                            }
-                        });
-                        continue;
-                    }
-                    self.records_total += 1;
-                    self.interval_tracker.call(&r);
-                    match self.panels.iter_mut().find(|p| p.status.id == r.func) {
-                        Some(p) => {
-                            p.stats.record(r.duration_ns, r.value);
-                            p.heat.add(r.entry_ns, r.duration_ns);
-                            p.records += 1;
-                            if let Some(d) = &mut p.disturbance {
-                                d.add(&r);
-                            }
-                        }
-                        None => self.foreign_records += 1,
-                    }
-                }
-                // Every heatmap scrolls on to the newest time, called or not.
-                if !batch.is_empty() {
-                    for p in &mut self.panels {
-                        p.heat.advance_to(latest);
-                    }
-                }
-                batch.clear();
-                self.spent = batch;
+            Event::Records(batch) => {
+                self.records(batch);
+                Effect::None
+            }
+            Event::Slow(calls) => {
+                let panels = &self.panels;
+                self.slow
+                    .add(calls, |f| panels.iter().any(|p| p.status.id == f));
                 Effect::None
             }
             Event::Histograms(snapshot) => {
@@ -420,6 +409,52 @@ impl App {
                 Effect::Draw
             }
         }
+    }
+
+    /// Records as they arrive: each call's time on the screen's basis ([`TimeBasis::of`])
+    /// goes into its panel; calls without one are counted as set aside.
+    fn records(&mut self, mut batch: Vec<CallRecord>) {
+        let mut latest = 0;
+        for &r in &batch {
+            latest = latest.max(r.entry_ns);
+            if r.func == damon_common::AGGREGATION_MARK {
+                for p in &mut self.panels {
+                    p.heat.mark(r.entry_ns);
+                }
+                let panels = &mut self.panels;
+                self.interval_tracker.mark(&r, |f, calls, ns| {
+                    if let Some(p) = panels.iter_mut().find(|p| p.status.id == f) {
+                        p.intervals.push(calls, ns);
+                    }
+                });
+                continue;
+            }
+            self.records_total += 1;
+            self.interval_tracker.call(&r);
+            match self.panels.iter_mut().find(|p| p.status.id == r.func) {
+                Some(p) => {
+                    p.records += 1;
+                    if let Some(d) = &mut p.disturbance {
+                        d.add(&r);
+                    }
+                    let Some(ns) = self.time.of(&r) else {
+                        p.set_aside += 1;
+                        continue;
+                    };
+                    p.stats.record(ns, r.value);
+                    p.heat.add(r.entry_ns, ns);
+                }
+                None => self.foreign_records += 1,
+            }
+        }
+        // Every heatmap scrolls on to the newest time, called or not.
+        if !batch.is_empty() {
+            for p in &mut self.panels {
+                p.heat.advance_to(latest);
+            }
+        }
+        batch.clear();
+        self.spent = batch;
     }
 
     /// Kernel mode: what the kernel counted since the last read goes into the panels, each
@@ -497,6 +532,9 @@ impl App {
                 _ => Effect::None,
             };
         }
+        if let Some(view) = self.slow_view {
+            return self.act_in_slow_view(view, action);
+        }
         let n = self.panels.len().max(1);
         match action {
             Action::Next => self.selected = (self.selected + 1) % n,
@@ -543,6 +581,17 @@ impl App {
                 }
             }
             Action::Reset => self.reset(),
+            Action::SlowCalls => {
+                self.slow_view = self.panels.get(self.selected).map(|p| SlowView {
+                    func: p.status.id,
+                    selected: 0,
+                    order: SlowOrder::default(),
+                });
+                self.message = None;
+            }
+            Action::SlowOrder => {
+                self.message = Some("o orders the slow calls: x opens them".to_owned())
+            }
             Action::Save => return Effect::Save,
             Action::Help => self.help = true,
             Action::Quit => return Effect::Quit(StopReason::Quit),
@@ -591,5 +640,7 @@ impl App {
     }
 }
 
+#[cfg(test)]
+mod slow_tests;
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,8 @@ pub enum Action {
     ToggleHeatmap,
     Freeze,
     Reset,
+    SlowCalls,
+    SlowOrder,
     Save,
     Help,
     Quit,
@@ -65,6 +67,11 @@ pub const BINDINGS: &[(&str, &str, Action)] = &[
         Action::Freeze,
     ),
     ("r", "reset statistics", Action::Reset),
+    (
+        "x   o",
+        "slow calls; o: slowest/newest first",
+        Action::SlowCalls,
+    ),
     ("s", "save a capture of everything so far", Action::Save),
     ("?", "this help", Action::Help),
     ("q  Ctrl-C", "quit", Action::Quit),
@@ -92,6 +99,8 @@ pub fn action_for(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('h') => Action::ToggleHeatmap,
         KeyCode::Char('f') => Action::Freeze,
         KeyCode::Char('r') => Action::Reset,
+        KeyCode::Char('x') => Action::SlowCalls,
+        KeyCode::Char('o') => Action::SlowOrder,
         KeyCode::Char('s') => Action::Save,
         KeyCode::Char('?') => Action::Help,
         KeyCode::Char('q') => Action::Quit,
@@ -142,6 +151,8 @@ mod tests {
                 KeyCode::Char('h'),
                 KeyCode::Char('f'),
                 KeyCode::Char('r'),
+                KeyCode::Char('x'),
+                KeyCode::Char('o'),
                 KeyCode::Char('s'),
                 KeyCode::Char('?'),
                 KeyCode::Char('q'),
@@ -150,7 +161,8 @@ mod tests {
             .any(|c| action_for(key(c)) == Some(action));
             assert!(bound, "{action:?} is documented but no key does it");
         }
-        assert_eq!(BINDINGS.len(), 16, "one line per action");
+        assert_eq!(BINDINGS.len(), 17, "one line per action (o shares x's)");
+        assert_eq!(action_for(key(KeyCode::Char('o'))), Some(Action::SlowOrder));
     }
 
     #[test]
@@ -161,7 +173,7 @@ mod tests {
         let mut release = key(KeyCode::Char('q'));
         release.kind = KeyEventKind::Release;
         assert_eq!(action_for(release), None);
-        assert_eq!(action_for(key(KeyCode::Char('x'))), None);
+        assert_eq!(action_for(key(KeyCode::Char('y'))), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod draw;
 mod format;
 mod keys;
 pub mod replay;
+pub mod slow;
 pub mod source;
 pub mod spool;
 mod terminal;
@@ -29,7 +30,8 @@ use tokio::sync::mpsc;
 
 use crate::{
     capture::format::read_file,
-    cli::LiveArgs,
+    cli::{LiveArgs, TimeBasis},
+    error::UsageError,
     session::{Session, StopReason, StopSignals, runtime_with_signals},
 };
 use app::{App, AppConfig, Effect, Event, Origin};
@@ -159,11 +161,15 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     // A replay is narrowed to names its capture has (user-named functions included), not to
     // the built-in ones.
     let config = match args.replay {
-        None => Some(args.trace.session_config(args.ring_size)?),
+        None => Some(live_config(args)?),
         Some(_) => None,
     };
     let replay = match &args.replay {
-        Some(path) => Some(narrowed(read_file(path)?, &args.trace.selection.functions)?),
+        Some(path) => {
+            let capture = narrowed(read_file(path)?, &args.trace.selection.functions)?;
+            check_time_basis(args.time, &capture.meta, "the capture").map_err(UsageError)?;
+            Some(capture)
+        }
         None => None,
     };
     if !std::io::stdout().is_terminal() {
@@ -191,6 +197,8 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         _ => {
             let config = config.context("a live session has its configuration")?;
             let mut session = Session::start(&config)?;
+            check_time_basis(args.time, session.meta(), "this session")
+                .map_err(anyhow::Error::msg)?;
             session.timing_report_at_end();
             let spool = match &args.record {
                 Some(path) => Spool::record(path, args.force, session.meta())?,
@@ -207,23 +215,7 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
     };
-    let meta = collector.meta();
-    let mut app = App::new(AppConfig {
-        kernel_release: meta.kernel.release.clone(),
-        clock: meta.clock,
-        origin,
-        recording: spool.recording().map(|p| p.display().to_string()),
-        functions: meta.functions.clone(),
-        bucket_ns: args.bucket_ns,
-        window_secs: args.window,
-        kernel_width_ns: collector.kernel_width_ns(),
-    });
-    app.set_calibration(
-        crate::stats::calibration::Calibration::from_meta(meta.calibration.as_ref()).as_ref(),
-        meta.mode,
-    );
-    app.set_disturbance_measured(crate::capture::DisturbanceStatus::measured(meta));
-
+    let mut app = screen(args, &collector, origin, spool.recording());
     let (tx, mut rx) = mpsc::channel(64);
     let outcome = {
         let mut guard = TerminalGuard::enter()?;
@@ -251,6 +243,35 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             Err(e)
         }
     }
+}
+
+/// The screen's state, set up for the session or the replayed capture.
+fn screen(args: &LiveArgs, collector: &Collector, origin: Origin, recording: Option<&Path>) -> App {
+    let meta = collector.meta();
+    let mut app = App::new(AppConfig {
+        kernel_release: meta.kernel.release.clone(),
+        clock: meta.clock,
+        origin,
+        recording: recording.map(|p| p.display().to_string()),
+        functions: meta.functions.clone(),
+        bucket_ns: args.bucket_ns,
+        window_secs: args.window,
+        kernel_width_ns: collector.kernel_width_ns(),
+    });
+    app.set_calibration(
+        crate::stats::calibration::Calibration::from_meta(meta.calibration.as_ref()).as_ref(),
+        meta.mode,
+    );
+    app.set_disturbance_measured(crate::capture::DisturbanceStatus::measured(meta));
+    app.set_time_basis(args.time);
+    app.set_slow_settings(
+        meta.slow,
+        crate::capture::DisturbanceStatus::breakdown(meta),
+    );
+    if let Collector::Replay(r) = collector {
+        app.set_slow_counters(r.schedule().slow_counters());
+    }
+    app
 }
 
 /// Stops tracing with exact accounting and completes the `--record` capture, even when the
@@ -292,6 +313,53 @@ fn finish(
         }
     }
     Ok(())
+}
+
+/// The session `live` traces: `--time on-cpu` needs each call's time breakdown, so it
+/// implies `--disturbance`, which only stream mode has.
+fn live_config(args: &LiveArgs) -> anyhow::Result<crate::trace::SessionConfig> {
+    let mut config = args.trace.session_config(args.ring_size)?;
+    if args.time == TimeBasis::OnCpu {
+        if config.mode.mode != crate::capture::Mode::Stream {
+            return Err(UsageError(
+                "--time on-cpu needs each call's time breakdown, which only stream mode \
+                 records: drop --mode kernel"
+                    .to_owned(),
+            )
+            .into());
+        }
+        config.mode.disturbance = true;
+    }
+    Ok(config)
+}
+
+/// `--time on-cpu` needs records with their time breakdown (`what`: the capture or the
+/// session whose metadata `meta` is); the error says why they have none.
+fn check_time_basis(
+    time: TimeBasis,
+    meta: &crate::capture::Meta,
+    what: &str,
+) -> Result<(), String> {
+    if time == TimeBasis::Wall || crate::capture::DisturbanceStatus::breakdown(meta) {
+        return Ok(());
+    }
+    let why = match &meta.disturbance {
+        Some(d) if !d.measured => d
+            .why_not
+            .clone()
+            .unwrap_or_else(|| "its disturbance was not measured".to_owned()),
+        Some(_) => "the records carry no time breakdown (captures written before damon-trace \
+                    measured it have none)"
+            .to_owned(),
+        None if meta.mode != crate::capture::Mode::Stream => {
+            "it is a kernel-mode capture: no per-call records".to_owned()
+        }
+        None => "it was recorded without --disturbance".to_owned(),
+    };
+    Err(format!(
+        "--time on-cpu needs each call's time off the CPU and in interrupts, which {what} \
+         does not have: {why}; record in stream mode with --disturbance, or use --time wall"
+    ))
 }
 
 /// Narrows a replayed capture to `--functions`, which must all be in it.

@@ -7,7 +7,7 @@ use std::{
 use damon_common::CallRecord;
 
 use crate::{
-    capture::{Capture, FunctionCounters, HistSnapshot, Meta, Summary},
+    capture::{Capture, FunctionCounters, HistSnapshot, Meta, SlowCall, SlowCounters, Summary},
     tui::app::Event,
 };
 
@@ -32,6 +32,10 @@ pub struct ReplaySchedule {
     /// Kernel mode: the histogram snapshots, played when the clock passes their time.
     snapshots: Vec<HistSnapshot>,
     next_snapshot: usize,
+    /// The slow calls kept with their stacks, in the order they arrive (their exit time, as
+    /// their records), with when each arrives; played with the records.
+    slow: Vec<(u64, SlowCall)>,
+    next_slow: usize,
 }
 
 impl ReplaySchedule {
@@ -43,7 +47,7 @@ impl ReplaySchedule {
             summary,
             marks,
             hist_snapshots,
-            slow_calls: _,
+            slow_calls,
         } = capture;
         let ids: Vec<u32> = meta.functions.iter().map(|f| f.id).collect();
         let records: Vec<CallRecord> = records
@@ -58,11 +62,7 @@ impl ReplaySchedule {
             .map(|r| {
                 // Records reach the reader in about exit order; calls that ended while the
                 // probes were being attached arrive at the start.
-                let exit = r
-                    .entry_ns
-                    .saturating_add(r.duration_ns)
-                    .saturating_sub(start);
-                latest = latest.max(exit);
+                latest = latest.max(exit_since(r, start));
                 latest
             })
             .collect();
@@ -74,8 +74,16 @@ impl ReplaySchedule {
             .max(last_snapshot);
         let summary = summary.map(|mut s| {
             s.counters.retain(|id, _| ids.contains(id));
+            s.slow.retain(|id, _| ids.contains(id));
             s
         });
+        let mut slow: Vec<(u64, SlowCall)> = slow_calls
+            .into_iter()
+            .filter(|c| ids.contains(&c.call.func))
+            .map(|c| (exit_since(&c.call, start), c))
+            .collect();
+        // Stable: calls that ended together keep the capture's order.
+        slow.sort_by_key(|(t, _)| *t);
         ReplaySchedule {
             meta,
             records,
@@ -88,7 +96,18 @@ impl ReplaySchedule {
             ended: false,
             snapshots: hist_snapshots,
             next_snapshot: 0,
+            slow,
+            next_slow: 0,
         }
+    }
+
+    /// Each function's slow calls kept and lost, from the capture's summary (empty without
+    /// one, or without `--slow`).
+    pub fn slow_counters(&self) -> BTreeMap<u32, SlowCounters> {
+        self.summary
+            .as_ref()
+            .map(|s| s.slow.clone())
+            .unwrap_or_default()
     }
 
     /// Kernel mode: the linear bucket width of the capture's histograms.
@@ -170,6 +189,17 @@ impl ReplaySchedule {
         }
         if self.next > from {
             out.push(Event::Records(self.records[from..self.next].to_vec()));
+        }
+        let from = self.next_slow;
+        while self.next_slow < self.slow.len() && self.slow[self.next_slow].0 < before_ns {
+            self.next_slow += 1;
+        }
+        if self.next_slow > from {
+            let calls = self.slow[from..self.next_slow]
+                .iter()
+                .map(|(_, c)| c.clone())
+                .collect();
+            out.push(Event::Slow(calls));
         }
     }
 
@@ -263,6 +293,14 @@ impl ReplaySchedule {
             ..Summary::new(self.now_ns, "snapshot", counters)
         }
     }
+}
+
+/// When a call's record reaches the reader, in ns since `start`: its exit (calls that ended
+/// while the probes were being attached arrive at the start).
+fn exit_since(r: &CallRecord, start: u64) -> u64 {
+    r.entry_ns
+        .saturating_add(r.duration_ns)
+        .saturating_sub(start)
 }
 
 /// Puts interval markers back among the records where the ring delivered them: before the
@@ -406,6 +444,64 @@ mod tests {
                 .iter()
                 .any(|e| matches!(e, Event::Counters(c) if c.len() == 1 && c[&3].calls == 559))
         );
+    }
+
+    /// Each slow call arrives with the records that ended before the replay clock, after
+    /// its own record, in the order the calls ended, whatever the capture's order.
+    #[test]
+    fn slow_calls_arrive_with_their_records_in_time_order() {
+        let capture = crate::tui::test_support::slow_fixture();
+        let start = capture.meta.start_monotonic_ns;
+        let total = capture.slow_calls.len();
+        assert!(total > 20, "{total}");
+        let mut s = ReplaySchedule::new(capture);
+        let mut seen_records: Vec<CallRecord> = Vec::new();
+        let mut arrived: Vec<u64> = Vec::new();
+        for t in (1..=25).map(|s| s * 1_000_000_000) {
+            for e in s.advance_to(t) {
+                match e {
+                    Event::Records(r) => seen_records.extend(r),
+                    Event::Slow(calls) => {
+                        for c in calls {
+                            assert!(seen_records.contains(&c.call), "its record came first");
+                            let exit = (c.call.entry_ns + c.call.duration_ns).saturating_sub(start);
+                            assert!(exit < t, "not before it ended: {exit} >= {t}");
+                            arrived.push(exit);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if t == 5_000_000_000 {
+                assert!(
+                    !arrived.is_empty() && arrived.len() < total,
+                    "{}",
+                    arrived.len()
+                );
+            }
+        }
+        assert_eq!(arrived.len(), total, "every slow call arrives by the end");
+        assert!(arrived.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    }
+
+    #[test]
+    fn narrowed_functions_drop_the_others_slow_calls_and_counts() {
+        let mut c = crate::tui::test_support::slow_fixture();
+        c.meta.functions.retain(|f| f.name == "lock_timer_base");
+        let mut s = ReplaySchedule::new(c);
+        assert_eq!(
+            s.slow_counters().keys().copied().collect::<Vec<_>>(),
+            vec![3]
+        );
+        let events = s.advance_to(u64::MAX);
+        let slow: Vec<u32> = events
+            .iter()
+            .flat_map(|e| match e {
+                Event::Slow(calls) => calls.iter().map(|c| c.call.func).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert!(!slow.is_empty() && slow.iter().all(|&f| f == 3), "{slow:?}");
     }
 
     #[tokio::test(start_paused = true)]

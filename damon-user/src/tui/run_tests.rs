@@ -151,3 +151,33 @@ async fn speed_zero_plays_everything_then_holds_until_a_signal() {
     assert_eq!(out.app.records_total, 3612);
     assert!(out.screen.contains("replay ended"), "{}", out.screen);
 }
+
+/// `--time on-cpu` on a capture: accepted with the breakdown, refused with the reason and the
+/// remedy without it.
+#[test]
+fn time_on_cpu_needs_the_breakdown_and_says_why_not() {
+    let plain = fixture();
+    assert_eq!(
+        check_time_basis(TimeBasis::Wall, &plain.meta, "the capture"),
+        Ok(())
+    );
+    let e = check_time_basis(TimeBasis::OnCpu, &plain.meta, "the capture").unwrap_err();
+    assert!(
+        e.contains("which the capture does not have")
+            && e.contains("recorded without --disturbance")
+            && e.contains("--time wall"),
+        "{e}"
+    );
+    let mut old = fixture();
+    old.meta.disturbance = Some(crate::capture::DisturbanceStatus {
+        measured: true,
+        ..Default::default()
+    });
+    let e = check_time_basis(TimeBasis::OnCpu, &old.meta, "the capture").unwrap_err();
+    assert!(e.contains("no time breakdown"), "{e}");
+    let slow = crate::tui::test_support::slow_fixture();
+    assert_eq!(
+        check_time_basis(TimeBasis::OnCpu, &slow.meta, "the capture"),
+        Ok(())
+    );
+}

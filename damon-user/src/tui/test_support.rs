@@ -81,7 +81,12 @@ pub fn app_for(capture: &Capture, file: &str) -> App {
 
 /// An app that has replayed `capture` (read from `file`) up to `t_ns` on the capture's clock.
 pub fn replayed(capture: Capture, file: &str, t_ns: u64) -> App {
-    let mut app = app_for(&capture, file);
+    let app = app_for(&capture, file);
+    play(app, capture, t_ns)
+}
+
+/// `app` fed with `capture` replayed up to `t_ns` on the capture's clock.
+pub fn play(mut app: App, capture: Capture, t_ns: u64) -> App {
     let mut schedule = ReplaySchedule::new(capture);
     if let Some(e) = schedule.opening() {
         app.update(e);
@@ -131,5 +136,100 @@ pub fn ring_full(calls: u64, ring_full: u64) -> FunctionCounters {
         calls,
         ring_full,
         ..FunctionCounters::default()
+    }
+}
+
+/// The fixture as if recorded with `--slow 100us --disturbance`: every call of at least
+/// 100 µs kept as a slow call with a made-up stack naming its function and a made-up breakdown
+/// (half its time off the CPU, a tenth in interrupts), stored out of order (newest first) as a
+/// reader with several CPUs may deliver them; the summary counts them kept, and two lost to
+/// a full ring per function.
+pub fn slow_fixture() -> Capture {
+    use crate::capture::{DisturbanceStatus, SlowCall, SlowCounters, SlowSettings};
+    let mut c = fixture();
+    const THRESHOLD_NS: u64 = 100_000;
+    c.meta.slow = Some(SlowSettings {
+        threshold_ns: THRESHOLD_NS,
+        stack_depth: damon_common::slow::SLOW_STACK_DEPTH as u32,
+        max_per_function: 1000,
+    });
+    c.meta.disturbance = Some(DisturbanceStatus {
+        measured: true,
+        breakdown: true,
+        ..DisturbanceStatus::default()
+    });
+    for r in &mut c.records {
+        r.off_cpu_ns = (r.duration_ns / 2) as u32;
+        r.irq_ns = (r.duration_ns / 10) as u32;
+    }
+    c.slow_calls = c
+        .records
+        .iter()
+        .filter(|r| r.duration_ns >= THRESHOLD_NS)
+        .rev()
+        .map(|r| SlowCall {
+            call: *r,
+            stack: vec![
+                format!(
+                    "{}+0x1c",
+                    c.meta
+                        .functions
+                        .iter()
+                        .find(|f| f.id == r.func)
+                        .map_or("?", |f| &f.name)
+                ),
+                format!("caller_of_{}+0x2f0", r.entry_ns % 3),
+                "kdamond_fn+0x1a4".to_owned(),
+                "kthread+0xf5".to_owned(),
+                "ret_from_fork+0x31".to_owned(),
+            ],
+        })
+        .collect();
+    let summary = c.summary.as_mut().expect("the fixture has a summary");
+    for s in &c.slow_calls {
+        summary.slow.entry(s.call.func).or_insert(SlowCounters {
+            ring_full: 2,
+            ..SlowCounters::default()
+        });
+        summary.slow.get_mut(&s.call.func).expect("just added").kept += 1;
+    }
+    c
+}
+
+/// `app_for` with the capture's slow-call settings, counters and time basis, as `live
+/// --replay` sets them up.
+pub fn slow_app_for(capture: &Capture, file: &str, time: crate::cli::TimeBasis) -> App {
+    let mut app = app_for(capture, file);
+    app.set_time_basis(time);
+    app.set_slow_settings(
+        capture.meta.slow,
+        crate::capture::DisturbanceStatus::breakdown(&capture.meta),
+    );
+    app.set_slow_counters(
+        capture
+            .summary
+            .as_ref()
+            .map(|s| s.slow.clone())
+            .unwrap_or_default(),
+    );
+    app
+}
+
+/// An app set up by [`slow_app_for`] that has replayed `capture` up to `t_ns`.
+pub fn slow_replayed(capture: Capture, file: &str, time: crate::cli::TimeBasis, t_ns: u64) -> App {
+    let app = slow_app_for(&capture, file, time);
+    play(app, capture, t_ns)
+}
+
+/// A slow call of `func` with a one-frame stack.
+pub fn slow_call(func: u32, entry_ns: u64, duration_ns: u64) -> crate::capture::SlowCall {
+    crate::capture::SlowCall {
+        call: damon_common::CallRecord {
+            func,
+            entry_ns,
+            duration_ns,
+            ..damon_common::CallRecord::default()
+        },
+        stack: vec![format!("f{duration_ns}+0x1")],
     }
 }

@@ -277,7 +277,7 @@ fn q_ctrl_c_and_signals_quit() {
         app.update(Event::Stop(StopReason::Terminated)),
         Effect::Quit(StopReason::Terminated)
     );
-    assert_eq!(key(&mut app, KeyCode::Char('x')), Effect::None);
+    assert_eq!(key(&mut app, KeyCode::Char('y')), Effect::None);
     assert_eq!(app.update(Event::Frame), Effect::Draw);
     assert_eq!(app.update(Event::Resize), Effect::Draw);
 }

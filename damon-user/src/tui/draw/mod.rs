@@ -5,6 +5,7 @@ mod heatmap;
 mod help;
 mod intervals;
 mod panels;
+mod slow;
 
 use ratatui::{
     Frame,
@@ -39,8 +40,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &App) {
     ])
     .areas(area);
     status_line(app, status, buf);
-    match app.panels().get(app.selected) {
-        Some(panel) if app.focused => focus::render(app, panel, body, buf),
+    match (app.slow_view, app.panels().get(app.selected)) {
+        (Some(view), _) => slow::render(app, view, body, buf),
+        (None, Some(panel)) if app.focused => focus::render(app, panel, body, buf),
         _ => panels::render(app, body, buf),
     }
     footer_line(app, footer, buf);
@@ -75,9 +77,18 @@ fn status_line(app: &App, area: Rect, buf: &mut Buffer) {
         ),
         None => format!("{} rec/s", format::count(app.records_per_sec)),
     };
+    // The time basis, named when it is not the calls' whole (wall) time.
+    let basis = match app.time {
+        crate::cli::TimeBasis::Wall => Span::raw(""),
+        on_cpu => Span::styled(
+            format!(" {}", on_cpu.label()),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+    };
     let left_line = |kernel: &str| {
         Line::from(vec![
             origin.clone(),
+            basis.clone(),
             Span::raw(format!(
                 " {kernel}{}  {throughput}  ",
                 format::clock(app.elapsed),
@@ -307,7 +318,7 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
         } else {
             "no calls yet".to_owned()
         };
-        return Line::styled(format!("  {why}"), chart::DIM);
+        return Line::styled(format!("  {why}{}", set_aside(panel)), chart::DIM);
     };
     let item = |label: &'static str, v: u64| {
         [
@@ -327,7 +338,19 @@ fn percentile_line(app: &App, panel: &Panel) -> Line<'static> {
             chart::DIM,
         ));
     }
+    let aside = set_aside(panel);
+    if !aside.is_empty() {
+        spans.push(Span::styled(aside, WARN));
+    }
     Line::from(spans)
+}
+
+/// `--time on-cpu`: the calls left out because their breakdown is not known, if any.
+fn set_aside(panel: &Panel) -> String {
+    match panel.set_aside {
+        0 => String::new(),
+        n => format!("  {} set aside (no breakdown)", format::count(n)),
+    }
 }
 
 #[cfg(test)]
@@ -340,5 +363,7 @@ mod heatmap_snapshot_tests;
 mod interval_snapshot_tests;
 #[cfg(test)]
 mod kernel_snapshot_tests;
+#[cfg(test)]
+mod slow_snapshot_tests;
 #[cfg(test)]
 mod snapshot_tests;
