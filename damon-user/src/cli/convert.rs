@@ -10,11 +10,11 @@ use crate::trace::{
     SessionConfig,
 };
 
-impl From<super::TimeArg> for crate::analysis::TimeBasis {
-    fn from(t: super::TimeArg) -> Self {
+impl From<super::TimeBasis> for crate::analysis::TimeBasis {
+    fn from(t: super::TimeBasis) -> Self {
         match t {
-            super::TimeArg::Wall => crate::analysis::TimeBasis::Wall,
-            super::TimeArg::OnCpu => crate::analysis::TimeBasis::OnCpu,
+            super::TimeBasis::Wall => crate::analysis::TimeBasis::Wall,
+            super::TimeBasis::OnCpu => crate::analysis::TimeBasis::OnCpu,
         }
     }
 }

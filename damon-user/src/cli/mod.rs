@@ -550,18 +550,8 @@ pub struct RecordFilter {
     /// time off the CPU and in interrupts: the function's own work). on-cpu needs a capture
     /// recorded with --disturbance in stream mode; calls whose breakdown is unknown are set
     /// aside and counted. export: csv-buckets and csv-intervals only.
-    #[arg(long, value_enum, default_value_t = TimeArg::Wall)]
-    pub time: TimeArg,
-}
-
-/// `--time` of report, compare and export.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum TimeArg {
-    /// Entry to return.
-    #[default]
-    Wall,
-    /// Wall time minus time off the CPU and in interrupts.
-    OnCpu,
+    #[arg(long, value_enum, value_name = "BASIS", default_value_t = TimeBasis::Wall)]
+    pub time: TimeBasis,
 }
 
 impl crate::analysis::ReportOptions {
