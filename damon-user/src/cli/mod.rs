@@ -285,8 +285,29 @@ pub struct RecordArgs {
     #[command(flatten)]
     pub format: FormatArgs,
     #[command(flatten)]
+    pub slow: SlowArgs,
+    #[command(flatten)]
     pub trace: TraceArgs,
 }
+
+/// Slow calls kept with their kernel stacks (`record`, `live`).
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct SlowArgs {
+    /// Also keep every call at least this long (e.g. 1ms, 200us, 0.5s) with its kernel stack
+    /// at return (its callers, symbolized from /proc/kallsyms), besides its record: in the
+    /// capture, with CPU, task, arguments, return value and time breakdown. Stream mode
+    /// only. At the end, how many were kept and lost, per function.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub slow: Option<Duration>,
+    /// With --slow: slow calls kept per function at most; later ones are only counted
+    /// (`over limit` at the end).
+    #[arg(long, value_name = "N", requires = "slow", default_value_t = DEFAULT_SLOW_MAX, value_parser = clap::value_parser!(u64).range(1..))]
+    pub slow_max: u64,
+}
+
+/// `--slow-max`'s default: slow calls kept per function (each about 330 bytes of stack names
+/// in the capture); later ones are only counted.
+pub const DEFAULT_SLOW_MAX: u64 = 1000;
 
 #[derive(Debug, Args)]
 #[command(after_long_help = help::LIVE)]
@@ -313,6 +334,8 @@ pub struct LiveArgs {
     /// Ring buffer size: bytes, or 512K, 8M, 1G (a power of two, at least 4K).
     #[arg(long, value_name = "SIZE", default_value_t = damon_common::DEFAULT_RING_BYTES, value_parser = parse_ring_size, allow_hyphen_values = true, conflicts_with = "replay")]
     pub ring_size: u32,
+    #[command(flatten)]
+    pub slow: SlowArgs,
     #[command(flatten)]
     pub trace: TraceArgs,
 }

@@ -36,6 +36,9 @@ pub const HEAT_COLUMNS: usize = 600;
 pub enum Event {
     /// Call records as they arrived.
     Records(Vec<CallRecord>),
+    /// `--slow`: slow calls with their kernel stacks, as they arrived (each also came as a
+    /// record in [`Event::Records`]).
+    Slow(Vec<crate::capture::SlowCall>),
     /// Kernel mode: the kernel's counters and histograms, cumulative since the session
     /// started (about once a second).
     Histograms(HistSnapshot),
@@ -402,6 +405,8 @@ impl App {
                 self.set_calibration(Some(&cal), mode);
                 Effect::Draw
             }
+            // Shown by the slow-calls view (helper u2); until then, not drawn.
+            Event::Slow(_) => Effect::None,
             Event::SourceEnded => {
                 self.ended = true;
                 Effect::Draw

@@ -102,6 +102,12 @@ where
             if let Event::Records(records) = &event {
                 sinks.spool.push(records).context("writing the capture")?;
             }
+            if let Event::Slow(calls) = &event {
+                sinks
+                    .spool
+                    .push_slow(calls)
+                    .context("writing the capture")?;
+            }
             if let Event::Histograms(snapshot) = &event {
                 sinks
                     .spool
@@ -126,6 +132,12 @@ where
                     for event in collector.drain() {
                         if let Event::Records(records) = &event {
                             sinks.spool.push(records).context("writing the capture")?;
+                        }
+                        if let Event::Slow(calls) = &event {
+                            sinks
+                                .spool
+                                .push_slow(calls)
+                                .context("writing the capture")?;
                         }
                         app.update(event);
                     }
@@ -159,7 +171,19 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     // A replay is narrowed to names its capture has (user-named functions included), not to
     // the built-in ones.
     let config = match args.replay {
-        None => Some(args.trace.session_config(args.ring_size)?),
+        None => {
+            let mut config = args.trace.session_config(args.ring_size)?;
+            args.slow.apply(&mut config)?;
+            Some(config)
+        }
+        Some(_) if args.slow.slow.is_some() => {
+            return Err(crate::error::UsageError(
+                "--slow applies to tracing, not to --replay (a capture recorded with --slow \
+                 has its slow calls already)"
+                    .into(),
+            )
+            .into());
+        }
         Some(_) => None,
     };
     let replay = match &args.replay {
@@ -266,8 +290,13 @@ fn finish(
         return Ok(());
     };
     let reason = *outcome.as_ref().unwrap_or(&StopReason::Error);
-    let (rest, summary) = live.stop(reason)?;
+    let source::Stopped {
+        records: rest,
+        slow,
+        summary,
+    } = live.stop(reason)?;
     spool.push(&rest).context("writing the capture")?;
+    spool.push_slow(&slow).context("writing the capture")?;
     if let Some((path, n)) = spool.finish(&summary)? {
         let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
         let what = if n == 0 && !summary.kernel_hist.is_empty() {

@@ -6,6 +6,7 @@ pub mod globals;
 pub mod intervals;
 pub mod kernel_maps;
 pub mod ring;
+pub mod slow;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -94,6 +95,9 @@ pub struct LoadOptions {
     pub filter: crate::capture::TaskFilter,
     /// Which of the probes' diagnostics they log (`--debug-probes`).
     pub debug_probes: ProbeLogLevel,
+    /// `record --slow`: the threshold in ns of a slow call, kept with its stack (stream mode);
+    /// 0 = off.
+    pub slow_ns: u64,
 }
 
 impl Tracer {
@@ -535,6 +539,17 @@ fn load_object(
     loader.override_global(damon_common::GLOBAL_RING_WAKE_BYTES, &wake_bytes, true);
     loader.override_global(GLOBAL_TRACE_MODE, &trace_mode, true);
     loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
+    let slow_ns = if opts.mode.mode.streams() {
+        opts.slow_ns
+    } else {
+        0
+    };
+    loader.override_global(damon_common::slow::GLOBAL_SLOW_NS, &slow_ns, true);
+    if slow_ns == 0 {
+        // Never written: the smallest ring (one page) and one counter.
+        loader.map_max_entries(damon_common::slow::MAP_SLOW_EVENTS, 4096);
+        loader.map_max_entries(damon_common::slow::MAP_SLOW_COUNTERS, 1);
+    }
     let filter = &opts.filter;
     let (tgid, tid) = (filter.tgid.unwrap_or(0), filter.tid.unwrap_or(0));
     let cgroup = filter.cgroup.as_ref().map_or(0, |c| c.id);
