@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlowCall {
     pub call: CallRecord,
-    /// Innermost first: `symbol+0xoffset` (`[module]` appended for a module's symbol), or the
-    /// address in hex where no symbol covers it.
+    /// Innermost first: `symbol+0xoffset` (` [module]` appended for a module's symbol), or
+    /// `[unknown]` where no symbol covers the address (a capture holds no kernel address).
     pub stack: Vec<String>,
 }
 

@@ -71,6 +71,10 @@ pub enum Command {
     #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "disturb-loop")]
     DisturbLoop(instruments::DisturbArgs),
+    /// Test helper: vfs_read from a long and a short caller (slow calls' ground truth).
+    #[cfg(any(test, feature = "instruments"))]
+    #[command(hide = true, name = "read-mix")]
+    ReadMix(instruments::ReadMixArgs),
     /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
     #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "bench-decode")]

@@ -2,14 +2,18 @@
 //! parsed once into a table sorted by address.
 //!
 //! A name is `symbol+0xoffset`, with ` [module]` after a module's symbol; an address no symbol
-//! covers stays a hex number. `/proc/kallsyms` shows every address as 0 to a reader without
-//! the right (`kptr_restrict`, CAP_SYSLOG): [`Symbols::hidden`] says so, and then every frame
-//! is a hex address.
+//! covers is [`UNKNOWN`], never the address itself: captures hold no kernel address
+//! (docs/guarantees.md), which would give away the kernel's layout (KASLR). `/proc/kallsyms`
+//! shows every address as 0 to a reader without the right (`kptr_restrict`, CAP_SYSLOG):
+//! [`Symbols::hidden`] says so, and then every frame is unknown.
 use std::io;
 
 /// How far past a symbol's start an address may be and still be named by it when no later
 /// symbol bounds it (the last symbol of the table).
 const LAST_SYMBOL_SPAN: u64 = 1 << 20;
+
+/// The name of a frame no symbol covers.
+pub const UNKNOWN: &str = "[unknown]";
 
 /// The module name kallsyms gives BPF programs and trampolines.
 const BPF_MODULE: &str = "bpf";
@@ -74,7 +78,8 @@ impl Symbols {
         (!last || off < LAST_SYMBOL_SPAN).then_some((i, off))
     }
 
-    /// `symbol+0xoffset`, ` [module]` appended for a module's symbol; `0x…` when unknown.
+    /// `symbol+0xoffset`, ` [module]` appended for a module's symbol; [`UNKNOWN`] when no
+    /// symbol covers `addr`.
     pub fn name(&self, addr: u64) -> String {
         match self.lookup(addr) {
             Some((i, off)) => {
@@ -84,7 +89,7 @@ impl Symbols {
                     None => format!("{name}+{off:#x}"),
                 }
             }
-            None => format!("{addr:#x}"),
+            None => UNKNOWN.to_owned(),
         }
     }
 
@@ -94,12 +99,26 @@ impl Symbols {
             .is_some_and(|(i, _)| self.table[i].2.as_deref() == Some(BPF_MODULE))
     }
 
-    /// A stack's names, innermost first, without its leading frames in BPF programs and
-    /// trampolines: under fexit and fsession the walk starts in the probe machinery, under the
-    /// kprobe methods at the traced function's caller; either way the first name is then the
-    /// caller's.
-    pub fn stack(&self, ips: &[u64]) -> Vec<String> {
-        let start = ips.iter().take_while(|&&a| self.in_bpf(a)).count();
+    /// Whether `addr` is inside the symbol `name`.
+    fn in_symbol(&self, addr: u64, name: &str) -> bool {
+        self.lookup(addr)
+            .is_some_and(|(i, _)| self.table[i].1 == name)
+    }
+
+    /// The stack of a call of `traced`, names innermost first, from the function's caller on:
+    /// without the leading frames in BPF programs and trampolines (under fexit and fsession
+    /// the walk starts in the probe's program, then its trampoline) and then any in `traced`
+    /// itself (the trampoline's return address is the patched call at the function's entry).
+    pub fn stack(&self, ips: &[u64], traced: &str) -> Vec<String> {
+        let start = ips
+            .iter()
+            .take_while(|&&a| self.in_bpf(a))
+            .chain(
+                ips.iter()
+                    .skip_while(|&&a| self.in_bpf(a))
+                    .take_while(|&&a| self.in_symbol(a, traced)),
+            )
+            .count();
         ips[start..].iter().map(|&a| self.name(a)).collect()
     }
 }
@@ -127,8 +146,8 @@ ffffffffc0003000 t bpf_trampoline_6442 [bpf]
         assert_eq!(s.name(0xffffffff81234910), "ksys_read+0x10");
         assert_eq!(s.name(0xffffffffc0001010), "ext4_read+0x10 [ext4]");
         // Below the first symbol, or far past the last: the address.
-        assert_eq!(s.name(0x1000), "0x1000");
-        assert_eq!(s.name(0xffffffffd0000000), "0xffffffffd0000000");
+        assert_eq!(s.name(0x1000), UNKNOWN);
+        assert_eq!(s.name(0xffffffffd0000000), UNKNOWN);
     }
 
     #[test]
@@ -137,20 +156,25 @@ ffffffffc0003000 t bpf_trampoline_6442 [bpf]
         let ips = [
             0xffffffffc0002010, // the program
             0xffffffffc0003020, // its trampoline
+            0xffffffff81234509, // the traced function's patched entry
             0xffffffff81234920, // the caller
             0xffffffffc0002010, // a BPF frame further out stays
+            0xffffffff81234509, // and so does the function further out (recursion)
         ];
-        let names = s.stack(&ips);
-        assert_eq!(names.len(), 2);
+        let names = s.stack(&ips, "vfs_read");
+        assert_eq!(names.len(), 3);
         assert_eq!(names[0], "ksys_read+0x20");
         assert!(names[1].ends_with("[bpf]"), "{names:?}");
+        assert_eq!(names[2], "vfs_read+0x9");
+        // A kretprobe's walk starts at the caller: nothing dropped.
+        assert_eq!(s.stack(&ips[3..4], "vfs_read"), ["ksys_read+0x20"]);
     }
 
     #[test]
     fn zeroed_addresses_are_detected() {
         let s = Symbols::parse("0000000000000000 T _stext\n0000000000000000 T vfs_read\n");
         assert!(s.hidden());
-        assert_eq!(s.name(0xffffffff81234500), "0xffffffff81234500");
+        assert_eq!(s.name(0xffffffff81234500), UNKNOWN);
         assert!(!Symbols::parse("").hidden());
     }
 }

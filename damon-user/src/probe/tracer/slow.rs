@@ -100,6 +100,8 @@ pub struct SlowCollector {
     ring: SlowRing,
     symbols: Symbols,
     settings: SlowSettings,
+    /// Per function id, its symbol (where a stack starts).
+    symbols_of: BTreeMap<u32, String>,
     /// Per function id: slow calls kept and those past the bound.
     per_function: BTreeMap<u32, (u64, u64)>,
     pending: Vec<SlowCall>,
@@ -108,7 +110,7 @@ pub struct SlowCollector {
 impl SlowCollector {
     /// Takes the ring and reads `/proc/kallsyms` (after the attach: the probes' programs and
     /// trampolines are in it). When kallsyms hides the addresses, says so on stderr: the
-    /// stacks are then kept as hex addresses.
+    /// frames are then kept as `[unknown]`.
     pub fn start(tracer: &mut Tracer, settings: SlowSettings) -> anyhow::Result<SlowCollector> {
         let symbols = {
             let _t = crate::timing::phase("slow calls: /proc/kallsyms read for the stacks");
@@ -117,14 +119,19 @@ impl SlowCollector {
         if symbols.hidden() {
             eprintln!(
                 "damon-trace: warning: /proc/kallsyms shows every address as 0 to this process \
-                 (kernel.kptr_restrict, or no CAP_SYSLOG): the slow calls' stacks are kept as \
-                 hex addresses; run as root, or set kernel.kptr_restrict=0, to get names"
+                 (kernel.kptr_restrict, or no CAP_SYSLOG): the slow calls' stack frames are \
+                 kept as [unknown]; run as root, or set kernel.kptr_restrict=0, to get names"
             );
         }
         Ok(SlowCollector {
             ring: tracer.take_slow_ring()?,
             symbols,
             settings,
+            symbols_of: tracer
+                .attached
+                .iter()
+                .map(|(f, _)| (f.id, f.symbol.clone()))
+                .collect(),
             per_function: BTreeMap::new(),
             pending: Vec::new(),
         })
@@ -133,7 +140,7 @@ impl SlowCollector {
     /// Reads every slow call now in the ring: symbolized and kept up to the per-function
     /// bound, counted past it.
     pub fn drain(&mut self) {
-        let (symbols, settings) = (&self.symbols, &self.settings);
+        let (symbols, settings, names) = (&self.symbols, &self.settings, &self.symbols_of);
         let (per_function, pending) = (&mut self.per_function, &mut self.pending);
         self.ring.drain(&mut |e| {
             let (kept, over) = per_function.entry(e.call.func).or_default();
@@ -144,7 +151,10 @@ impl SlowCollector {
             *kept += 1;
             pending.push(SlowCall {
                 call: e.call,
-                stack: symbols.stack(e.stack()),
+                stack: symbols.stack(
+                    e.stack(),
+                    names.get(&e.call.func).map_or("", String::as_str),
+                ),
             });
         });
     }
