@@ -166,17 +166,10 @@ fn save(collector: &Collector, spool: &mut Spool, dir: &Path) -> Result<String, 
         .map_err(|e| format!("{e:#}"))
 }
 
-/// `damon-trace live`: trace (or replay) and show the screen until `q`, Ctrl-C or a signal.
-pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
-    // A replay is narrowed to names its capture has (user-named functions included), not to
-    // the built-in ones.
-    let config = match args.replay {
-        None => {
-            let mut config = args.trace.session_config(args.ring_size)?;
-            args.slow.apply(&mut config)?;
-            Some(config)
-        }
-        Some(_) if args.slow.slow.is_some() => {
+/// The session a live view traces (`--slow` included); `None` for a replay.
+fn live_config(args: &LiveArgs) -> anyhow::Result<Option<crate::trace::SessionConfig>> {
+    if args.replay.is_some() {
+        if args.slow.slow.is_some() {
             return Err(crate::error::UsageError(
                 "--slow applies to tracing, not to --replay (a capture recorded with --slow \
                  has its slow calls already)"
@@ -184,8 +177,18 @@ pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             )
             .into());
         }
-        Some(_) => None,
-    };
+        return Ok(None);
+    }
+    let mut config = args.trace.session_config(args.ring_size)?;
+    args.slow.apply(&mut config)?;
+    Ok(Some(config))
+}
+
+/// `damon-trace live`: trace (or replay) and show the screen until `q`, Ctrl-C or a signal.
+pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
+    // A replay is narrowed to names its capture has (user-named functions included), not to
+    // the built-in ones.
+    let config = live_config(args)?;
     let replay = match &args.replay {
         Some(path) => Some(narrowed(read_file(path)?, &args.trace.selection.functions)?),
         None => None,

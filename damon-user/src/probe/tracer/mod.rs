@@ -539,17 +539,8 @@ fn load_object(
     loader.override_global(damon_common::GLOBAL_RING_WAKE_BYTES, &wake_bytes, true);
     loader.override_global(GLOBAL_TRACE_MODE, &trace_mode, true);
     loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
-    let slow_ns = if opts.mode.mode.streams() {
-        opts.slow_ns
-    } else {
-        0
-    };
-    loader.override_global(damon_common::slow::GLOBAL_SLOW_NS, &slow_ns, true);
-    if slow_ns == 0 {
-        // Never written: the smallest ring (one page) and one counter.
-        loader.map_max_entries(damon_common::slow::MAP_SLOW_EVENTS, 4096);
-        loader.map_max_entries(damon_common::slow::MAP_SLOW_COUNTERS, 1);
-    }
+    let slow_ns = slow::threshold(opts);
+    slow::configure(&mut loader, &slow_ns);
     let filter = &opts.filter;
     let (tgid, tid) = (filter.tgid.unwrap_or(0), filter.tid.unwrap_or(0));
     let cgroup = filter.cgroup.as_ref().map_or(0, |c| c.id);

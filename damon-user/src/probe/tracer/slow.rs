@@ -60,6 +60,26 @@ pub struct KernelSlowCounts {
     pub ring_full: u64,
 }
 
+/// The threshold the programs get: `--slow`'s in stream mode, else 0 (off).
+pub(super) fn threshold(opts: &super::LoadOptions) -> u64 {
+    if opts.mode.mode.streams() {
+        opts.slow_ns
+    } else {
+        0
+    }
+}
+
+/// Writes the threshold into the programs, and without one makes the ring and counters as
+/// small as they can be.
+pub(super) fn configure<'a>(loader: &mut aya::EbpfLoader<'a>, slow_ns: &'a u64) {
+    loader.override_global(damon_common::slow::GLOBAL_SLOW_NS, slow_ns, true);
+    if *slow_ns == 0 {
+        // Never written: the smallest ring (one page) and one counter.
+        loader.map_max_entries(MAP_SLOW_EVENTS, 4096);
+        loader.map_max_entries(MAP_SLOW_COUNTERS, 1);
+    }
+}
+
 impl Tracer {
     /// Takes the slow calls' ring out of the object for its reader.
     pub fn take_slow_ring(&mut self) -> anyhow::Result<SlowRing> {
