@@ -74,7 +74,10 @@ fn the_guest_script_runs_every_configuration() {
     assert!(s.contains("*-dist) extra=--disturbance;;"));
     // `-slow`: slow calls on, none slow; `-slowall`: every call slow, the reader draining.
     assert!(s.contains("*-slow) extra='--slow 1h';;"), "{s}");
-    assert!(s.contains("*-slowall) extra='--slow 0.001us --slow-max 1';;"), "{s}");
+    assert!(
+        s.contains("*-slowall) extra='--slow 0.001us --slow-max 1';;"),
+        "{s}"
+    );
     assert!(s.contains("stream-*-reader|stream-*-slowall) ;;"), "{s}");
     // `ksession` in a configuration's name is --attach kprobe-session.
     assert!(s.contains("[ \"$attach\" = ksession ] && attach=kprobe-session"));

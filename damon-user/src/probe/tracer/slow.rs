@@ -26,12 +26,8 @@ pub struct SlowRing {
 
 /// Decodes one ring item; `None` if its size is wrong.
 pub fn decode(bytes: &[u8]) -> Option<SlowEvent> {
-    if bytes.len() != SLOW_EVENT_SIZE {
-        return None;
-    }
-    // SAFETY: the length was checked; SlowEvent is Pod (any bit pattern is valid), and
-    // read_unaligned copes with the ring's alignment not being known to Rust.
-    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<SlowEvent>()) })
+    debug_assert_eq!(SLOW_EVENT_SIZE, std::mem::size_of::<SlowEvent>());
+    super::ring::decode_as(bytes)
 }
 
 impl SlowRing {
