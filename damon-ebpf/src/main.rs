@@ -13,6 +13,7 @@
 #![feature(core_intrinsics)]
 
 use aya_ebpf::{
+    EbpfContext as _,
     bindings::{BPF_NOEXIST, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
@@ -33,6 +34,7 @@ mod plog;
 #[macro_use]
 mod session;
 mod slots;
+mod slow;
 use args::{Frame, dests_add_args, global, global64, hot_score_args, migrate_pages_args, no_args};
 use damon_common::{
     AGGR_TP_NR_REGIONS_OFFSET, AGGR_TP_START_OFFSET, AGGR_TP_TARGET_ID_OFFSET, AGGREGATION_MARK,
@@ -284,7 +286,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
 
 /// Closes the call of invocation `frame`: a record (stream) and/or a histogram entry (kernel).
 #[inline(always)]
-fn on_exit(func: u32, frame: u64, value: i64) {
+fn on_exit(ctx: *mut core::ffi::c_void, func: u32, frame: u64, value: i64) {
     // SAFETY: helper without preconditions; read first so the duration excludes our own work.
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -344,7 +346,7 @@ fn on_exit(func: u32, frame: u64, value: i64) {
         value,
         dist,
     };
-    finish(func, pid_tgid, cpu, ended);
+    finish(ctx, func, pid_tgid, cpu, ended);
 }
 
 /// What the exit side knows of a timed call.
@@ -360,9 +362,15 @@ pub(crate) struct Ended {
 
 /// A timed call's end, for every attach method: the histogram (kernel mode) and/or the record
 /// (stream mode). `idle` is [`idle_cpu`]'s answer for the task (the CPU of an idle task, 0
-/// otherwise).
+/// otherwise). `ctx` is the exit program's context, for a slow call's stack (`slow.rs`).
 #[inline(always)]
-pub(crate) fn finish(func: u32, pid_tgid: u64, idle: u32, call: Ended) {
+pub(crate) fn finish(
+    ctx: *mut core::ffi::c_void,
+    func: u32,
+    pid_tgid: u64,
+    idle: u32,
+    call: Ended,
+) {
     let Ended {
         entry_ns,
         now,
@@ -389,25 +397,27 @@ pub(crate) fn finish(func: u32, pid_tgid: u64, idle: u32, call: Ended) {
         // SAFETY: helper without preconditions.
         unsafe { bpf_get_smp_processor_id() }
     };
+    let record = CallRecord {
+        entry_ns,
+        duration_ns,
+        value,
+        arg0,
+        arg1,
+        pid,
+        tid,
+        cpu,
+        func,
+        slept,
+        preempted,
+        hardirqs,
+        softirqs,
+        off_cpu_ns: 0,
+        irq_ns: 0,
+    };
+    slow::keep_if_slow(ctx, &record);
     match EVENTS.reserve::<CallRecord>(0) {
         Some(mut slot) => {
-            slot.write(CallRecord {
-                entry_ns,
-                duration_ns,
-                value,
-                arg0,
-                arg1,
-                pid,
-                tid,
-                cpu,
-                func,
-                slept,
-                preempted,
-                hardirqs,
-                softirqs,
-                off_cpu_ns: 0,
-                irq_ns: 0,
-            });
+            slot.write(record);
             slot.submit(wake_flags());
             bump(func, Counter::Emitted);
         }
@@ -437,7 +447,7 @@ macro_rules! traced {
         #[fexit(function = $sym)]
         pub fn $fexit(ctx: FExitContext) -> u32 {
             let $raw: $ty = ctx.ret().unwrap_or_default();
-            on_exit($id, ctx.frame(), $value);
+            on_exit(ctx.as_ptr(), $id, ctx.frame(), $value);
             0
         }
 
@@ -450,7 +460,7 @@ macro_rules! traced {
         #[kretprobe]
         pub fn $kretprobe(ctx: RetProbeContext) -> u32 {
             let $raw: $ty = ctx.ret();
-            on_exit($id, ctx.frame(), $value);
+            on_exit(ctx.as_ptr(), $id, ctx.frame(), $value);
             0
         }
     };

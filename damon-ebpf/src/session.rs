@@ -209,9 +209,13 @@ pub(crate) fn ksession_return(ctx: &ProbeContext, func: u32, now: u64, value: i6
     // A zero cookie is not expected here (the entry always writes one); counted, so it would
     // show.
     let pid_tgid = bpf_get_current_pid_tgid();
-    session_return((func, pid_tgid, now, value), ctx.frame(), cookie, || {
-        unpack_small(cookie)
-    });
+    session_return(
+        ctx.as_ptr(),
+        (func, pid_tgid, now, value),
+        ctx.frame(),
+        cookie,
+        || unpack_small(cookie),
+    );
 }
 
 /// An fsession's entry run: counts the call and keeps its entry time in the cookie. It cannot
@@ -249,9 +253,13 @@ pub(crate) fn fsession_return(
     }
     // SAFETY: as in `ksession_entry`.
     let cookie = unsafe { *session_cookie(ctx) };
-    session_return((func, pid_tgid, now, value), ctx.frame(), cookie, || {
-        args(ctx)
-    });
+    session_return(
+        ctx.as_ptr(),
+        (func, pid_tgid, now, value),
+        ctx.frame(),
+        cookie,
+        || args(ctx),
+    );
 }
 
 /// The return run of either session once it has its cookie, for `(func, pid_tgid, now,
@@ -260,6 +268,7 @@ pub(crate) fn fsession_return(
 /// [`finish`].
 #[inline(always)]
 fn session_return(
+    ctx: *mut core::ffi::c_void,
     (func, pid_tgid, now, value): (u32, u64, u64, i64),
     frame: u64,
     cookie: u64,
@@ -280,7 +289,7 @@ fn session_return(
         value,
         dist: disturbance(func, unpack_slot(cookie), entry_ns, &exit),
     };
-    finish(func, pid_tgid, idle_cpu(pid_tgid as u32), ended);
+    finish(ctx, func, pid_tgid, idle_cpu(pid_tgid as u32), ended);
 }
 
 /// The two session programs of one traced slot: `$ks`, a kprobe session (`ksession_*`), and

@@ -2,6 +2,7 @@
 //! `FIRST_USER_FUNC..=LAST_USER_FUNC`: the same six programs as a built-in function's, with no
 //! arguments and no value.
 use aya_ebpf::{
+    EbpfContext as _,
     helpers::bpf_ktime_get_ns,
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
@@ -29,7 +30,7 @@ macro_rules! user_slot {
 
         #[fexit]
         pub fn $fexit(ctx: FExitContext) -> u32 {
-            on_exit($id, ctx.frame(), 0);
+            on_exit(ctx.as_ptr(), $id, ctx.frame(), 0);
             0
         }
 
@@ -41,7 +42,7 @@ macro_rules! user_slot {
 
         #[kretprobe]
         pub fn $kretprobe(ctx: RetProbeContext) -> u32 {
-            on_exit($id, ctx.frame(), 0);
+            on_exit(ctx.as_ptr(), $id, ctx.frame(), 0);
             0
         }
     };

@@ -19,7 +19,8 @@ use crate::{
 };
 
 pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
-    let config = args.trace.session_config(args.ring_size)?;
+    let mut config = args.trace.session_config(args.ring_size)?;
+    args.slow.apply(&mut config)?;
 
     let (runtime, mut signals) = runtime_with_signals()?;
     let _rt = runtime.enter();
@@ -37,20 +38,29 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     ))?;
 
     let mut rest = Vec::new();
+    let mut slow_rest = Vec::new();
     let mut meta = session.meta().clone();
-    let summary = session.stop(stop, &mut rest)?;
+    let summary = session.stop(stop, &mut rest, &mut slow_rest)?;
     if summary.calibration.is_some() {
         meta.calibration.clone_from(&summary.calibration);
     }
     for r in &rest {
         writer.push(r).context("writing the capture")?;
     }
+    writer
+        .push_slow(&slow_rest)
+        .context("writing the capture")?;
     let by_function = writer.records_by_function.clone();
     let written = writer
         .finish(&summary)
         .with_context(|| format!("finishing capture {}", args.output.display()))?;
     let mode = config.mode.mode;
     print_end(&summary, mode, written, &args.output);
+    if let Some(settings) = &meta.slow {
+        for line in summary::slow_lines(settings, &summary, names_of(&meta)) {
+            eprintln!("{line}");
+        }
+    }
     let names = |id: u32| {
         meta.functions.iter().find(|f| f.id == id).map_or_else(
             || (function_name(id), None),
@@ -112,6 +122,9 @@ async fn record_until_stopped(
         for r in batch.drain(..) {
             writer.push(&r).context("writing the capture")?;
         }
+        writer
+            .push_slow(&session.take_slow_calls())
+            .context("writing the capture")?;
         if flush {
             writer.flush().context("writing the capture")?;
             // Kernel mode: a cumulative snapshot a second, so a killed recorder's capture
@@ -139,6 +152,16 @@ async fn record_until_stopped(
         eprintln!();
     }
     Ok(stop)
+}
+
+/// A function's name by id, as the capture's metadata has it.
+fn names_of(meta: &crate::capture::Meta) -> impl Fn(u32) -> String + '_ {
+    |id| {
+        meta.functions
+            .iter()
+            .find(|f| f.id == id)
+            .map_or_else(|| function_name(id), |f| f.name.clone())
+    }
 }
 
 /// The last line: what was written where, and how many calls were made.

@@ -13,13 +13,13 @@ use damon_common::CallRecord;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
-    capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, Summary},
+    capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, SlowCall, Summary},
     diagnosis,
     probe::{
         calibrate,
         facts::KernelFacts,
         loader::probe_log::{ProbeLog, ProbeLogLevel},
-        tracer::{LoadOptions, Tracer, ring::RingReader},
+        tracer::{LoadOptions, Tracer, ring::RingReader, slow::SlowCollector},
     },
     stats::calibration::{Calibration, CalibrationStatus},
     timing,
@@ -211,13 +211,15 @@ fn session_meta(
         filter: config.filter.clone(),
         disturbance: Some(tracer.disturbance().clone()),
         clock: config.clock,
-        slow: None,
+        slow: config.slow.filter(|_| mode.mode.streams()),
     })
 }
 
 pub struct Session {
     tracer: Tracer,
     reader: RingReader,
+    /// `--slow`: the slow calls' reader.
+    slow: Option<SlowCollector>,
     /// `--debug-probes`: the probes' own log.
     probe_log: Option<ProbeLog>,
     meta: Meta,
@@ -262,6 +264,7 @@ impl Session {
                 mode,
                 filter: config.filter.clone(),
                 debug_probes: config.debug_probes,
+                slow_ns: config.slow.map_or(0, |s| s.threshold_ns),
             })
         };
         let mut tracer = loaded.map_err(|e| nothing_traceable(config).unwrap_or(e))?;
@@ -295,6 +298,10 @@ impl Session {
         let _t = timing::phase("ring buffer: registered with epoll; probe log");
         let ring = tracer.take_ring()?;
         let reader = RingReader::new(ring).context("registering the ring buffer with epoll")?;
+        let slow = match meta.slow {
+            Some(settings) => Some(SlowCollector::start(&mut tracer, settings)?),
+            None => None,
+        };
         let probe_log = match config.debug_probes {
             ProbeLogLevel::Off => None,
             _ => Some(tracer.start_probe_log()?),
@@ -306,6 +313,7 @@ impl Session {
         Ok(Session {
             tracer,
             reader,
+            slow,
             probe_log,
             meta,
             started: Instant::now(),
@@ -375,6 +383,9 @@ impl Session {
     pub async fn wait_and_drain(&mut self, out: &mut Vec<CallRecord>) -> std::io::Result<()> {
         let before = out.len();
         self.reader.drain_when_ready(&mut |r| out.push(r)).await?;
+        if let Some(slow) = self.slow.as_mut() {
+            slow.drain();
+        }
         self.note_first_record(&out[before..]);
         Ok(())
     }
@@ -387,8 +398,20 @@ impl Session {
     pub fn drain(&mut self, out: &mut Vec<CallRecord>) {
         let before = out.len();
         self.reader.drain(&mut |r| out.push(r));
+        if let Some(slow) = self.slow.as_mut() {
+            slow.drain();
+        }
         self.note_first_record(&out[before..]);
         let _ = self.tracer.collect_stamps();
+    }
+
+    /// `--slow`: the slow calls read since the last call (with the records' drains), in
+    /// arrival order; none without it.
+    pub fn take_slow_calls(&mut self) -> Vec<SlowCall> {
+        self.slow
+            .as_mut()
+            .map(SlowCollector::take)
+            .unwrap_or_default()
     }
 
     /// What the probes logged since the last call (`--debug-probes`; nothing without it), as
@@ -464,14 +487,21 @@ impl Session {
     }
 
     /// Entries off, running calls finish, exits off; the last records go to `out`, and the
-    /// summary carries the final counters with the calls still in flight.
+    /// summary carries the final counters with the calls still in flight. `--slow`: the last
+    /// slow calls go to `slow_out`, and the summary counts each function's kept and lost.
     pub fn stop(
         mut self,
         reason: StopReason,
         out: &mut Vec<CallRecord>,
+        slow_out: &mut Vec<SlowCall>,
     ) -> anyhow::Result<Summary> {
         self.tracer.detach();
         self.drain(out);
+        slow_out.extend(self.take_slow_calls());
+        let (slow, slow_malformed) = match &self.slow {
+            Some(c) => (c.counters(&self.tracer)?, c.malformed()),
+            None => Default::default(),
+        };
         // The probes' last lines (since the last second's read, and any the detach logged):
         // on stderr, where `record` and `serve` printed the others (`live` has left the
         // screen by now).
@@ -487,7 +517,7 @@ impl Session {
             duration_ns: self.started.elapsed().as_nanos() as u64,
             end_reason: reason.as_str().to_owned(),
             counters: self.tracer.counters()?,
-            malformed_items: self.reader.malformed,
+            malformed_items: self.reader.malformed + slow_malformed,
             damon_end: damon_config(),
             intervals: self.tracer.mark_counters(),
             kernel_hist,
@@ -496,7 +526,7 @@ impl Session {
                 .is_some()
                 .then(|| self.meta.calibration.clone())
                 .flatten(),
-            slow: Default::default(),
+            slow,
         })
     }
 }

@@ -111,6 +111,9 @@ pub struct SessionConfig {
     pub debug_probes: ProbeLogLevel,
     /// The clock the machine runs on (`--clock`), stored in the capture.
     pub clock: crate::capture::Clock,
+    /// `--slow`: calls at least this long are also kept with their kernel stacks (stream
+    /// mode); `None`: off.
+    pub slow: Option<crate::capture::SlowSettings>,
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use serde_json::json;
 
 pub mod disturb_loop;
 mod heatmap;
+pub mod read_mix;
 mod ring_image;
 mod timer_storm;
 

@@ -8,7 +8,8 @@
 //! Chunk kinds: 1 = metadata (JSON, first), 2 = call records (`columns.rs`), 3 = summary
 //! (JSON, last), 4 = interval markers, 5 = records with arguments, 6 = kernel-mode histogram
 //! snapshot (`hist.rs`), 7 = the same with skip counters, 8 = records with arguments and
-//! disturbance counts, 9 = a kind-7 snapshot with the disturbed calls. Records are written in chunks as they arrive — `record` flushes one every
+//! disturbance counts, 9 = a kind-7 snapshot with the disturbed calls, 11 = slow calls with
+//! their stacks (`slow.rs`). Records are written in chunks as they arrive — `record` flushes one every
 //! second — so a writer killed with SIGKILL leaves every complete chunk readable: a reader
 //! accepts a file that ends inside its last chunk when no summary precedes it (exactly what a
 //! killed writer leaves) and reports the torn tail. Readers skip chunk kinds they do not know,
@@ -24,7 +25,7 @@ use damon_common::CallRecord;
 
 pub use super::error::CaptureError;
 use super::{
-    Capture, HistSnapshot, Meta, Summary, chunk, columns, hist,
+    Capture, HistSnapshot, Meta, SlowCall, Summary, chunk, columns, hist,
     stdio::{STDIN_NAME, check_stdout, is_stdio, read_stdin, stdout_file},
     v1,
 };
@@ -57,6 +58,9 @@ pub(super) const KIND_RECORDS_DISTURBANCE: u32 = 8;
 /// (`hist.rs`): written instead of it when disturbance is measured in kernel mode. Older
 /// readers skip it (they see a kernel capture without snapshots).
 pub(super) const KIND_HIST_SNAPSHOT_DISTURBANCE: u32 = 9;
+/// Slow calls kept with their kernel stacks (`record --slow`, `slow::encode`), written as they
+/// arrive; readers before this kind skip it.
+pub(super) const KIND_SLOW_CALLS: u32 = 11;
 
 /// The chunk kind of records stored in `layout`.
 fn records_kind(layout: columns::Layout) -> u32 {
@@ -76,6 +80,8 @@ pub(super) fn records_layout(kind: u32) -> Option<columns::Layout> {
 pub(super) const HEADER_LEN: usize = 16;
 /// Records buffered before a chunk is written whatever the clock says.
 const RECORDS_PER_CHUNK: usize = 16 * 1024;
+/// Slow calls buffered before a chunk is written without waiting for the flush.
+const SLOW_CALLS_PER_CHUNK: usize = 1024;
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CaptureError + '_ {
     move |err| CaptureError::Unreadable {
@@ -92,6 +98,7 @@ pub struct CaptureWriter {
     sync: bool,
     pending: Vec<CallRecord>,
     pending_marks: Vec<CallRecord>,
+    pending_slow: Vec<SlowCall>,
     scratch: Vec<u8>,
     pub records_written: u64,
     pub marks_written: u64,
@@ -110,6 +117,7 @@ impl CaptureWriter {
             path: path.display().to_string(),
             pending: Vec::new(),
             pending_marks: Vec::new(),
+            pending_slow: Vec::new(),
             scratch: Vec::new(),
             records_written: 0,
             marks_written: 0,
@@ -160,6 +168,15 @@ impl CaptureWriter {
         Ok(())
     }
 
+    /// Buffers slow calls (`record --slow`), written with the next flush.
+    pub fn push_slow(&mut self, calls: &[SlowCall]) -> Result<(), CaptureError> {
+        self.pending_slow.extend_from_slice(calls);
+        if self.pending_slow.len() >= SLOW_CALLS_PER_CHUNK {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Writes a kernel-mode histogram snapshot as a chunk of its own, at once (after the
     /// records buffered so far).
     pub fn push_snapshot(&mut self, snapshot: &HistSnapshot) -> Result<(), CaptureError> {
@@ -179,6 +196,15 @@ impl CaptureWriter {
     /// Writes buffered records as a chunk, so a kill loses at most what arrived since the last
     /// flush (`record` flushes every second).
     pub fn flush(&mut self) -> Result<(), CaptureError> {
+        if !self.pending_slow.is_empty() {
+            let calls = std::mem::take(&mut self.pending_slow);
+            let mut raw = std::mem::take(&mut self.scratch);
+            raw.clear();
+            super::slow::encode(&calls, &mut raw);
+            let result = self.write_chunk(KIND_SLOW_CALLS, &raw);
+            self.scratch = raw;
+            result?;
+        }
         if !self.pending_marks.is_empty() {
             let marks = std::mem::take(&mut self.pending_marks);
             self.write_columns(KIND_MARKS, columns::Layout::Plain, &marks)?;
@@ -357,6 +383,7 @@ pub(super) struct Assembler {
     pub(super) records: Vec<CallRecord>,
     pub(super) marks: Vec<CallRecord>,
     pub(super) hist_snapshots: Vec<HistSnapshot>,
+    pub(super) slow_calls: Vec<SlowCall>,
     summary: Option<Summary>,
     pub record_chunks: usize,
 }
@@ -425,6 +452,11 @@ impl Assembler {
                 self.hist_snapshot(index, &c.raw, c.kind)?
             }
             KIND_SUMMARY => self.summary(index, &c.raw)?,
+            KIND_SLOW_CALLS => {
+                self.check_order(index, "slow calls")?;
+                super::slow::decode(&c.raw, &mut self.slow_calls)
+                    .map_err(|e| malformed(index, &e))?;
+            }
             _ => {} // a later version's chunk: skip
         }
         Ok(())
@@ -462,7 +494,7 @@ impl Assembler {
             summary: self.summary,
             marks: self.marks,
             hist_snapshots: self.hist_snapshots,
-            slow_calls: Vec::new(),
+            slow_calls: self.slow_calls,
         })
     }
 }

@@ -767,3 +767,50 @@ fn a_calibration_beside_the_session_reads_from_the_summary() {
         }
     }
 }
+
+/// Slow calls go into kind-11 chunks as they are flushed, read back in order into
+/// `slow_calls`, and survive a writer that never finished; their settings and counts ride in
+/// the metadata and summary.
+#[test]
+fn slow_calls_round_trip_in_kind_11_chunks_and_survive_an_unfinished_writer() {
+    use super::{SlowCall, SlowCounters, SlowSettings};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.dtcap");
+    let mut m = meta();
+    m.slow = Some(SlowSettings {
+        threshold_ns: 1_000_000,
+        stack_depth: 32,
+        max_per_function: 1000,
+    });
+    let slow = |i: u64| SlowCall {
+        call: CallRecord {
+            duration_ns: 2_000_000 + i,
+            ..rec(i)
+        },
+        stack: vec![format!("ksys_read+{i:#x}"), "do_syscall_64+0x82".into()],
+    };
+    let mut w = CaptureWriter::create(&path, false, &m).expect("create");
+    w.push(&rec(0)).expect("push");
+    w.push_slow(&[slow(0), slow(1)]).expect("slow");
+    w.flush().expect("flush");
+    w.push_slow(&[slow(2)]).expect("slow");
+    w.flush().expect("flush");
+    // A killed recorder: no summary, the flushed slow calls are there.
+    let c = read_file(&path).expect("read unfinished");
+    assert_eq!(c.slow_calls, vec![slow(0), slow(1), slow(2)]);
+    let mut s = summary(1);
+    s.slow.insert(
+        3,
+        SlowCounters {
+            kept: 3,
+            ring_full: 1,
+            over_limit: 2,
+        },
+    );
+    w.finish(&s).expect("finish");
+    let c = read_file(&path).expect("read");
+    assert_eq!(c.slow_calls, vec![slow(0), slow(1), slow(2)]);
+    assert_eq!(c.meta.slow, m.slow);
+    assert_eq!(c.summary.expect("summary").slow, s.slow);
+    assert_eq!(chunk_kinds(&path), vec![1, 11, 2, 11, 3]);
+}

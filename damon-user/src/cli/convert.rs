@@ -2,7 +2,7 @@
 //! (`crate::trace`): each conversion once, so that nothing past a command's entry point needs
 //! a clap type.
 use super::{
-    AttachArg, CalibrationArgs, ClockArg, DebugProbesArg, ModeArg, ModeArgs, Selection,
+    AttachArg, CalibrationArgs, ClockArg, DebugProbesArg, ModeArg, ModeArgs, Selection, SlowArgs,
     TaskFilterArgs, TraceArgs,
 };
 use crate::trace::{
@@ -109,6 +109,7 @@ impl Selection {
             filter: tasks.to_filter()?,
             debug_probes: Default::default(),
             clock: Default::default(),
+            slow: None,
         })
     }
 }
@@ -125,6 +126,33 @@ impl TraceArgs {
         config.debug_probes = self.debug_probes.into();
         config.clock = self.clock.into();
         Ok(config)
+    }
+}
+
+impl SlowArgs {
+    /// Puts `--slow` into `config` (whose mode is set): a usage error in kernel mode, where no
+    /// call has a record to keep.
+    pub fn apply(&self, config: &mut SessionConfig) -> anyhow::Result<()> {
+        let Some(threshold) = self.slow else {
+            return Ok(());
+        };
+        if !config.mode.mode.streams() {
+            return Err(crate::error::UsageError(
+                "--slow keeps slow calls' records with their stacks, and --mode kernel makes \
+                 no records: use --mode stream (the default) with --slow"
+                    .into(),
+            )
+            .into());
+        }
+        let threshold_ns = u64::try_from(threshold.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        config.slow = Some(crate::capture::SlowSettings {
+            threshold_ns,
+            stack_depth: damon_common::slow::SLOW_STACK_DEPTH as u32,
+            max_per_function: self.slow_max,
+        });
+        Ok(())
     }
 }
 

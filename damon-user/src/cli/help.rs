@@ -38,6 +38,7 @@ Examples:
   sudo damon-trace record -o run.dtcap --functions lock_timer_base --ring-size 8M
   sudo damon-trace record -o run.dtcap --duration 30s --format json
   sudo damon-trace record -o - --duration 10s | damon-trace report -
+  sudo damon-trace record -o slow.dtcap --func vfs_read --slow 2ms   (slow calls with stacks)
 
 Exit status:
   0  the capture was written (also when Ctrl-C or SIGTERM ended the recording early)

@@ -103,6 +103,20 @@ pub struct DisturbArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ReadMixArgs {
+    /// read(2) calls of --read-bytes from /dev/zero (the long caller of vfs_read).
+    #[arg(long, default_value_t = 50)]
+    pub reads: u64,
+    #[arg(long, default_value_t = 16 << 20)]
+    pub read_bytes: usize,
+    /// pread64(2) calls of --pread-bytes (the short caller), in turn with the reads.
+    #[arg(long, default_value_t = 500)]
+    pub preads: u64,
+    #[arg(long, default_value_t = 16)]
+    pub pread_bytes: usize,
+}
+
+#[derive(Debug, Args)]
 pub struct HeatmapArgs {
     /// Calls in the synthetic capture (or fed to the screen).
     #[arg(long, default_value_t = 50_000_000)]

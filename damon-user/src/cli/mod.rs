@@ -73,6 +73,10 @@ pub enum Command {
     #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "disturb-loop")]
     DisturbLoop(instruments::DisturbArgs),
+    /// Test helper: vfs_read from a long and a short caller (slow calls' ground truth).
+    #[cfg(any(test, feature = "instruments"))]
+    #[command(hide = true, name = "read-mix")]
+    ReadMix(instruments::ReadMixArgs),
     /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
     #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "bench-decode")]
@@ -287,8 +291,29 @@ pub struct RecordArgs {
     #[command(flatten)]
     pub format: FormatArgs,
     #[command(flatten)]
+    pub slow: SlowArgs,
+    #[command(flatten)]
     pub trace: TraceArgs,
 }
+
+/// Slow calls kept with their kernel stacks (`record`, `live`).
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct SlowArgs {
+    /// Also keep every call at least this long (e.g. 1ms, 200us, 0.5s) with its kernel stack
+    /// at return (its callers, symbolized from /proc/kallsyms), besides its record: in the
+    /// capture, with CPU, task, arguments, return value and time breakdown. Stream mode
+    /// only. At the end, how many were kept and lost, per function.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub slow: Option<Duration>,
+    /// With --slow: slow calls kept per function at most; later ones are only counted
+    /// (`over limit` at the end).
+    #[arg(long, value_name = "N", requires = "slow", default_value_t = DEFAULT_SLOW_MAX, value_parser = clap::value_parser!(u64).range(1..))]
+    pub slow_max: u64,
+}
+
+/// `--slow-max`'s default: slow calls kept per function (each about 330 bytes of stack names
+/// in the capture); later ones are only counted.
+pub const DEFAULT_SLOW_MAX: u64 = 1000;
 
 #[derive(Debug, Args)]
 #[command(after_long_help = help::LIVE)]
@@ -322,6 +347,8 @@ pub struct LiveArgs {
     /// and counted on their panel.
     #[arg(long, value_enum, value_name = "BASIS", default_value_t = TimeBasis::Wall)]
     pub time: TimeBasis,
+    #[command(flatten)]
+    pub slow: SlowArgs,
     #[command(flatten)]
     pub trace: TraceArgs,
 }

@@ -17,6 +17,9 @@ pub struct RecordSummary<'a> {
     pub mode: crate::capture::Mode,
     pub ring_size: u32,
     pub functions: Vec<FunctionSummary<'a>>,
+    /// `--slow`: the threshold and bounds (absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow: Option<crate::capture::SlowSettings>,
     /// The probe floor measured beside the session (`meta.calibration` of the capture read
     /// back), or why not.
     pub calibration: Option<&'a serde_json::Value>,
@@ -34,6 +37,10 @@ pub struct FunctionSummary<'a> {
     pub records: u64,
     pub dropped: u64,
     pub in_flight: u64,
+    /// `--slow`: this function's slow calls kept with their stacks and lost (absent without
+    /// `--slow`; all zero when none was slow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow: Option<crate::capture::SlowCounters>,
 }
 
 /// The summary of a finished session; `records` holds the records written per function id
@@ -62,6 +69,9 @@ pub fn summarise<'a>(
                 },
                 dropped: c.dropped(),
                 in_flight: c.in_flight,
+                slow: meta
+                    .slow
+                    .map(|_| summary.slow.get(&f.id).copied().unwrap_or_default()),
             }
         })
         .collect();
@@ -76,7 +86,47 @@ pub fn summarise<'a>(
         mode: meta.mode,
         ring_size: meta.ring_size,
         functions,
+        slow: meta.slow,
         calibration: meta.calibration.as_ref(),
+    }
+}
+
+/// `record --slow`'s end-of-run lines: per function with slow calls, how many were kept and
+/// lost (and why), so that none is lost silently; one line when no call was slow.
+pub fn slow_lines(
+    settings: &crate::capture::SlowSettings,
+    summary: &Summary,
+    name: impl Fn(u32) -> String,
+) -> Vec<String> {
+    let threshold = threshold_label(settings.threshold_ns);
+    let slow: Vec<_> = summary.slow.iter().filter(|(_, c)| c.total() > 0).collect();
+    if slow.is_empty() {
+        return vec![format!("slow calls (>= {threshold}): none")];
+    }
+    let mut out = vec![format!(
+        "slow calls (>= {threshold}), kept with their stacks and lost:"
+    )];
+    for (&id, c) in slow {
+        let lost = c.ring_full + c.over_limit;
+        let mut line = format!("  {:<27} {} kept, {lost} lost", name(id), c.kept);
+        if lost > 0 {
+            line.push_str(&format!(
+                " ({} ring full: the reader was behind; {} over --slow-max {})",
+                c.ring_full, c.over_limit, settings.max_per_function
+            ));
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// `--slow`'s threshold as given: `2ms`, `150us`, `0.5s` style (the largest whole unit).
+fn threshold_label(ns: u64) -> String {
+    match ns {
+        n if n >= 1_000_000_000 && n % 1_000_000 == 0 => format!("{}s", n as f64 / 1e9),
+        n if n >= 1_000_000 && n % 1_000 == 0 => format!("{}ms", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{}us", n as f64 / 1e3),
+        n => format!("{n}ns"),
     }
 }
 
@@ -119,5 +169,48 @@ mod tests {
             summarise(Path::new("-"), &cap.meta, summary, &records).path,
             "-"
         );
+    }
+
+    /// Every slow call is in a line, kept or lost with its reason; no slow call, one line.
+    #[test]
+    fn slow_lines_say_kept_and_lost_per_function() {
+        use crate::capture::{SlowCounters, SlowSettings};
+        let settings = SlowSettings {
+            threshold_ns: 2_000_000,
+            stack_depth: 32,
+            max_per_function: 10,
+        };
+        let mut s = Summary::new(1, "duration", BTreeMap::new());
+        let name = |id: u32| format!("f{id}");
+        assert_eq!(
+            slow_lines(&settings, &s, name),
+            ["slow calls (>= 2ms): none"]
+        );
+        s.slow.insert(
+            1,
+            SlowCounters {
+                kept: 10,
+                ring_full: 3,
+                over_limit: 4,
+            },
+        );
+        s.slow.insert(
+            2,
+            SlowCounters {
+                kept: 5,
+                ..Default::default()
+            },
+        );
+        let lines = slow_lines(&settings, &s, name);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[1].contains("f1") && lines[1].contains("10 kept, 7 lost"),
+            "{lines:?}"
+        );
+        assert!(lines[1].contains("3 ring full") && lines[1].contains("4 over --slow-max 10"));
+        assert!(lines[2].ends_with("5 kept, 0 lost"), "{lines:?}");
+        assert_eq!(threshold_label(150_000), "150us");
+        assert_eq!(threshold_label(500_000_000), "500ms");
+        assert_eq!(threshold_label(1_500_000_000), "1.5s");
     }
 }

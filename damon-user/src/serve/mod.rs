@@ -166,7 +166,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         args.duration,
     ))?;
     let mut rest = Vec::new();
-    let summary = session.stop(stop, &mut rest)?;
+    // serve has no --slow: no slow calls come.
+    let summary = session.stop(stop, &mut rest, &mut Vec::new())?;
     // The session's end as the capture has it: the last records, the final counters and, in
     // kernel mode, the final histograms.
     with(&shared, |s| {

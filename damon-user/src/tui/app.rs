@@ -40,7 +40,8 @@ pub const HEAT_COLUMNS: usize = 600;
 pub enum Event {
     /// Call records as they arrived.
     Records(Vec<CallRecord>),
-    /// Slow calls kept with their stacks (`--slow`), as they arrived.
+    /// `--slow`: slow calls with their kernel stacks, as they arrived (each also came as a
+    /// record in [`Event::Records`]).
     Slow(Vec<crate::capture::SlowCall>),
     /// Kernel mode: the kernel's counters and histograms, cumulative since the session
     /// started (about once a second).

@@ -104,6 +104,12 @@ where
             if let Event::Records(records) = &event {
                 sinks.spool.push(records).context("writing the capture")?;
             }
+            if let Event::Slow(calls) = &event {
+                sinks
+                    .spool
+                    .push_slow(calls)
+                    .context("writing the capture")?;
+            }
             if let Event::Histograms(snapshot) = &event {
                 sinks
                     .spool
@@ -128,6 +134,12 @@ where
                     for event in collector.drain() {
                         if let Event::Records(records) = &event {
                             sinks.spool.push(records).context("writing the capture")?;
+                        }
+                        if let Event::Slow(calls) = &event {
+                            sinks
+                                .spool
+                                .push_slow(calls)
+                                .context("writing the capture")?;
                         }
                         app.update(event);
                     }
@@ -156,14 +168,40 @@ fn save(collector: &Collector, spool: &mut Spool, dir: &Path) -> Result<String, 
         .map_err(|e| format!("{e:#}"))
 }
 
+/// The session a live view traces (`--slow` included); `None` for a replay.
+fn live_config(args: &LiveArgs) -> anyhow::Result<Option<crate::trace::SessionConfig>> {
+    if args.replay.is_some() {
+        if args.slow.slow.is_some() {
+            return Err(crate::error::UsageError(
+                "--slow applies to tracing, not to --replay (a capture recorded with --slow \
+                 has its slow calls already)"
+                    .into(),
+            )
+            .into());
+        }
+        return Ok(None);
+    }
+    let mut config = args.trace.session_config(args.ring_size)?;
+    args.slow.apply(&mut config)?;
+    if args.time == TimeBasis::OnCpu {
+        if config.mode.mode != crate::capture::Mode::Stream {
+            return Err(UsageError(
+                "--time on-cpu needs each call's time breakdown, which only stream mode \
+                 records: drop --mode kernel"
+                    .to_owned(),
+            )
+            .into());
+        }
+        config.mode.disturbance = true;
+    }
+    Ok(Some(config))
+}
+
 /// `damon-trace live`: trace (or replay) and show the screen until `q`, Ctrl-C or a signal.
 pub fn run_live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     // A replay is narrowed to names its capture has (user-named functions included), not to
     // the built-in ones.
-    let config = match args.replay {
-        None => Some(live_config(args)?),
-        Some(_) => None,
-    };
+    let config = live_config(args)?;
     let replay = match &args.replay {
         Some(path) => {
             let capture = narrowed(read_file(path)?, &args.trace.selection.functions)?;
@@ -287,8 +325,13 @@ fn finish(
         return Ok(());
     };
     let reason = *outcome.as_ref().unwrap_or(&StopReason::Error);
-    let (rest, summary) = live.stop(reason)?;
+    let source::Stopped {
+        records: rest,
+        slow,
+        summary,
+    } = live.stop(reason)?;
     spool.push(&rest).context("writing the capture")?;
+    spool.push_slow(&slow).context("writing the capture")?;
     if let Some((path, n)) = spool.finish(&summary)? {
         let calls: u64 = summary.counters.values().map(|c| c.made()).sum();
         let what = if n == 0 && !summary.kernel_hist.is_empty() {
@@ -317,22 +360,6 @@ fn finish(
 
 /// The session `live` traces: `--time on-cpu` needs each call's time breakdown, so it
 /// implies `--disturbance`, which only stream mode has.
-fn live_config(args: &LiveArgs) -> anyhow::Result<crate::trace::SessionConfig> {
-    let mut config = args.trace.session_config(args.ring_size)?;
-    if args.time == TimeBasis::OnCpu {
-        if config.mode.mode != crate::capture::Mode::Stream {
-            return Err(UsageError(
-                "--time on-cpu needs each call's time breakdown, which only stream mode \
-                 records: drop --mode kernel"
-                    .to_owned(),
-            )
-            .into());
-        }
-        config.mode.disturbance = true;
-    }
-    Ok(config)
-}
-
 /// `--time on-cpu` needs records with their time breakdown (`what`: the capture or the
 /// session whose metadata `meta` is); the error says why they have none.
 fn check_time_basis(

@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use damon_common::CallRecord;
 
 use crate::{
-    capture::{Meta, Summary},
+    capture::{Meta, SlowCall, Summary},
     session::{Session, StopReason},
     tui::{app::Event, replay::ReplaySource},
 };
@@ -43,21 +43,40 @@ impl LiveSource {
         }
     }
 
+    /// The records drained since the last call, then (`--slow`) the slow calls read with
+    /// them.
     fn records(&mut self) -> Vec<Event> {
-        if self.batch.is_empty() {
-            Vec::new()
-        } else {
+        let mut out = Vec::new();
+        if !self.batch.is_empty() {
             let next = next_batch(std::mem::take(&mut self.spare), self.batch.capacity());
-            vec![Event::Records(std::mem::replace(&mut self.batch, next))]
+            out.push(Event::Records(std::mem::replace(&mut self.batch, next)));
         }
+        let slow = self.session.take_slow_calls();
+        if !slow.is_empty() {
+            out.push(Event::Slow(slow));
+        }
+        out
     }
 
-    /// Stops tracing (exact accounting): the last records and the summary for the capture.
-    pub fn stop(self, reason: StopReason) -> anyhow::Result<(Vec<CallRecord>, Summary)> {
-        let mut rest = Vec::new();
-        let summary = self.session.stop(reason, &mut rest)?;
-        Ok((rest, summary))
+    /// Stops tracing (exact accounting): the last records and slow calls, and the summary
+    /// for the capture.
+    pub fn stop(self, reason: StopReason) -> anyhow::Result<Stopped> {
+        let mut records = Vec::new();
+        let mut slow = Vec::new();
+        let summary = self.session.stop(reason, &mut records, &mut slow)?;
+        Ok(Stopped {
+            records,
+            slow,
+            summary,
+        })
     }
+}
+
+/// What a live session's end leaves for the capture.
+pub struct Stopped {
+    pub records: Vec<CallRecord>,
+    pub slow: Vec<SlowCall>,
+    pub summary: Summary,
 }
 
 #[allow(

@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use damon_common::CallRecord;
 
 use crate::capture::{
-    HistSnapshot, Meta, Summary,
+    HistSnapshot, Meta, SlowCall, Summary,
     format::{CaptureError, CaptureWriter, read_file},
 };
 
@@ -86,6 +86,17 @@ impl Spool {
         }
     }
 
+    /// `--slow`: slow calls with their stacks, into the file (a replay's memory spool gets
+    /// none: its source sends none).
+    pub fn push_slow(&mut self, calls: &[SlowCall]) -> Result<(), CaptureError> {
+        match self {
+            Spool::Disk(DiskSpool {
+                writer: Some(w), ..
+            }) => w.push_slow(calls),
+            _ => Ok(()),
+        }
+    }
+
     /// Kernel mode: writes a histogram snapshot into the file (a memory spool has no use for
     /// it: a replay's capture keeps its own).
     pub fn push_snapshot(&mut self, snapshot: &HistSnapshot) -> Result<(), CaptureError> {
@@ -125,6 +136,7 @@ impl Spool {
         now: SystemTime,
     ) -> anyhow::Result<(PathBuf, u64)> {
         let from_disk;
+        let mut slow = Vec::new();
         let records: &[CallRecord] = match self {
             Spool::Disk(d) => {
                 if let Some(w) = &mut d.writer {
@@ -138,6 +150,7 @@ impl Spool {
                     .into_iter()
                     .chain(back.marks)
                     .collect::<Vec<_>>();
+                slow = back.slow_calls;
                 &from_disk
             }
             Spool::Memory(v) => v,
@@ -146,6 +159,7 @@ impl Spool {
         for r in records {
             writer.push(r)?;
         }
+        writer.push_slow(&slow)?;
         let n = writer
             .finish(summary)
             .with_context(|| format!("finishing {}", path.display()))?;

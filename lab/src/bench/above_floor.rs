@@ -33,8 +33,10 @@ impl AboveFloor {
     /// record floor, and the fsession floor with the fentry floor (what the cookie costs on
     /// the trampoline) and the fentry stamp floor (the exact fentry timing it replaces); our
     /// session tracers with their session floors (stream: with the record); and each tracer
-    /// with `--disturbance` with the same tracer without it (what the snapshots cost).
-    pub const PAIRS: [(Config, Config); 26] = [
+    /// with `--disturbance` with the same tracer without it (what the snapshots cost); with
+    /// `--slow` and no call slow, the same tracer without it (what the check costs), and with
+    /// every call slow, the draining tracer without it (what a stack per call costs).
+    pub const PAIRS: [(Config, Config); 28] = [
         (Config::StreamFentry, Config::FloorFentry),
         (Config::KernelFentry, Config::FloorFentry),
         (Config::StreamKprobe, Config::FloorKprobe),
@@ -61,6 +63,8 @@ impl AboveFloor {
         (Config::KernelFentryDist, Config::KernelFentry),
         (Config::KernelKsessionDist, Config::KernelKsession),
         (Config::KernelFsessionDist, Config::KernelFsession),
+        (Config::StreamFentrySlow, Config::StreamFentry),
+        (Config::StreamFentrySlowall, Config::StreamFentryReader),
     ];
 
     pub fn to_json(&self) -> Value {

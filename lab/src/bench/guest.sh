@@ -62,7 +62,9 @@ run_one() {
     # -nolog: the build without the probes' log calls (`cargo xtask bench` copies it in).
     bin=damon-trace; case $c in *-nolog) bin=damon-trace-nolog;; esac
     # -dist: with the disturbance counters.
-    extra=; case $c in *-dist) extra=--disturbance;; esac
+    # -slow: slow calls on, none slow; -slowall: every call slow (one kept, the rest counted).
+    extra=; case $c in *-dist) extra=--disturbance;; *-slow) extra='--slow 1h';;
+      *-slowall) extra='--slow 0.001us --slow-max 1';; esac
     rm -f /tmp/bench.dtcap
     $bin record -o /tmp/bench.dtcap --duration 3600s --func $F --mode $mode --attach $attach --ring-size {{RING}} $extra 2> $p.err & t=$!
     # The capture's header is written once the probes are attached.
@@ -72,7 +74,7 @@ run_one() {
       sleep 1
       # Stream mode: the reader stopped while the loop runs (the ring holds every record),
       # except in the -reader configuration.
-      case $c in stream-*-reader) ;; stream-*) kill -STOP $t;; esac
+      case $c in stream-*-reader|stream-*-slowall) ;; stream-*) kill -STOP $t;; esac
       damon-trace bench-loop --calls $N > $p.loop
       kill -CONT $t
     else

@@ -67,10 +67,17 @@ pub enum Config {
     KernelFentryDist,
     KernelKsessionDist,
     KernelFsessionDist,
+    /// `StreamFentry` with `--slow 1h`: slow calls on, none slow (what the check costs).
+    StreamFentrySlow,
+    /// `StreamFentryReader` with every call slow (`--slow 0.001us`, `--slow-max 1`): each
+    /// call's kernel stack taken and written into the slow calls' ring, which the reader
+    /// drains (paused, the ring would be full after about 760 calls and the rest would only
+    /// be counted).
+    StreamFentrySlowall,
 }
 
 impl Config {
-    pub const ALL: [Config; 25] = [
+    pub const ALL: [Config; 27] = [
         Config::Untraced,
         Config::Bpftrace,
         Config::StreamFentry,
@@ -96,6 +103,8 @@ impl Config {
         Config::KernelFentryDist,
         Config::KernelKsessionDist,
         Config::KernelFsessionDist,
+        Config::StreamFentrySlow,
+        Config::StreamFentrySlowall,
     ];
 
     /// The name used in the guest's file names and the table.
@@ -126,6 +135,8 @@ impl Config {
             Config::KernelFentryDist => "kernel-fentry-dist",
             Config::KernelKsessionDist => "kernel-ksession-dist",
             Config::KernelFsessionDist => "kernel-fsession-dist",
+            Config::StreamFentrySlow => "stream-fentry-slow",
+            Config::StreamFentrySlowall => "stream-fentry-slowall",
         }
     }
 
@@ -184,6 +195,12 @@ impl Config {
             Config::KernelFsessionDist => {
                 "damon-trace --mode kernel --attach fsession --disturbance"
             }
+            Config::StreamFentrySlow => {
+                "damon-trace --mode stream --attach fentry --slow 1h, no call slow (reader paused)"
+            }
+            Config::StreamFentrySlowall => {
+                "damon-trace --mode stream --attach fentry --slow 0.001us, every call slow (reader draining)"
+            }
         }
     }
 
@@ -210,7 +227,9 @@ impl Config {
             | Config::StreamFsessionDist
             | Config::KernelFentryDist
             | Config::KernelKsessionDist
-            | Config::KernelFsessionDist => None,
+            | Config::KernelFsessionDist
+            | Config::StreamFentrySlow
+            | Config::StreamFentrySlowall => None,
         }
     }
 

@@ -53,10 +53,10 @@ fn the_guest_script_runs_every_configuration() {
     // A warm-up round into its own folder, then every configuration once per round, in an
     // order rotated by one per round.
     assert!(s.contains(
-        "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist kernel-fentry-dist kernel-ksession-dist kernel-fsession-dist\n"
+        "run_round 0 /out/warmup untraced bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist kernel-fentry-dist kernel-ksession-dist kernel-fsession-dist stream-fentry-slow stream-fentry-slowall\n"
     ), "{s}");
     assert!(s.contains(
-        "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist kernel-fentry-dist kernel-ksession-dist kernel-fsession-dist untraced\n"
+        "run_round 1 /out/runs bpftrace stream-fentry stream-kprobe kernel-fentry stream-fentry-reader floor-fentry floor-kprobe floor-fentry-stamp floor-kprobe-stamp floor-kprobe-stamp-ring floor-session floor-session-ring floor-fsession stream-ksession kernel-ksession stream-fsession kernel-fsession stream-ksession-nolog stream-fentry-dist stream-ksession-dist stream-fsession-dist kernel-fentry-dist kernel-ksession-dist kernel-fsession-dist stream-fentry-slow stream-fentry-slowall untraced\n"
     ), "{s}");
     assert!(s.contains("run_round 3 /out/runs"));
     assert!(!s.contains("run_round 4"));
@@ -72,6 +72,13 @@ fn the_guest_script_runs_every_configuration() {
     assert!(s.contains("--func $F --mode $mode --attach $attach"));
     // `-dist`: the same record with the disturbance counters.
     assert!(s.contains("*-dist) extra=--disturbance;;"));
+    // `-slow`: slow calls on, none slow; `-slowall`: every call slow, the reader draining.
+    assert!(s.contains("*-slow) extra='--slow 1h';;"), "{s}");
+    assert!(
+        s.contains("*-slowall) extra='--slow 0.001us --slow-max 1';;"),
+        "{s}"
+    );
+    assert!(s.contains("stream-*-reader|stream-*-slowall) ;;"), "{s}");
     // `ksession` in a configuration's name is --attach kprobe-session.
     assert!(s.contains("[ \"$attach\" = ksession ] && attach=kprobe-session"));
     assert!(s.contains("*-nolog) bin=damon-trace-nolog;;") && s.contains("$bin record"));

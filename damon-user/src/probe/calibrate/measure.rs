@@ -63,6 +63,7 @@ fn load_tracer(r: &FloorRequest) -> anyhow::Result<Tracer> {
         mode: r.mode,
         filter: Default::default(),
         debug_probes: Default::default(),
+        slow_ns: 0,
     })
     .context("loading the calibration probes")?;
     let want = AttachState::Traced(r.attach);

@@ -4,6 +4,7 @@ pub mod btf;
 pub mod cgroup;
 pub mod folio_node;
 pub mod kernel;
+pub mod symbols;
 pub mod sysfiles;
 
 use std::sync::OnceLock;

@@ -189,7 +189,7 @@ pub(in crate::probe) fn timed_attach<T>(name: &str, target: &str, attach: impl F
 }
 
 /// Every map name of ours, in full.
-pub(in crate::probe) const MAP_NAMES: [&str; 13] = [
+pub(in crate::probe) const MAP_NAMES: [&str; 15] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -203,6 +203,8 @@ pub(in crate::probe) const MAP_NAMES: [&str; 13] = [
     damon_common::disturb::MAP_DISTURB_SCRATCH,
     damon_common::disturb::MAP_DISTURBED_HIST,
     damon_common::disturb::MAP_DISTURBED_STATS,
+    damon_common::slow::MAP_SLOW_EVENTS,
+    damon_common::slow::MAP_SLOW_COUNTERS,
 ];
 
 #[cfg(test)]
@@ -405,6 +407,7 @@ mod tests {
             disturb::GLOBAL_KSTAT_SOFTIRQS_N,
             disturb::GLOBAL_IRQ_STAT_WORDS,
             disturb::GLOBAL_IRQ_STAT_N,
+            damon_common::slow::GLOBAL_SLOW_NS,
         ] {
             assert!(
                 btf.id_by_type_name_kind(global, BtfKind::Var).is_ok(),

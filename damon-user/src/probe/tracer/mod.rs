@@ -6,6 +6,7 @@ pub mod globals;
 pub mod intervals;
 pub mod kernel_maps;
 pub mod ring;
+pub mod slow;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -94,6 +95,9 @@ pub struct LoadOptions {
     pub filter: crate::capture::TaskFilter,
     /// Which of the probes' diagnostics they log (`--debug-probes`).
     pub debug_probes: ProbeLogLevel,
+    /// `record --slow`: the threshold in ns of a slow call, kept with its stack (stream mode);
+    /// 0 = off.
+    pub slow_ns: u64,
 }
 
 impl Tracer {
@@ -535,6 +539,8 @@ fn load_object(
     loader.override_global(damon_common::GLOBAL_RING_WAKE_BYTES, &wake_bytes, true);
     loader.override_global(GLOBAL_TRACE_MODE, &trace_mode, true);
     loader.override_global(GLOBAL_HIST_WIDTH_NS, &hist_width, true);
+    let slow_ns = slow::threshold(opts);
+    slow::configure(&mut loader, &slow_ns);
     let filter = &opts.filter;
     let (tgid, tid) = (filter.tgid.unwrap_or(0), filter.tid.unwrap_or(0));
     let cgroup = filter.cgroup.as_ref().map_or(0, |c| c.id);

@@ -16,12 +16,18 @@ pub struct RingReader {
 
 /// Decodes one ring item; `None` if its size is wrong.
 pub fn decode(bytes: &[u8]) -> Option<CallRecord> {
-    if bytes.len() != CALL_RECORD_SIZE {
+    debug_assert_eq!(CALL_RECORD_SIZE, std::mem::size_of::<CallRecord>());
+    decode_as(bytes)
+}
+
+/// Decodes one ring item as a `T`; `None` if its size is not `T`'s.
+pub fn decode_as<T: aya::Pod>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() != std::mem::size_of::<T>() {
         return None;
     }
-    // SAFETY: the length was checked; CallRecord is Pod (any bit pattern is valid), and
+    // SAFETY: the length was checked; T is Pod (any bit pattern is valid), and
     // read_unaligned copes with the ring's 8-byte alignment not being guaranteed to Rust.
-    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<CallRecord>()) })
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
 impl RingReader {
