@@ -25,6 +25,7 @@ use aya_ebpf::{
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 mod args;
+mod clocks;
 mod disturb;
 mod disturbed;
 mod floor;
@@ -263,7 +264,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
         if disturb::on()
             && let Some(snap) = stack.snaps.get_mut(slot)
         {
-            *snap = disturb::snapshot();
+            *snap = disturb::snapshot(true);
         }
         if let Some(s) = stack.stamps.get_mut(slot) {
             // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
@@ -273,7 +274,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
     }
     let mut stack = StampStack::default();
     stack.open(frame, args);
-    stack.snaps[0] = disturb::snapshot_if_on();
+    stack.snaps[0] = disturb::snapshot_if_on(true);
     // SAFETY: helper without preconditions.
     stack.stamps[0] = unsafe { bpf_ktime_get_ns() };
     if STAMPS.insert(key, stack, BPF_NOEXIST as u64).is_err() {
@@ -293,7 +294,7 @@ fn on_exit(func: u32, frame: u64, value: i64) {
         // to another cgroup inside a call): no stamp to look for, nothing to count.
         return;
     }
-    let exit_snap = disturb::snapshot_if_on();
+    let exit_snap = disturb::snapshot_if_on(false);
     let tid = pid_tgid as u32;
     let cpu = idle_cpu(tid);
     let key = stamp_key(tid, cpu, func);
@@ -343,6 +344,7 @@ fn on_exit(func: u32, frame: u64, value: i64) {
         args: call.args,
         value,
         dist,
+        clocks: clocks::fields(&call.snap, &exit_snap),
     };
     finish(func, pid_tgid, cpu, ended);
 }
@@ -356,6 +358,8 @@ pub(crate) struct Ended {
     pub value: i64,
     /// The record's `[slept, preempted, hardirqs, softirqs]` (`damon_common::disturb`).
     pub dist: [u16; 4],
+    /// The record's `[off_cpu_ns, irq_ns]` (`damon_common::breakdown`).
+    pub clocks: [u32; 2],
 }
 
 /// A timed call's end, for every attach method: the histogram (kernel mode) and/or the record
@@ -369,6 +373,7 @@ pub(crate) fn finish(func: u32, pid_tgid: u64, idle: u32, call: Ended) {
         args: [arg0, arg1],
         value,
         dist: [slept, preempted, hardirqs, softirqs],
+        clocks: [off_cpu_ns, irq_ns],
     } = call;
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
@@ -405,8 +410,8 @@ pub(crate) fn finish(func: u32, pid_tgid: u64, idle: u32, call: Ended) {
                 preempted,
                 hardirqs,
                 softirqs,
-                off_cpu_ns: 0,
-                irq_ns: 0,
+                off_cpu_ns,
+                irq_ns,
             });
             slot.submit(wake_flags());
             bump(func, Counter::Emitted);
