@@ -77,12 +77,9 @@ struct Truth {
 
 fn truth(dir: &std::path::Path, name: &str) -> Truth {
     let w = json(dir, name);
-    let field = |k: &str| {
-        serde_json::from_value(w[k].clone()).unwrap_or_else(|e| panic!("{name}: {k}: {e}"))
-    };
     Truth {
-        cpu_ns: field("cpu_ns"),
-        switches: field("switches"),
+        cpu_ns: serde_json::from_value(w["cpu_ns"].clone()).expect("cpu_ns"),
+        switches: serde_json::from_value(w["switches"].clone()).expect("switches"),
         bytes: w["bytes"].as_u64().expect("bytes"),
         sleep_ns: w["sleep_ns"].as_u64(),
         tid: w["tid"].as_u64().expect("tid"),
@@ -100,9 +97,12 @@ const SLACK_PER_SWITCH_NS: u64 = 100_000;
 
 /// How far the tool's on-CPU time may fall short of the task's own CPU time: the task's CPU
 /// time also covers the system call outside the traced function (entry, `vfs_read`, exit, the
-/// clock reads): [`SLACK_FIXED_NS`] and 2 % of the CPU time.
+/// clock reads): 300 µs and 2 % of the CPU time. (Measured on 7.2 under TCG, a loaded host:
+/// 30–60 µs short on most 16 MiB reads alone, up to 383 µs on 128 MiB reads beside the
+/// spinner, 1.9 ms on a workload's first call, which is why only the preempted calls of the
+/// spinner's workloads are held to it.)
 fn short_by_at_most(cpu_ns: u64) -> u64 {
-    SLACK_FIXED_NS + cpu_ns / 50
+    300_000 + cpu_ns / 50
 }
 
 fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
@@ -232,68 +232,105 @@ fn sleeping(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: 
     )
 }
 
-/// Calls beside a CPU hog (the long reads of `long-hog`, which the spinner preempts): a
-/// preempted call's on-CPU time is the task's own CPU time across the system call, within the
-/// slack above and [`short_by_at_most`] below; and per byte read, their median is that of the
-/// calls of `long` (the same reads alone) that kept their CPU, within a tolerance taken from
-/// those calls' own spread: twice the half-width of their 10–90 % range of ns per byte,
-/// relative to their median, and at least 10 % (the host's speed moves between two runs of a
-/// workload). The preempted calls' wall time per byte must be outside that band, so the check
-/// could fail if the off-CPU time were not taken out.
+/// Calls beside a CPU hog, which the spinner preempts: each such call's on-CPU time is the
+/// task's own CPU time across the system call, within the slack above and
+/// [`short_by_at_most`] below (the long reads of `long-hog` and `long-hog-odd`); and in
+/// `long-hog-odd` (long reads alone and beside the spinner in turn, so that both halves see the
+/// same host), a preempted call is as long on the CPU as the calls alone nearest before and
+/// after it: the median of those ratios (see [`neighbour_ratios`]) is 1 within a tolerance
+/// taken from the calls alone themselves: twice the half-width of the 10–90 % range of each
+/// such call's ratio to its own nearest calls alone, and at least 5 %. The preempted calls'
+/// wall time must be outside that band (the spinner takes about half of it), so the check
+/// would fail if the off-CPU time were not taken out.
 fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: &str) -> String {
-    let hog = truth(dir, &format!("{method}-long-hog.json"));
-    let calls = splits(capture, hog.tid, ctx);
-    let mut per_byte = Vec::new();
-    let mut wall_per_byte = Vec::new();
     let mut excess = Vec::new();
-    for ((c, &cpu), s) in calls.iter().zip(&hog.cpu_ns).zip(&hog.switches) {
-        let Some(on) = c.on() else { continue };
-        if c.preempted == 0 {
-            continue;
-        }
-        let slack = SLACK_FIXED_NS + SLACK_PER_SWITCH_NS * (s[0] + s[1]);
-        assert!(
-            on <= cpu + slack && on + short_by_at_most(cpu) >= cpu,
-            "{ctx}: a preempted call {on} ns on the CPU, the task's CPU time across it {cpu} ns \
-             (+{slack}, -{}): {c:?}",
-            short_by_at_most(cpu)
+    for name in ["long-hog", "long-hog-odd"] {
+        let hog = truth(dir, &format!("{method}-{name}.json"));
+        let calls = splits(capture, hog.tid, ctx);
+        assert_eq!(
+            calls.len(),
+            hog.cpu_ns.len(),
+            "{ctx}: {name}: one record per call"
         );
-        excess.push(on as f64 - cpu as f64);
-        per_byte.push(on as f64 / hog.bytes as f64);
-        wall_per_byte.push(c.wall as f64 / hog.bytes as f64);
+        for ((c, &cpu), s) in calls.iter().zip(&hog.cpu_ns).zip(&hog.switches) {
+            let Some(on) = c.on() else { continue };
+            if c.preempted == 0 {
+                continue;
+            }
+            let slack = SLACK_FIXED_NS + SLACK_PER_SWITCH_NS * (s[0] + s[1]);
+            assert!(
+                on <= cpu + slack && on + short_by_at_most(cpu) >= cpu,
+                "{ctx}: {name}: a preempted call {on} ns on the CPU, the task's CPU time across \
+                 it {cpu} ns (+{slack}, -{}): {c:?}",
+                short_by_at_most(cpu)
+            );
+            excess.push(on as f64 - cpu as f64);
+        }
     }
     assert!(
-        per_byte.len() >= 5,
-        "{ctx}: only {} long calls beside the spinner were preempted",
-        per_byte.len()
+        excess.len() >= 5,
+        "{ctx}: only {} long calls were preempted",
+        excess.len()
     );
-    let alone = truth(dir, &format!("{method}-long.json"));
-    let reference: Vec<f64> = splits(capture, alone.tid, ctx)
-        .iter()
-        .filter(|c| c.slept == 0 && c.preempted == 0)
-        .filter_map(|c| Some(c.on()? as f64 / alone.bytes as f64))
-        .collect();
+    let t = truth(dir, &format!("{method}-long-hog-odd.json"));
+    let calls = splits(capture, t.tid, ctx);
+    let alone = |c: &Split| c.slept == 0 && c.preempted == 0;
+    let on = |c: &Split| c.on().map(|v| v as f64);
+    let wall = |c: &Split| Some(c.wall as f64);
+    // The calls alone against the calls alone around them: their own spread.
+    let own = neighbour_ratios(&calls, 0, &alone, &alone, &on);
+    // The preempted calls beside the spinner against the calls alone around them.
+    let preempted = |c: &Split| c.preempted > 0;
+    let on_ratios = neighbour_ratios(&calls, 1, &preempted, &alone, &on);
+    let wall_ratios = neighbour_ratios(&calls, 1, &preempted, &alone, &wall);
     assert!(
-        reference.len() >= 10,
-        "{ctx}: {} long calls alone kept the CPU",
-        reference.len()
+        own.len() >= 5 && on_ratios.len() >= 5,
+        "{ctx}: long-hog-odd: {} calls alone and {} preempted beside the spinner with calls \
+         alone near them, too few to compare",
+        own.len(),
+        on_ratios.len()
     );
-    let m = quantile(reference.clone(), 0.5);
-    let spread = (quantile(reference.clone(), 0.9) - quantile(reference, 0.1)) / (2.0 * m);
-    let tol = (2.0 * spread).max(0.10);
-    let (on, wall) = (
-        quantile(per_byte, 0.5) / m,
-        quantile(wall_per_byte, 0.5) / m,
-    );
+    let spread = (quantile(own.clone(), 0.9) - quantile(own, 0.1)) / 2.0;
+    let tol = (2.0 * spread).max(0.05);
+    let (on, wall) = (quantile(on_ratios, 0.5), quantile(wall_ratios, 0.5));
     assert!(
         (on - 1.0).abs() <= tol && (wall - 1.0).abs() > tol,
-        "{ctx}: preempted calls' median on-CPU time per byte {on:.3} times the calls alone \
+        "{ctx}: preempted calls on the CPU {on:.3} times as long as the calls alone near them \
          (wall time {wall:.3} times), tolerance ±{tol:.3}"
     );
     format!(
-        "preempted calls on the CPU {on:.3} of the calls alone per byte (wall {wall:.3}, ±{tol:.3}), \
-         on-CPU minus task CPU time {:.0}..{:.0} ns",
+        "preempted calls on the CPU {on:.3} times the calls alone near them (wall {wall:.3}, \
+         ±{tol:.3}), on-CPU minus the task's CPU time {:.0}..{:.0} ns",
         quantile(excess.clone(), 0.0),
         quantile(excess, 1.0)
     )
+}
+
+/// How far [`neighbour_ratios`] looks for a call of the other kind, in calls of that kind.
+const NEAREST: usize = 3;
+
+/// For each call at an index of parity `parity` that is `this`, `value` of it over the mean
+/// `value` of the nearest calls on each side that are `other`, at the other parity when
+/// `parity` is 1 (calls beside the spinner against calls alone) and at the same parity,
+/// itself left out, when it is 0 (calls alone against the calls alone around them).
+fn neighbour_ratios(
+    calls: &[Split],
+    parity: usize,
+    this: &dyn Fn(&Split) -> bool,
+    other: &dyn Fn(&Split) -> bool,
+    value: &dyn Fn(&Split) -> Option<f64>,
+) -> Vec<f64> {
+    let (first, step) = if parity == 1 { (1, 2) } else { (2, 2) };
+    let at = |j: usize| calls.get(j).filter(|c| other(c)).and_then(value);
+    (parity..calls.len())
+        .step_by(2)
+        .filter(|&i| this(&calls[i]))
+        .filter_map(|i| {
+            let v = value(&calls[i])?;
+            let before = (0..NEAREST).find_map(|k| at(i.checked_sub(first + step * k)?));
+            let after = (0..NEAREST).find_map(|k| at(i + first + step * k));
+            let near: Vec<f64> = before.into_iter().chain(after).collect();
+            (!near.is_empty()).then(|| v * near.len() as f64 / near.iter().sum::<f64>())
+        })
+        .collect()
 }

@@ -24,8 +24,9 @@
 ## kernel-mode report of the capture must state the records' fractions and the clean calls'
 ## percentiles in their buckets; - **time breakdown**: each call's time off the CPU, in
 ## interrupts and on it, against the 1 ms sleeps asked for and the task's own CPU time read
-## around each system call (`CLOCK_THREAD_CPUTIME_ID`); the capture says whether interrupt time
-## is measured exactly when /proc/kallsyms has `cpu_irqtime`.
+## around each system call (`CLOCK_THREAD_CPUTIME_ID`), and long calls beside the spinner (every
+## other one) as long on the CPU as their neighbours alone; the capture says whether interrupt
+## time is measured exactly when /proc/kallsyms has `cpu_irqtime`.
 ## No placeholders: lab/tests/vm_disturb.rs includes it as is (SCRIPT).
 
 set -e
@@ -43,6 +44,8 @@ one() {
   damon-trace disturb-loop --work zero --bytes 16777216 --calls 30 > /out/$a-long.json
   damon-trace disturb-loop --work zero --bytes 16777216 --min-call-ms 20 --calls 30 --hog \
     > /out/$a-long-hog.json
+  damon-trace disturb-loop --work zero --bytes 16777216 --min-call-ms 20 --calls 40 --hog-odd \
+    > /out/$a-long-hog-odd.json
   damon-trace disturb-loop --work zero --bytes 1048576 --calls 200 --hog-odd > /out/$a-mid.json
   damon-trace disturb-loop --work zero --bytes 65536 --calls 100 > /out/$a-short.json
   damon-trace disturb-loop --work zero --bytes 1048576 --calls 300 > /out/$a-base.json
