@@ -29,7 +29,8 @@
 //! - **time breakdown** (`common::breakdown`): each call's time off the CPU, in interrupts and
 //!   on it, against what the worker asked for and read itself around each system call
 //!   (`CLOCK_THREAD_CPUTIME_ID`): sleeping calls are off the CPU for their sleeps, preempted
-//!   calls are on it for the task's own CPU time and as long per byte as calls alone, and the
+//!   calls are on it for the task's own CPU time and as long as their neighbours alone (long
+//!   reads beside the spinner every other call, `long-hog-odd`), and the
 //!   capture says whether interrupt time is measured exactly when the kernel has IRQ time
 //!   accounting.
 use std::time::Duration;

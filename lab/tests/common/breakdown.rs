@@ -90,17 +90,20 @@ fn truth(dir: &std::path::Path, name: &str) -> Truth {
 /// system call around it: the task's runtime is charged up to the scheduler's switch-out
 /// and from its switch-in (`update_curr`, `set_next_entity`), the clocks are moved at the
 /// `sched_switch` tracepoint a little later in `__schedule` for each, and the two reads of
-/// the task's clock are apart from the calls' stamps by our own program: a fixed
-/// [`SLACK_FIXED_NS`] and [`SLACK_PER_SWITCH_NS`] per switch the task saw.
-const SLACK_FIXED_NS: u64 = 100_000;
-const SLACK_PER_SWITCH_NS: u64 = 100_000;
+/// the task's clock are apart from the calls' stamps by our own program: [`slack`] is a fixed
+/// 100 µs, 300 µs per switch the task saw and 1 % of the CPU time. (Measured on 7.2 under TCG,
+/// a loaded host: at most 331 µs over with 19 switches; one kprobe-session call of 1.7 s beside
+/// the spinner 26 ms over its 866 ms of CPU time with 120 switches, 218 µs a switch.)
+fn slack(cpu_ns: u64, switches: [u64; 2]) -> u64 {
+    100_000 + 300_000 * (switches[0] + switches[1]) + cpu_ns / 100
+}
 
-/// How far the tool's on-CPU time may fall short of the task's own CPU time: the task's CPU
-/// time also covers the system call outside the traced function (entry, `vfs_read`, exit, the
-/// clock reads): 300 µs and 2 % of the CPU time. (Measured on 7.2 under TCG, a loaded host:
-/// 30–60 µs short on most 16 MiB reads alone, up to 383 µs on 128 MiB reads beside the
-/// spinner, 1.9 ms on a workload's first call, which is why only the preempted calls of the
-/// spinner's workloads are held to it.)
+/// How far the tool's on-CPU time of the median preempted call may fall short of the task's
+/// own CPU time: the task's CPU time also covers the system call outside the traced function
+/// (entry, `vfs_read`, exit, the clock reads): 300 µs and 2 % of the CPU time. Held by the
+/// median, not by each call: under TCG a host that stalls the guest's vCPU outside the
+/// function stretches the task's CPU time and not the call (on 7.2, a loaded host: most
+/// preempted reads 60–480 µs short, one 25 ms short of 49 ms, one 4.5 ms of 77 ms).
 fn short_by_at_most(cpu_ns: u64) -> u64 {
     300_000 + cpu_ns / 50
 }
@@ -179,7 +182,7 @@ fn irq_time_statement(
 /// (its timer starts before the task switches out, and expires no earlier than 1 ms later),
 /// and no longer than its wall time; a call never switched out was never off the CPU. So
 /// almost all of a sleeping call's wall time is off the CPU: what is left, its on-CPU time, is
-/// at most the task's own CPU time across the call plus the slack of [`SLACK_FIXED_NS`]. The
+/// at most the task's own CPU time across the call plus [`slack`]. The
 /// sum agrees with the sleeps asked for: it is at least the slept calls' 1 ms each less their
 /// CPU time, and at most their wall time.
 fn sleeping(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: &str) -> String {
@@ -209,7 +212,7 @@ fn sleeping(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: 
             off + cpu >= asked,
             "{ctx}: a 1 ms sleep off the CPU only {off} ns, with {cpu} ns of CPU time: {c:?}"
         );
-        let slack = SLACK_FIXED_NS + SLACK_PER_SWITCH_NS * (s[0] + s[1]);
+        let slack = slack(cpu, *s);
         assert!(
             on <= cpu + slack,
             "{ctx}: a sleeping call {on} ns on the CPU, the task's CPU time across it {cpu} ns \
@@ -232,18 +235,20 @@ fn sleeping(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: 
     )
 }
 
-/// Calls beside a CPU hog, which the spinner preempts: each such call's on-CPU time is the
-/// task's own CPU time across the system call, within the slack above and
-/// [`short_by_at_most`] below (the long reads of `long-hog` and `long-hog-odd`); and in
-/// `long-hog-odd` (long reads alone and beside the spinner in turn, so that both halves see the
-/// same host), a preempted call is as long on the CPU as the calls alone nearest before and
-/// after it: the median of those ratios (see [`neighbour_ratios`]) is 1 within a tolerance
-/// taken from the calls alone themselves: twice the half-width of the 10–90 % range of each
-/// such call's ratio to its own nearest calls alone, and at least 5 %. The preempted calls'
-/// wall time must be outside that band (the spinner takes about half of it), so the check
-/// would fail if the off-CPU time were not taken out.
+/// Calls beside a CPU hog, which the spinner preempts (the long reads of `long-hog` and
+/// `long-hog-odd`): each such call's on-CPU time is at most the task's own CPU time across the
+/// system call plus the slack above, and the median call falls short of it by at most
+/// [`short_by_at_most`]. In `long-hog-odd` (long reads alone and beside the spinner in turn,
+/// so that both halves see the same host), a preempted call beside the spinner is as long on
+/// the CPU as the calls alone nearest before and after it: the median of those ratios (see
+/// [`neighbour_ratios`]) is 1 within a tolerance taken from the calls alone themselves: the
+/// half-width of the 10–90 % range of each such call's ratio to its own nearest calls alone
+/// (the host's noise; at least 5 %). The preempted calls' wall time must be outside that band
+/// (the spinner takes about half of it), so the check would fail if the off-CPU time were not
+/// taken out. (The calls alone are often switched out once, for about 100 µs: their on-CPU
+/// time is what is compared.)
 fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: &str) -> String {
-    let mut excess = Vec::new();
+    let (mut excess, mut short) = (Vec::new(), Vec::new());
     for name in ["long-hog", "long-hog-odd"] {
         let hog = truth(dir, &format!("{method}-{name}.json"));
         let calls = splits(capture, hog.tid, ctx);
@@ -252,19 +257,19 @@ fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx:
             hog.cpu_ns.len(),
             "{ctx}: {name}: one record per call"
         );
-        for ((c, &cpu), s) in calls.iter().zip(&hog.cpu_ns).zip(&hog.switches) {
+        for (i, ((c, &cpu), s)) in calls.iter().zip(&hog.cpu_ns).zip(&hog.switches).enumerate() {
             let Some(on) = c.on() else { continue };
-            if c.preempted == 0 {
+            if c.preempted == 0 || (name == "long-hog-odd" && i % 2 == 0) {
                 continue;
             }
-            let slack = SLACK_FIXED_NS + SLACK_PER_SWITCH_NS * (s[0] + s[1]);
+            let slack = slack(cpu, *s);
             assert!(
-                on <= cpu + slack && on + short_by_at_most(cpu) >= cpu,
+                on <= cpu + slack,
                 "{ctx}: {name}: a preempted call {on} ns on the CPU, the task's CPU time across \
-                 it {cpu} ns (+{slack}, -{}): {c:?}",
-                short_by_at_most(cpu)
+                 it {cpu} ns (+{slack} slack): {c:?}"
             );
             excess.push(on as f64 - cpu as f64);
+            short.push(cpu as f64 - on as f64 - short_by_at_most(cpu) as f64);
         }
     }
     assert!(
@@ -272,17 +277,23 @@ fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx:
         "{ctx}: only {} long calls were preempted",
         excess.len()
     );
+    let worst = quantile(short, 0.5);
+    assert!(
+        worst <= 0.0,
+        "{ctx}: the median preempted call is {worst:.0} ns shorter on the CPU than the task's \
+         CPU time across it, beyond 300 µs and 2 %"
+    );
     let t = truth(dir, &format!("{method}-long-hog-odd.json"));
     let calls = splits(capture, t.tid, ctx);
-    let alone = |c: &Split| c.slept == 0 && c.preempted == 0;
+    let any = |_: &Split| true;
     let on = |c: &Split| c.on().map(|v| v as f64);
     let wall = |c: &Split| Some(c.wall as f64);
     // The calls alone against the calls alone around them: their own spread.
-    let own = neighbour_ratios(&calls, 0, &alone, &alone, &on);
+    let own = neighbour_ratios(&calls, 0, &any, &any, &on);
     // The preempted calls beside the spinner against the calls alone around them.
     let preempted = |c: &Split| c.preempted > 0;
-    let on_ratios = neighbour_ratios(&calls, 1, &preempted, &alone, &on);
-    let wall_ratios = neighbour_ratios(&calls, 1, &preempted, &alone, &wall);
+    let on_ratios = neighbour_ratios(&calls, 1, &preempted, &any, &on);
+    let wall_ratios = neighbour_ratios(&calls, 1, &preempted, &any, &wall);
     assert!(
         own.len() >= 5 && on_ratios.len() >= 5,
         "{ctx}: long-hog-odd: {} calls alone and {} preempted beside the spinner with calls \
@@ -290,8 +301,7 @@ fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx:
         own.len(),
         on_ratios.len()
     );
-    let spread = (quantile(own.clone(), 0.9) - quantile(own, 0.1)) / 2.0;
-    let tol = (2.0 * spread).max(0.05);
+    let tol = ((quantile(own.clone(), 0.9) - quantile(own, 0.1)) / 2.0).max(0.05);
     let (on, wall) = (quantile(on_ratios, 0.5), quantile(wall_ratios, 0.5));
     assert!(
         (on - 1.0).abs() <= tol && (wall - 1.0).abs() > tol,
