@@ -252,9 +252,10 @@ fn sleeping(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: 
 /// the CPU as the calls alone nearest before and after it: the median of those ratios (see
 /// [`neighbour_ratios`]) is 1 within a tolerance taken from the calls alone themselves: the
 /// half-width of the 10–90 % range of each such call's ratio to its own nearest calls alone
-/// (the host's noise; at least 5 %). The preempted calls' wall time must be outside that band
-/// (the spinner takes about half of it), so the check would fail if the off-CPU time were not
-/// taken out. (The calls alone are often switched out once, for about 100 µs: their on-CPU
+/// (the host's noise; at least 5 %: ±0.40 on 7.2, ±0.72 on 6.12 with the host loaded). Their
+/// wall-time ratio must be at least 1.25 times the on-CPU one (the spinner takes about half of
+/// the wall time: 1.9–2.0 times, measured), so the check fails if the off-CPU time is not
+/// taken out; the per-call bound against the task's CPU time is the tighter check. (The calls alone are often switched out once, for about 100 µs: their on-CPU
 /// time is what is compared.)
 fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: &str) -> String {
     let (mut excess, mut short) = (Vec::new(), Vec::new());
@@ -313,9 +314,9 @@ fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx:
     let tol = ((quantile(own.clone(), 0.9) - quantile(own, 0.1)) / 2.0).max(0.05);
     let (on, wall) = (quantile(on_ratios, 0.5), quantile(wall_ratios, 0.5));
     assert!(
-        (on - 1.0).abs() <= tol && (wall - 1.0).abs() > tol,
+        (on - 1.0).abs() <= tol && wall >= 1.25 * on,
         "{ctx}: preempted calls on the CPU {on:.3} times as long as the calls alone near them \
-         (wall time {wall:.3} times), tolerance ±{tol:.3}"
+         (wall time {wall:.3} times, at least 1.25 times that expected), tolerance ±{tol:.3}"
     );
     format!(
         "preempted calls on the CPU {on:.3} times the calls alone near them (wall {wall:.3}, \
