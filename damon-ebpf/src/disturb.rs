@@ -26,7 +26,10 @@ use aya_ebpf::{
 };
 use damon_common::disturb::{MAX_WORDS, Snapshot};
 
-use crate::args::{global, global64, kernel_u64};
+use crate::{
+    args::{global, global64, kernel_u64},
+    clocks,
+};
 
 #[unsafe(no_mangle)]
 static DISTURB_ON: u32 = 0;
@@ -113,25 +116,36 @@ fn switches() -> (u32, u32) {
     (count(&TASK_NVCSW_OFF), count(&TASK_NIVCSW_OFF))
 }
 
-/// This CPU's counts, `(hardirqs, softirqs)`.
+/// This CPU's per-CPU base (`__per_cpu_offset[cpu]`); `None` when it cannot be read.
 #[inline(always)]
-fn interrupts() -> (u32, u32) {
-    let Some(p) = SCRATCH.get_ptr_mut(0) else {
-        return (0, 0);
-    };
+pub(crate) fn cpu_base() -> Option<u64> {
+    base_of(SCRATCH.get_ptr_mut(0)?)
+}
+
+/// The per-CPU base kept in this CPU's [`Scratch`] `p`, read at the CPU's first snapshot.
+#[inline(always)]
+fn base_of(p: *mut Scratch) -> Option<u64> {
     // SAFETY: this CPU's map value, valid for the program's run.
     let s = unsafe { &mut *p };
-    let base = if s.based != 0 {
-        s.base
-    } else {
-        // SAFETY: helper without preconditions.
-        let cpu = unsafe { bpf_get_smp_processor_id() };
-        let Some(base) = kernel_u64(global64(&PER_CPU_OFFSET_SYM) + 8 * u64::from(cpu)) else {
-            return (0, 0);
-        };
-        s.base = base;
-        s.based = 1;
-        base
+    if s.based != 0 {
+        return Some(s.base);
+    }
+    // SAFETY: helper without preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let base = kernel_u64(global64(&PER_CPU_OFFSET_SYM) + 8 * u64::from(cpu))?;
+    s.base = base;
+    s.based = 1;
+    Some(base)
+}
+
+/// This CPU's counts, `(hardirqs, softirqs)`, and its per-CPU base.
+#[inline(always)]
+fn interrupts() -> (u32, u32, Option<u64>) {
+    let Some(p) = SCRATCH.get_ptr_mut(0) else {
+        return (0, 0, None);
+    };
+    let Some(base) = base_of(p) else {
+        return (0, 0, None);
     };
     // SAFETY: field offsets within the map value.
     let field = |off: usize| unsafe { p.cast::<u8>().add(off) };
@@ -160,28 +174,34 @@ fn interrupts() -> (u32, u32) {
         let s = unsafe { &*p };
         hardirqs = hardirqs.wrapping_add(sum(&s.irq_stat, n));
     }
-    (hardirqs, softirqs)
+    (hardirqs, softirqs, Some(base))
 }
 
-/// The counters now: the task's switch counts, then the CPU's interrupt counts.
+/// The counters now: the task's switch counts, the CPU's interrupt counts, then the task's
+/// clocks when they are kept (`clocks`; `open`: at a call's entry, which creates the task's
+/// clock), read last so that at an entry they are next to the stamp.
 #[inline(always)]
-pub(crate) fn snapshot() -> Snapshot {
+pub(crate) fn snapshot(open: bool) -> Snapshot {
     let (nvcsw, nivcsw) = switches();
-    let (hardirqs, softirqs) = interrupts();
-    Snapshot {
+    let (hardirqs, softirqs, base) = interrupts();
+    let mut snap = Snapshot {
         nvcsw,
         nivcsw,
         hardirqs,
         softirqs,
         ..Snapshot::default()
+    };
+    if clocks::on() {
+        clocks::read(&mut snap, clocks::cpu_irq(base), open);
     }
+    snap
 }
 
 /// [`snapshot`] when snapshots are on, zeros otherwise.
 #[inline(always)]
-pub(crate) fn snapshot_if_on() -> Snapshot {
+pub(crate) fn snapshot_if_on(open: bool) -> Snapshot {
     if on() {
-        snapshot()
+        snapshot(open)
     } else {
         Snapshot::default()
     }

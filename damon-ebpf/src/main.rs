@@ -26,6 +26,7 @@ use aya_ebpf::{
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 mod args;
+mod clocks;
 mod disturb;
 mod disturbed;
 mod floor;
@@ -265,7 +266,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
         if disturb::on()
             && let Some(snap) = stack.snaps.get_mut(slot)
         {
-            *snap = disturb::snapshot();
+            *snap = disturb::snapshot(true);
         }
         if let Some(s) = stack.stamps.get_mut(slot) {
             // SAFETY: helper without preconditions; read last so the stamp excludes our own work.
@@ -275,7 +276,7 @@ fn on_entry(func: u32, frame: u64, args: [i64; 2]) {
     }
     let mut stack = StampStack::default();
     stack.open(frame, args);
-    stack.snaps[0] = disturb::snapshot_if_on();
+    stack.snaps[0] = disturb::snapshot_if_on(true);
     // SAFETY: helper without preconditions.
     stack.stamps[0] = unsafe { bpf_ktime_get_ns() };
     if STAMPS.insert(key, stack, BPF_NOEXIST as u64).is_err() {
@@ -295,7 +296,7 @@ fn on_exit(ctx: *mut core::ffi::c_void, func: u32, frame: u64, value: i64) {
         // to another cgroup inside a call): no stamp to look for, nothing to count.
         return;
     }
-    let exit_snap = disturb::snapshot_if_on();
+    let exit_snap = disturb::snapshot_if_on(false);
     let tid = pid_tgid as u32;
     let cpu = idle_cpu(tid);
     let key = stamp_key(tid, cpu, func);
@@ -345,6 +346,7 @@ fn on_exit(ctx: *mut core::ffi::c_void, func: u32, frame: u64, value: i64) {
         args: call.args,
         value,
         dist,
+        clocks: clocks::fields(&call.snap, &exit_snap),
     };
     finish(ctx, func, pid_tgid, cpu, ended);
 }
@@ -358,6 +360,8 @@ pub(crate) struct Ended {
     pub value: i64,
     /// The record's `[slept, preempted, hardirqs, softirqs]` (`damon_common::disturb`).
     pub dist: [u16; 4],
+    /// The record's `[off_cpu_ns, irq_ns]` (`damon_common::breakdown`).
+    pub clocks: [u32; 2],
 }
 
 /// A timed call's end, for every attach method: the histogram (kernel mode) and/or the record
@@ -377,6 +381,7 @@ pub(crate) fn finish(
         args: [arg0, arg1],
         value,
         dist: [slept, preempted, hardirqs, softirqs],
+        clocks: [off_cpu_ns, irq_ns],
     } = call;
     let duration_ns = now.wrapping_sub(entry_ns);
     let mode = global(&TRACE_MODE);
@@ -411,8 +416,8 @@ pub(crate) fn finish(
         preempted,
         hardirqs,
         softirqs,
-        off_cpu_ns: 0,
-        irq_ns: 0,
+        off_cpu_ns,
+        irq_ns,
     };
     slow::keep_if_slow(ctx, &record);
     match EVENTS.reserve::<CallRecord>(0) {

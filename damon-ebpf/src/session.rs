@@ -21,7 +21,7 @@ use damon_common::{
 use crate::{
     Ended, admitted,
     args::{Frame, global},
-    bump, disturb, filtered_out, finish, idle_cpu,
+    bump, clocks, disturb, filtered_out, finish, idle_cpu,
 };
 use damon_common::Counter;
 
@@ -63,7 +63,7 @@ fn snapshot_slot(func: u32) -> Option<(*mut SessionSnaps, u32)> {
     if !disturb::on() {
         return None;
     }
-    let snap = disturb::snapshot();
+    let snap = disturb::snapshot(true);
     let snaps = SESSION_SNAPS.get_ptr_mut(func)?;
     // SAFETY: this CPU's value; only the function's session program writes it, and the kernel
     // runs that program at most once at a time per CPU (see `add_own` in main.rs).
@@ -90,21 +90,24 @@ fn stamp_slot(chosen: Option<(*mut SessionSnaps, u32)>, entry_ns: u64) -> u64 {
     pack_slot(slot)
 }
 
-/// The return side: the record's disturbance fields for the call that began at `entry_ns`
-/// with its snapshot in `slot` of this CPU; [`LOST`] when the slot holds another call's (this
-/// one was switched out, maybe to another CPU, or interrupted by calls that reused it).
+/// The return side: the record's disturbance fields and time breakdown for the call that
+/// began at `entry_ns` with its snapshot in `slot` of this CPU; [`LOST`] and unknown times
+/// when the slot holds another call's (this one was switched out, maybe to another CPU, or
+/// interrupted by calls that reused it).
 #[inline(always)]
-fn disturbance(func: u32, slot: u32, entry_ns: u64, exit: &Snapshot) -> [u16; 4] {
+fn disturbance(func: u32, slot: u32, entry_ns: u64, exit: &Snapshot) -> ([u16; 4], [u32; 2]) {
     if !disturb::on() {
-        return [0; 4];
+        return ([0; 4], [0; 2]);
     }
     let Some(snaps) = SESSION_SNAPS.get_ptr_mut(func) else {
-        return LOST;
+        return (LOST, clocks::lost());
     };
     // SAFETY: as in `snapshot_slot`.
     match unsafe { &*snaps }.slots.get(slot as usize) {
-        Some(k) if k.entry_ns == entry_ns => between(&k.snap, exit),
-        _ => LOST,
+        Some(k) if k.entry_ns == entry_ns => {
+            (between(&k.snap, exit), clocks::fields(&k.snap, exit))
+        }
+        _ => (LOST, clocks::lost()),
     }
 }
 
@@ -280,14 +283,16 @@ fn session_return(
         probe_event!(debug, "zero cookie at return", func, tid, frame, 0u64);
         return;
     }
-    let exit = disturb::snapshot_if_on();
+    let exit = disturb::snapshot_if_on(false);
     let entry_ns = entry_time(cookie, now);
+    let (dist, clocks) = disturbance(func, unpack_slot(cookie), entry_ns, &exit);
     let ended = Ended {
         entry_ns,
         now,
         args: args(),
         value,
-        dist: disturbance(func, unpack_slot(cookie), entry_ns, &exit),
+        dist,
+        clocks,
     };
     finish(ctx, func, pid_tgid, idle_cpu(pid_tgid as u32), ended);
 }

@@ -26,6 +26,15 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let _rt = runtime.enter();
 
     let mut session = Session::start(&config)?;
+    let meta = session.meta();
+    if crate::capture::DisturbanceStatus::breakdown(meta)
+        && let Some(why) = meta
+            .disturbance
+            .as_ref()
+            .and_then(|d| d.irq_time_missing.as_deref())
+    {
+        eprintln!("damon-trace: note: time breakdown without interrupt time: {why}");
+    }
     let mut writer = CaptureWriter::create(&args.output, args.force, session.meta())
         .with_context(|| format!("creating capture {}", args.output.display()))?;
     writer.flush().context("writing the capture header")?;

@@ -23,15 +23,17 @@ pub struct Record {
     /// `[slept, preempted, hardirqs, softirqs]` (kind 8 chunks; 0 in the others), 0xFFFF where
     /// not known.
     pub disturbance: [u64; 4],
+    /// `[off_cpu_ns, irq_ns]` (kind 10 chunks; 0 in the others), 0xFFFF_FFFF where not known,
+    /// 0xFFFF_FFFE saturated.
+    pub breakdown: [u64; 2],
 }
 
 /// A slow call (`record --slow`, kind 11 chunks): its record and its kernel stack's names,
 /// innermost first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slow {
+    /// Its record, with its time breakdown (`breakdown`).
     pub record: Record,
-    /// `[off_cpu_ns, irq_ns]`, the record's time breakdown.
-    pub breakdown: [u32; 2],
     pub stack: Vec<String>,
 }
 
@@ -145,8 +147,9 @@ impl Varints<'_> {
     }
 }
 
-/// The records of one record chunk: kind 2, kind 5 with the two argument columns, or kind 8
-/// with those and the four disturbance columns.
+/// The records of one record chunk: kind 2, kind 5 with the two argument columns, kind 8
+/// with those and the four disturbance columns, or kind 10 with those and the two breakdown
+/// columns.
 fn records(raw: &[u8], kind: u32) -> Vec<Record> {
     let with_args = kind != 2;
     let mut c = Varints(raw);
@@ -168,10 +171,15 @@ fn records(raw: &[u8], kind: u32) -> Vec<Record> {
     } else {
         (vec![0; n], vec![0; n])
     };
-    let dist: Vec<Vec<u64>> = if kind == 8 {
+    let dist: Vec<Vec<u64>> = if kind == 8 || kind == 10 {
         (0..4).map(|_| c.column(n)).collect()
     } else {
         vec![vec![0; n]; 4]
+    };
+    let times: Vec<Vec<u64>> = if kind == 10 {
+        (0..2).map(|_| c.column(n)).collect()
+    } else {
+        vec![vec![0; n]; 2]
     };
     assert!(c.0.is_empty(), "{} bytes after the columns", c.0.len());
     (0..n)
@@ -186,6 +194,7 @@ fn records(raw: &[u8], kind: u32) -> Vec<Record> {
             arg0: arg0[i],
             arg1: arg1[i],
             disturbance: [dist[0][i], dist[1][i], dist[2][i], dist[3][i]],
+            breakdown: [times[0][i], times[1][i]],
         })
         .collect()
 }
@@ -225,6 +234,7 @@ fn slow_calls(raw: &[u8]) -> Vec<Slow> {
             cpu: f[7] as u32,
             func: f[8] as u32,
             disturbance: [f[9], f[10], f[11], f[12]],
+            breakdown: [f[13], f[14]],
         };
         let n = le(take(&mut raw, 2)) as usize;
         let stack = (0..n)
@@ -233,11 +243,7 @@ fn slow_calls(raw: &[u8]) -> Vec<Slow> {
                 String::from_utf8(take(&mut raw, len).to_vec()).expect("a frame is UTF-8")
             })
             .collect();
-        out.push(Slow {
-            record,
-            breakdown: [f[13] as u32, f[14] as u32],
-            stack,
-        });
+        out.push(Slow { record, stack });
     }
     out
 }
@@ -253,7 +259,7 @@ pub fn read(path: &Path) -> Capture {
     let mut slow = Vec::new();
     for (kind, raw) in &chunks {
         match kind {
-            2 | 5 | 8 => recs.extend(records(raw, *kind)),
+            2 | 5 | 8 | 10 => recs.extend(records(raw, *kind)),
             11 => slow.extend(slow_calls(raw)),
             3 => summary = Some(serde_json::from_slice(raw).expect("summary JSON")),
             _ => {}
@@ -497,7 +503,7 @@ mod tests {
         );
         assert_eq!((r.pid, r.tid, r.cpu, r.func), (7, 8, 1, 3));
         assert_eq!(r.disturbance, [1, 0, 2, 0xFFFF]);
-        assert_eq!(s[0].breakdown, [1_500_000, 40]);
+        assert_eq!(s[0].record.breakdown, [1_500_000, 40]);
         assert_eq!(s[0].stack, ["ksys_read+0x6b", "0xffffffff81234567"]);
         let c = Capture {
             chunks: Vec::new(),
@@ -535,5 +541,12 @@ mod tests {
         assert_eq!(r[0].arg1, 1);
         assert_eq!(r[0].disturbance, [1, 0, 0, 0]);
         assert_eq!(r[1].disturbance, [0, 2, 0, 0xFFFF]);
+        assert_eq!(r[1].breakdown, [0, 0]);
+        // Kind 10: the same and off_cpu_ns, irq_ns.
+        raw.extend([0x80, 0x01, 0, 5, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]);
+        let r = records(&raw, 10);
+        assert_eq!(r[1].disturbance, [0, 2, 0, 0xFFFF]);
+        assert_eq!(r[0].breakdown, [128, 5]);
+        assert_eq!(r[1].breakdown, [0, 0xFFFF_FFFF]);
     }
 }

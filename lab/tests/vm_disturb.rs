@@ -25,7 +25,14 @@
 //!   kernel's histograms with the same counts, so the records (checked as above) are ground
 //!   truth for the kernel's disturbed-call counts: per reason, per bucket and in sum they must
 //!   equal the records', and a kernel-mode report of the capture must state the records'
-//!   fractions and the clean calls' percentiles in their buckets.
+//!   fractions and the clean calls' percentiles in their buckets;
+//! - **time breakdown** (`common::breakdown`): each call's time off the CPU, in interrupts and
+//!   on it, against what the worker asked for and read itself around each system call
+//!   (`CLOCK_THREAD_CPUTIME_ID`): sleeping calls are off the CPU for their sleeps, preempted
+//!   calls are on it for the task's own CPU time and as long as their neighbours alone (long
+//!   reads beside the spinner every other call, `long-hog-odd`), and the
+//!   capture says whether interrupt time is measured exactly when the kernel has IRQ time
+//!   accounting.
 use std::time::Duration;
 
 mod common;
@@ -398,10 +405,11 @@ fn check_method(dir: &std::path::Path, method: &str, ctx: &str) {
     let (a, h) = (clean_median(&alone), clean_median(&hogged));
     let (beside, triples) = same_when_clean(&mid, "beside the spinner", &ctx);
     let storm = check_storm(dir, &capture, method, &ctx);
+    let breakdown = common::breakdown::check(dir, &capture, method, &ctx);
     eprintln!(
         "{ctx}: {preempted} long calls preempted ({saw} seen, {bytes} bytes each); {rate:.0} ticks/s; \
          short clean {clean}/100 ({counted} irqs counted, {cpu0} on CPU 0); mid clean median \
-         {a} / {h} ns, beside neighbours {beside:.3} over {triples}; {storm}"
+         {a} / {h} ns, beside neighbours {beside:.3} over {triples}; {storm}; {breakdown}"
     );
 }
 

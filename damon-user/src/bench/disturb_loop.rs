@@ -13,7 +13,10 @@
 //! to be local.)
 //!
 //! Prints one JSON line: the worker's tid, the calls made, per call the switches the task saw
-//! across the system call (`[voluntary, involuntary]`), in call order, and `interrupts`: how
+//! across the system call (`[voluntary, involuntary]`), in call order, `cpu_ns`: per call the
+//! task's own CPU time across it (`CLOCK_THREAD_CPUTIME_ID`, the scheduler's
+//! `sum_exec_runtime`, read just inside the two switch reads), `sleep_ns`: what each `sleep`
+//! call asks for (null for the others), and `interrupts`: how
 //! long the calls took in all and how many hard interrupts CPU 0 took meanwhile
 //! (/proc/interrupts), `storm_hz`, the storm's rate (null without one), and `bytes`, what each
 //! `zero` call read (see `--min-call-ms`).
@@ -76,6 +79,21 @@ fn switches() -> [i64; 2] {
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
     [ru.ru_nvcsw, ru.ru_nivcsw]
 }
+
+/// This thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`: the scheduler's
+/// `sum_exec_runtime`, brought up to date by the read).
+fn cpu_time_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What a `sleep` call asks for.
+const SLEEP: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// CPU 0's hard interrupts so far as /proc/interrupts shows them: the first count of every
 /// line (device IRQs, and on x86 the local timer, IPIs, NMIs and the other system vectors),
@@ -169,7 +187,7 @@ fn storm_rate(hz: u64, work: &str, zero: &std::fs::File, bytes: usize) -> u64 {
 fn call(work: &str, zero: &std::fs::File, buf: &mut [u8]) {
     use std::os::fd::AsRawFd as _;
     match work {
-        "sleep" => std::thread::sleep(std::time::Duration::from_millis(1)),
+        "sleep" => std::thread::sleep(SLEEP),
         // SAFETY: reads into a buffer of its length.
         "zero" => unsafe {
             libc::read(zero.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len());
@@ -197,7 +215,7 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
     if let Some(s) = &storm {
         s.set(!args.storm_odd)?;
     }
-    let (tid, per_call, interrupts) = std::thread::scope(|scope| {
+    let (tid, per_call, cpu_ns, interrupts) = std::thread::scope(|scope| {
         if args.hog || args.hog_odd {
             scope.spawn(|| hog.run(&done));
             hog.set(args.hog);
@@ -206,6 +224,7 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
         // SAFETY: gettid takes no arguments.
         let tid = unsafe { libc::syscall(libc::SYS_gettid) };
         let mut per_call = Vec::with_capacity(args.calls as usize);
+        let mut cpu_ns = Vec::with_capacity(args.calls as usize);
         let mut failed = None;
         let (irqs_start, start) = (cpu0_interrupts(), std::time::Instant::now());
         for i in 0..args.calls {
@@ -223,9 +242,12 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             let before = switches();
+            let cpu_before = cpu_time_ns();
             call(&args.work, &zero, &mut buf);
+            let cpu_after = cpu_time_ns();
             let after = switches();
             per_call.push([after[0] - before[0], after[1] - before[1]]);
+            cpu_ns.push(cpu_after.wrapping_sub(cpu_before));
         }
         let interrupts = json!({
             "seconds": start.elapsed().as_secs_f64(),
@@ -233,7 +255,7 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
         });
         done.store(true, Ordering::Relaxed);
         hog.set(true);
-        failed.map_or(Ok((tid, per_call, interrupts)), Err)
+        failed.map_or(Ok((tid, per_call, cpu_ns, interrupts)), Err)
     })?;
     println!(
         "{}",
@@ -241,6 +263,8 @@ pub fn run(args: &DisturbArgs) -> anyhow::Result<ExitCode> {
             "tid": tid,
             "made": per_call.len(),
             "switches": per_call,
+            "cpu_ns": cpu_ns,
+            "sleep_ns": (args.work == "sleep").then_some(SLEEP.as_nanos() as u64),
             "interrupts": interrupts,
             "storm_hz": storm_hz,
             "bytes": buf.len(),

@@ -17,6 +17,9 @@
 //! preempted[count] varint         0xFFFF is `disturb::UNKNOWN`)
 //! hardirqs[count]  varint
 //! softirqs[count]  varint
+//! off_cpu[count]   varint        (chunk kind 10 only, which has every column above; as
+//! irq[count]       varint         the one below, a u32 in ns where 0xFFFFFFFF is
+//!                                 `breakdown::UNKNOWN_NS`, 0xFFFFFFFE saturated)
 //! ```
 //! Why columns: zstd finds far more repetition in a run of CPU numbers or small durations than
 //! in 40-byte rows where every field interleaves with the others; deltas turn 64-bit clock
@@ -52,16 +55,26 @@ pub enum Layout {
     Args,
     /// `arg0`, `arg1` and the four disturbance counts (kind 8).
     ArgsDisturbance,
+    /// Those and the time breakdown, `off_cpu_ns` and `irq_ns` (kind 10).
+    Breakdown,
 }
 
 impl Layout {
     /// Every layout, smallest first.
-    pub const ALL: [Layout; 3] = [Layout::Plain, Layout::Args, Layout::ArgsDisturbance];
+    pub const ALL: [Layout; 4] = [
+        Layout::Plain,
+        Layout::Args,
+        Layout::ArgsDisturbance,
+        Layout::Breakdown,
+    ];
 
     /// The smallest layout that holds every field of `records`: arguments when one is
-    /// nonzero, disturbance counts (with arguments, to keep one layout per extra) when one is.
+    /// nonzero, disturbance counts (with arguments, to keep one layout per extra) when one is,
+    /// the breakdown (with both) when one of its fields is.
     pub fn of(records: &[CallRecord]) -> Layout {
-        if records.iter().any(|r| r.disturbance() != [0; 4]) {
+        if records.iter().any(|r| breakdown(r) != [0; 2]) {
+            Layout::Breakdown
+        } else if records.iter().any(|r| r.disturbance() != [0; 4]) {
             Layout::ArgsDisturbance
         } else if records.iter().any(|r| r.arg0 != 0 || r.arg1 != 0) {
             Layout::Args
@@ -75,8 +88,17 @@ impl Layout {
     }
 
     fn disturbance(self) -> bool {
-        self == Layout::ArgsDisturbance
+        matches!(self, Layout::ArgsDisturbance | Layout::Breakdown)
     }
+
+    fn breakdown(self) -> bool {
+        self == Layout::Breakdown
+    }
+}
+
+/// A record's breakdown fields, `[off_cpu_ns, irq_ns]`.
+fn breakdown(r: &CallRecord) -> [u32; 2] {
+    [r.off_cpu_ns, r.irq_ns]
 }
 
 /// Encodes records into the column layout, with the optional columns `layout` has.
@@ -115,6 +137,13 @@ pub fn encode(records: &[CallRecord], layout: Layout, out: &mut Vec<u8>) {
         for i in 0..4 {
             for r in records {
                 put_varint(out, u64::from(r.disturbance()[i]));
+            }
+        }
+    }
+    if layout.breakdown() {
+        for i in 0..2 {
+            for r in records {
+                put_varint(out, u64::from(breakdown(r)[i]));
             }
         }
     }
@@ -216,6 +245,14 @@ pub fn decode(bytes: &[u8], layout: Layout, out: &mut Vec<CallRecord>) -> Result
                 d[i] = c.u16(what)?;
                 r.set_disturbance(d);
             }
+        }
+    }
+    if layout.breakdown() {
+        for r in rows.iter_mut() {
+            r.off_cpu_ns = c.u32("off_cpu_ns")?;
+        }
+        for r in rows.iter_mut() {
+            r.irq_ns = c.u32("irq_ns")?;
         }
     }
     if c.pos != bytes.len() {
@@ -358,6 +395,47 @@ mod tests {
         let err = decode(&big, Layout::ArgsDisturbance, &mut Vec::new()).expect_err("too big");
         assert!(err.contains("hardirqs 65536 does not fit 16 bits"), "{err}");
     }
+
+    #[test]
+    fn breakdown_columns_round_trip_with_unknown_and_saturated_times() {
+        use damon_common::breakdown::{SATURATED_NS, UNKNOWN_NS};
+        let times = [
+            [0, 0],
+            [0, 7],
+            [999_000, 0],
+            [SATURATED_NS, 3],
+            [UNKNOWN_NS; 2],
+        ];
+        let records: Vec<CallRecord> = times
+            .iter()
+            .enumerate()
+            .map(|(i, &[off_cpu_ns, irq_ns])| CallRecord {
+                entry_ns: i as u64,
+                duration_ns: 1_000_000 + i as u64,
+                func: 2,
+                off_cpu_ns,
+                irq_ns,
+                slept: u16::from(off_cpu_ns != 0),
+                ..CallRecord::default()
+            })
+            .collect();
+        assert_eq!(Layout::of(&records), Layout::Breakdown);
+        assert_eq!(Layout::of(&records[..1]), Layout::Plain);
+        // A breakdown field alone, with no disturbance count, still needs the columns.
+        assert_eq!(Layout::of(&records[1..2]), Layout::Breakdown);
+        let b = round_trip(&records, Layout::Breakdown);
+        assert!(decode(&b, Layout::ArgsDisturbance, &mut Vec::new()).is_err());
+        // A time above 32 bits is refused, naming its column.
+        let mut big = Vec::new();
+        encode(&records[..1], Layout::ArgsDisturbance, &mut big);
+        put_varint(&mut big, 0);
+        put_varint(&mut big, 1 << 32);
+        let err = decode(&big, Layout::Breakdown, &mut Vec::new()).expect_err("too big");
+        assert!(
+            err.contains("irq_ns 4294967296 does not fit 32 bits"),
+            "{err}"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -377,6 +455,17 @@ mod proptests {
         ]
     }
 
+    /// A breakdown field: mostly 0 or small, sometimes saturated or unknown.
+    fn time() -> impl Strategy<Value = u32> {
+        prop_oneof![
+            4 => Just(0u32),
+            3 => 0u32..100_000,
+            1 => any::<u32>(),
+            1 => Just(damon_common::breakdown::SATURATED_NS),
+            1 => Just(damon_common::breakdown::UNKNOWN_NS),
+        ]
+    }
+
     fn record() -> impl Strategy<Value = CallRecord> {
         (
             any::<u64>(),
@@ -388,9 +477,21 @@ mod proptests {
             0u32..16,
             any::<(i64, i64)>(),
             [count(), count(), count(), count()],
+            [time(), time()],
         )
             .prop_map(
-                |(entry_ns, duration_ns, value, pid, tid, cpu, func, (arg0, arg1), d)| {
+                |(
+                    entry_ns,
+                    duration_ns,
+                    value,
+                    pid,
+                    tid,
+                    cpu,
+                    func,
+                    (arg0, arg1),
+                    d,
+                    [off_cpu_ns, irq_ns],
+                )| {
                     let mut r = CallRecord {
                         entry_ns,
                         duration_ns,
@@ -401,6 +502,8 @@ mod proptests {
                         func,
                         arg0,
                         arg1,
+                        off_cpu_ns,
+                        irq_ns,
                         ..CallRecord::default()
                     };
                     r.set_disturbance(d);
@@ -421,7 +524,10 @@ mod proptests {
                 prop_assert!(decode(&bytes, layout, &mut back).is_ok());
                 let mut want = records.clone();
                 for r in &mut want {
-                    if layout != Layout::ArgsDisturbance {
+                    if !layout.breakdown() {
+                        (r.off_cpu_ns, r.irq_ns) = (0, 0);
+                    }
+                    if !layout.disturbance() {
                         r.set_disturbance([0; 4]);
                     }
                     if layout == Layout::Plain {

@@ -8,8 +8,9 @@
 //! Chunk kinds: 1 = metadata (JSON, first), 2 = call records (`columns.rs`), 3 = summary
 //! (JSON, last), 4 = interval markers, 5 = records with arguments, 6 = kernel-mode histogram
 //! snapshot (`hist.rs`), 7 = the same with skip counters, 8 = records with arguments and
-//! disturbance counts, 9 = a kind-7 snapshot with the disturbed calls, 11 = slow calls with
-//! their stacks (`slow.rs`). Records are written in chunks as they arrive — `record` flushes one every
+//! disturbance counts, 9 = a kind-7 snapshot with the disturbed calls, 10 = records with
+//! arguments, disturbance counts and the time breakdown, 11 = slow calls with their stacks
+//! (`slow.rs`). Records are written in chunks as they arrive — `record` flushes one every
 //! second — so a writer killed with SIGKILL leaves every complete chunk readable: a reader
 //! accepts a file that ends inside its last chunk when no summary precedes it (exactly what a
 //! killed writer leaves) and reports the torn tail. Readers skip chunk kinds they do not know,
@@ -58,6 +59,11 @@ pub(super) const KIND_RECORDS_DISTURBANCE: u32 = 8;
 /// (`hist.rs`): written instead of it when disturbance is measured in kernel mode. Older
 /// readers skip it (they see a kernel capture without snapshots).
 pub(super) const KIND_HIST_SNAPSHOT_DISTURBANCE: u32 = 9;
+/// [`KIND_RECORDS_DISTURBANCE`] with the time breakdown's two columns (`off_cpu_ns`,
+/// `irq_ns`): written instead of it for a chunk where some record has a nonzero breakdown
+/// field, so captures without one stay byte-compatible with older builds. Older readers skip
+/// it (they see fewer records than the summary counts).
+pub(super) const KIND_RECORDS_BREAKDOWN: u32 = 10;
 /// Slow calls kept with their kernel stacks (`record --slow`, `slow::encode`), written as they
 /// arrive; readers before this kind skip it.
 pub(super) const KIND_SLOW_CALLS: u32 = 11;
@@ -68,6 +74,7 @@ fn records_kind(layout: columns::Layout) -> u32 {
         columns::Layout::Plain => KIND_RECORDS,
         columns::Layout::Args => KIND_RECORDS_ARGS,
         columns::Layout::ArgsDisturbance => KIND_RECORDS_DISTURBANCE,
+        columns::Layout::Breakdown => KIND_RECORDS_BREAKDOWN,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Mutations of a real capture and arbitrary bytes: the reader never panics.
 use proptest::prelude::*;
 
-use damon_common::{CallRecord, disturb};
+use damon_common::{CallRecord, breakdown, disturb};
 
 use super::{format::*, tests::data};
 
@@ -40,7 +40,7 @@ proptest! {
 }
 
 /// A record of function 3 with these disturbance counts (any u16, unknown and saturated
-/// ones included) and arguments.
+/// ones included), breakdown times (likewise) and arguments.
 fn record() -> impl Strategy<Value = CallRecord> {
     let count = prop_oneof![
         6 => Just(0u16),
@@ -48,18 +48,27 @@ fn record() -> impl Strategy<Value = CallRecord> {
         1 => Just(disturb::SATURATED),
         1 => Just(disturb::UNKNOWN),
     ];
+    let time = prop_oneof![
+        6 => Just(0u32),
+        2 => any::<u32>(),
+        1 => Just(breakdown::SATURATED_NS),
+        1 => Just(breakdown::UNKNOWN_NS),
+    ];
     (
         any::<u64>(),
         0u64..1_000_000,
         prop_oneof![Just(0i64), any::<i64>()],
         prop::array::uniform4(count),
+        prop::array::uniform2(time),
     )
-        .prop_map(|(entry_ns, duration_ns, arg0, d)| {
+        .prop_map(|(entry_ns, duration_ns, arg0, d, [off_cpu_ns, irq_ns])| {
             let mut r = CallRecord {
                 entry_ns,
                 duration_ns,
                 arg0,
                 func: 3,
+                off_cpu_ns,
+                irq_ns,
                 ..CallRecord::default()
             };
             r.set_disturbance(d);

@@ -1,6 +1,7 @@
 //! Helpers shared by the VM test files (`lab/tests/vm*.rs`): booting a guest, reading what
 //! it wrote under /out and checking the report's invariants.
 #![allow(dead_code)] // each test file uses a subset
+pub mod breakdown;
 pub mod floor;
 pub mod kernel_mode;
 

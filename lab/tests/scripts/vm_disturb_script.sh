@@ -22,10 +22,16 @@
 ## with the same counts, so the records (checked as above) are ground truth for the kernel's
 ## disturbed-call counts: per reason, per bucket and in sum they must equal the records', and a
 ## kernel-mode report of the capture must state the records' fractions and the clean calls'
-## percentiles in their buckets.
+## percentiles in their buckets; - **time breakdown**: each call's time off the CPU, in
+## interrupts and on it, against the 1 ms sleeps asked for and the task's own CPU time read
+## around each system call (`CLOCK_THREAD_CPUTIME_ID`), and long calls beside the spinner (every
+## other one) as long on the CPU as their neighbours alone; the capture says whether interrupt
+## time is measured exactly when /proc/kallsyms has `cpu_irqtime`.
 ## No placeholders: lab/tests/vm_disturb.rs includes it as is (SCRIPT).
 
 set -e
+# IRQ time accounting (the breakdown's interrupt time): whether the kernel has cpu_irqtime.
+grep -c -w cpu_irqtime /proc/kallsyms > /out/irqtime.txt || true
 one() {
   a=$1 name=${2:-$1} mode=${3:-stream}
   taskset -c 1 damon-trace record --func hrtimer_nanosleep --func read_zero --attach $a \
@@ -38,6 +44,8 @@ one() {
   damon-trace disturb-loop --work zero --bytes 16777216 --calls 30 > /out/$a-long.json
   damon-trace disturb-loop --work zero --bytes 16777216 --min-call-ms 20 --calls 30 --hog \
     > /out/$a-long-hog.json
+  damon-trace disturb-loop --work zero --bytes 16777216 --min-call-ms 20 --calls 40 --hog-odd \
+    > /out/$a-long-hog-odd.json
   damon-trace disturb-loop --work zero --bytes 1048576 --calls 200 --hog-odd > /out/$a-mid.json
   damon-trace disturb-loop --work zero --bytes 65536 --calls 100 > /out/$a-short.json
   damon-trace disturb-loop --work zero --bytes 1048576 --calls 300 > /out/$a-base.json

@@ -31,6 +31,8 @@ pub const CALIB_TRIGGER_TARGET: &str = "bpf_fentry_test1";
 
 /// The interval hook's program (see [`crate::probe::tracer::intervals`]).
 pub const INTERVALS_PROGRAM: &str = "damon_aggregated";
+/// The time breakdown's `sched_switch` program (see [`crate::probe::tracer::disturb`]).
+pub const CLOCKS_PROGRAM: &str = "task_clocks";
 /// doctor's self-test programs (see [`crate::probe::loader::session::selftest`]): the kprobe
 /// session's and the fsession's.
 pub const SESSION_SELFTEST_PROGRAM: &str = "sess_probe";
@@ -59,6 +61,7 @@ pub(in crate::probe) fn all_program_names() -> Vec<String> {
         })
         .chain([
             INTERVALS_PROGRAM.to_owned(),
+            CLOCKS_PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
             SESSION_SELFTEST_PROGRAM.to_owned(),
             FSESSION_SELFTEST_PROGRAM.to_owned(),
@@ -189,7 +192,7 @@ pub(in crate::probe) fn timed_attach<T>(name: &str, target: &str, attach: impl F
 }
 
 /// Every map name of ours, in full.
-pub(in crate::probe) const MAP_NAMES: [&str; 15] = [
+pub(in crate::probe) const MAP_NAMES: [&str; 16] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -205,6 +208,7 @@ pub(in crate::probe) const MAP_NAMES: [&str; 15] = [
     damon_common::disturb::MAP_DISTURBED_STATS,
     damon_common::slow::MAP_SLOW_EVENTS,
     damon_common::slow::MAP_SLOW_COUNTERS,
+    damon_common::breakdown::MAP_TASK_CLOCKS,
 ];
 
 #[cfg(test)]
@@ -250,6 +254,7 @@ mod tests {
             .collect();
         names.extend([
             INTERVALS_PROGRAM.to_owned(),
+            CLOCKS_PROGRAM.to_owned(),
             CALIB_TRIGGER.to_owned(),
             SESSION_SELFTEST_PROGRAM.to_owned(),
             FSESSION_SELFTEST_PROGRAM.to_owned(),
@@ -408,6 +413,9 @@ mod tests {
             disturb::GLOBAL_IRQ_STAT_WORDS,
             disturb::GLOBAL_IRQ_STAT_N,
             damon_common::slow::GLOBAL_SLOW_NS,
+            damon_common::breakdown::GLOBAL_BREAKDOWN_ON,
+            damon_common::breakdown::GLOBAL_TASK_PID_OFF,
+            damon_common::breakdown::GLOBAL_CPU_IRQTIME_TOTAL,
         ] {
             assert!(
                 btf.id_by_type_name_kind(global, BtfKind::Var).is_ok(),

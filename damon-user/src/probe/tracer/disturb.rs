@@ -12,6 +12,7 @@
 //! symbol plus `__per_cpu_offset[n]`, which is what the programs compute.
 use damon_common::{
     OFFSET_UNKNOWN,
+    breakdown::{GLOBAL_BREAKDOWN_ON, GLOBAL_CPU_IRQTIME_TOTAL, GLOBAL_TASK_PID_OFF},
     disturb::{
         GLOBAL_DISTURB_ON, GLOBAL_IRQ_STAT_N, GLOBAL_IRQ_STAT_WORDS, GLOBAL_KSTAT_IRQS_SUM,
         GLOBAL_KSTAT_SOFTIRQS, GLOBAL_KSTAT_SOFTIRQS_N, GLOBAL_PER_CPU_OFFSET_SYM,
@@ -19,7 +20,16 @@ use damon_common::{
     },
 };
 
-use crate::{capture::DisturbanceStatus, probe::facts::btf::Btf, trace::ModeConfig};
+use aya::{Ebpf, programs::BtfTracePoint};
+
+use crate::{
+    capture::DisturbanceStatus,
+    probe::{
+        facts::btf::Btf,
+        loader::{attach::describe_error, programs::CLOCKS_PROGRAM},
+    },
+    trace::ModeConfig,
+};
 
 /// The globals the programs read the counters through, and what the capture says of them.
 pub(super) struct Counters {
@@ -48,10 +58,13 @@ pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters 
     let found = if !mode.disturbance {
         Err(NOT_ASKED.to_owned())
     } else {
+        let sym = |name: &str| crate::probe::facts::folio_node::symbol_address(name, PER_CPU);
         btf.as_ref().map_err(Clone::clone).and_then(|b| {
-            find(b, &|name| {
-                crate::probe::facts::folio_node::symbol_address(name, PER_CPU)
-            })
+            let mut c = find(b, &sym)?;
+            if mode.mode.streams() {
+                breakdown(&mut c, b, &sym);
+            }
+            Ok(c)
         })
     };
     match found {
@@ -137,6 +150,74 @@ fn find(btf: &Btf, sym: &dyn Fn(&str) -> Result<u64, String>) -> Result<Counters
     })
 }
 
+/// The time breakdown's globals (`damon_common::breakdown`), for a session whose records carry
+/// the disturbance counts: `task_struct.pid`'s offset, and the per-CPU address of
+/// `cpu_irqtime.total` when the kernel has IRQ time accounting (else the interrupt clock stands
+/// still and the status says why). Without the pid offset there is no breakdown.
+fn breakdown(c: &mut Counters, btf: &Btf, sym: &dyn Fn(&str) -> Result<u64, String>) {
+    let Ok(pid) = btf.int_member_offset("task_struct", "pid", 4) else {
+        return;
+    };
+    let irq_total = sym("cpu_irqtime").and_then(|base| {
+        let total = btf
+            .int_member_offset("irqtime", "total", 8)
+            .map_err(|e| format!("cpu_irqtime is in /proc/kallsyms, but {e}"))?;
+        Ok(base + u64::from(total))
+    });
+    let irq_total = match irq_total {
+        Ok(addr) => addr,
+        Err(why) => {
+            c.status.irq_time_missing = Some(irq_time_missing(&why));
+            0
+        }
+    };
+    c.globals.push((GLOBAL_BREAKDOWN_ON, 1));
+    c.globals.push((GLOBAL_TASK_PID_OFF, pid));
+    c.globals64.push((GLOBAL_CPU_IRQTIME_TOTAL, irq_total));
+    c.status.breakdown = true;
+}
+
+/// The status's words for a kernel without IRQ time accounting (`why`: what was not found).
+fn irq_time_missing(why: &str) -> String {
+    format!(
+        "this kernel does not account interrupt time (CONFIG_IRQ_TIME_ACCOUNTING: {why}): the \
+         time calls spent in hard and soft interrupts is counted in their on-CPU time"
+    )
+}
+
+/// Loads and attaches the `sched_switch` program that keeps the task clocks, when `status`
+/// has the breakdown; if it cannot, the breakdown is off (the records' clocks would not
+/// move), with a warning that says why.
+pub(super) fn attach_clocks(
+    bpf: &mut Ebpf,
+    btf: Option<&aya::Btf>,
+    status: &mut DisturbanceStatus,
+) {
+    if !status.breakdown {
+        return;
+    }
+    let attached = (|| -> Result<(), String> {
+        let btf = btf.ok_or("no kernel BTF")?;
+        let prog: &mut BtfTracePoint = bpf
+            .program_mut(CLOCKS_PROGRAM)
+            .ok_or("the eBPF object has no such program")?
+            .try_into()
+            .map_err(|e| format!("{e}"))?;
+        prog.load("sched_switch", btf)
+            .map_err(|e| describe_error(&e))?;
+        prog.attach().map_err(|e| describe_error(&e))?;
+        Ok(())
+    })();
+    if let Err(why) = attached {
+        status.breakdown = false;
+        status.irq_time_missing = None;
+        eprintln!(
+            "damon-trace: warning: no time breakdown (off-CPU, interrupt, on-CPU time): the \
+             sched_switch program ({CLOCKS_PROGRAM}, tp_btf) could not be attached: {why}"
+        );
+    }
+}
+
 const _: () = assert!(OFFSET_UNKNOWN > MAX_WORDS);
 
 #[cfg(test)]
@@ -162,6 +243,56 @@ mod tests {
         assert_eq!(g64[GLOBAL_KSTAT_SOFTIRQS], g64[GLOBAL_KSTAT_IRQS_SUM] + 8);
         if cfg!(target_arch = "x86_64") {
             assert!(g[GLOBAL_IRQ_STAT_N] >= 4, "{:?}", c.status);
+        }
+    }
+
+    /// The breakdown needs `task_struct.pid` (every kernel has it); without `cpu_irqtime` in
+    /// kallsyms, or with it but no `struct irqtime` in BTF, it has no interrupt time, and the
+    /// status says why, naming the kernel option.
+    #[test]
+    fn the_breakdown_states_a_kernel_without_irq_time_accounting() {
+        let Ok(btf) = Btf::from_sys_fs() else {
+            return;
+        };
+        let made_up = |name: &str| Ok(0x1000 + name.len() as u64);
+        let mut c = find(&btf, &made_up).expect("found");
+        let no_irqtime = |name: &str| match name {
+            "cpu_irqtime" => Err("no cpu_irqtime in /proc/kallsyms".to_owned()),
+            _ => made_up(name),
+        };
+        breakdown(&mut c, &btf, &no_irqtime);
+        assert!(c.status.breakdown);
+        let why = c.status.irq_time_missing.clone().expect("stated");
+        assert!(
+            why.contains("CONFIG_IRQ_TIME_ACCOUNTING") && why.contains("no cpu_irqtime"),
+            "{why}"
+        );
+        let g: std::collections::HashMap<_, _> = c.globals.iter().copied().collect();
+        assert_eq!(g[GLOBAL_BREAKDOWN_ON], 1);
+        // pid_t, after the task's state and stack at least.
+        assert!(g[GLOBAL_TASK_PID_OFF] > 0);
+        let g64: std::collections::HashMap<_, _> = c.globals64.iter().copied().collect();
+        assert_eq!(g64[GLOBAL_CPU_IRQTIME_TOTAL], 0);
+        // With the symbol: the BTF decides (the host's kernel may have no `struct irqtime`).
+        let mut c = find(&btf, &made_up).expect("found");
+        breakdown(&mut c, &btf, &made_up);
+        let g64: std::collections::HashMap<_, _> = c.globals64.iter().copied().collect();
+        match btf.int_member_offset("irqtime", "total", 8) {
+            Ok(off) => {
+                assert_eq!(
+                    g64[GLOBAL_CPU_IRQTIME_TOTAL],
+                    made_up("cpu_irqtime").unwrap() + u64::from(off)
+                );
+                assert_eq!(c.status.irq_time_missing, None);
+            }
+            Err(_) => {
+                assert_eq!(g64[GLOBAL_CPU_IRQTIME_TOTAL], 0);
+                let why = c.status.irq_time_missing.expect("stated");
+                assert!(
+                    why.contains("cpu_irqtime is in /proc/kallsyms, but"),
+                    "{why}"
+                );
+            }
         }
     }
 

@@ -114,7 +114,7 @@ impl Tracer {
         let parsed = crate::probe::facts::btf::Btf::from_sys_fs();
         let offsets_phase = timing::phase("field offsets, disturbance counters");
         let (mut offsets, mut globals64, node_ranges, args) = field_offsets(&builtins, &parsed);
-        let disturbance = crate::probe::tracer::disturb::counters(opts.mode, &parsed)
+        let mut disturbance = crate::probe::tracer::disturb::counters(opts.mode, &parsed)
             .into_globals(&mut offsets, &mut globals64);
         drop(offsets_phase);
         let mut bpf = {
@@ -122,6 +122,10 @@ impl Tracer {
             load_object(opts, &offsets, &globals64, &disturbance, btf.as_deref())?
         };
         crate::probe::facts::folio_node::fill_node_pfns(&mut bpf, &node_ranges)?;
+        {
+            let _t = timing::phase("task clocks: sched_switch program loaded, attached");
+            disturb::attach_clocks(&mut bpf, btf.as_deref(), &mut disturbance);
+        }
         // Boundaries first, so that the first calls already fall inside an interval.
         let interval_hook = {
             let _t = timing::phase("interval hook: tracepoint program loaded, attached");
@@ -559,6 +563,10 @@ fn load_object(
         // Stream mode never touches the histograms: one entry each, not ~70 KiB per CPU.
         loader.map_max_entries(MAP_HIST, 1);
         loader.map_max_entries(MAP_HIST_STATS, 1);
+    }
+    if !disturbance.breakdown {
+        // No task clocks: one entry, not 16384.
+        loader.map_max_entries(damon_common::breakdown::MAP_TASK_CLOCKS, 1);
     }
     if !opts.mode.mode.buckets_in_kernel() || !disturbance.measured {
         loader.map_max_entries(damon_common::disturb::MAP_DISTURBED_HIST, 1);
