@@ -142,7 +142,7 @@ pub fn floor_session(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// The session floor plus one 64-byte ring record per call (no wake-up): the least an exact
+/// The session floor plus one 72-byte ring record per call (no wake-up): the least an exact
 /// stream tracer on kprobe sessions does.
 #[kprobe]
 pub fn floor_session_rec(ctx: ProbeContext) -> u32 {

@@ -58,7 +58,7 @@ pub struct FloorArgs {
     /// fentry: an fentry/fexit pair reading the clock once each; kprobe: a kprobe/kretprobe
     /// pair reading the clock once each; fentry-stamp, kprobe-stamp: either pair keeping each
     /// task's entry time in a hash map, as any exact timing must; kprobe-stamp-ring: the
-    /// kprobe stamp pair also writing a 64-byte ring record per call; session: one kprobe
+    /// kprobe stamp pair also writing a 72-byte ring record per call; session: one kprobe
     /// session program keeping the entry time in the call's cookie (Linux ≥ 6.10);
     /// session-ring: the session floor writing the record too; fsession: the session floor on
     /// the BPF trampoline (Linux 7.x).

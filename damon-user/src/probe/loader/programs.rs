@@ -101,7 +101,7 @@ pub enum FloorKind {
     /// One kprobe session program: the entry time in the invocation's cookie, the clock read
     /// again at return (exact, no map).
     Session,
-    /// The session floor plus the 64-byte ring record per call.
+    /// The session floor plus the 72-byte ring record per call.
     SessionRing,
     /// The session floor as an fsession (BPF trampoline).
     Fsession,
@@ -156,7 +156,7 @@ impl FloorKind {
         }
     }
 
-    /// Whether it reserves and submits one 64-byte ring record per call (a floor-only extra:
+    /// Whether it reserves and submits one 72-byte ring record per call (a floor-only extra:
     /// the least a stream tracer writes).
     pub const fn ring(self) -> bool {
         matches!(self, FloorKind::KprobeStampRing | FloorKind::SessionRing)
