@@ -73,11 +73,14 @@ pub type CsvSums = (
 
 pub fn csv_sums(csv: &str) -> Result<CsvSums> {
     let mut lines = csv.lines();
-    // A capture that measured disturbance has its four columns after these.
+    // A capture that measured disturbance has its four columns after these, and the time
+    // breakdown's two after them.
     let header = lines.next().unwrap_or_default();
     let columns = match header {
         "function,cpu,pid,tid,entry_ns,duration_ns,value" => 7,
         "function,cpu,pid,tid,entry_ns,duration_ns,value,slept,preempted,hardirqs,softirqs" => 11,
+        "function,cpu,pid,tid,entry_ns,duration_ns,value,slept,preempted,hardirqs,softirqs,\
+         off_cpu_ns,irq_ns" => 13,
         _ => anyhow::bail!("unexpected CSV header {header:?}"),
     };
     let (mut all, mut by_tid) = CsvSums::default();
@@ -140,5 +143,9 @@ mod tests {
                    softirqs\nf,0,1,2,10,5,0,0,0,0,0\nf,1,1,3,20,7,0,1,0,,\n";
         assert_eq!(csv_sums(csv).expect("csv").0["f"], (2, 12));
         assert!(csv_sums(&csv.replace(",1,0,,\n", "\n")).is_err());
+        // And with the time breakdown's: the same sums.
+        let csv = "function,cpu,pid,tid,entry_ns,duration_ns,value,slept,preempted,hardirqs,\
+                   softirqs,off_cpu_ns,irq_ns\nf,0,1,2,10,5,0,0,0,0,0,0,0\nf,1,1,3,20,7,0,1,0,,,3,\n";
+        assert_eq!(csv_sums(csv).expect("csv").0["f"], (2, 12));
     }
 }

@@ -76,26 +76,38 @@ fn calls_of(capture: &dtcap::Capture, tid: u64) -> Vec<Call> {
     calls
 }
 
-/// The export's per-call lines of task `tid`, in capture order, state the same disturbance as
-/// the capture: `slept,preempted,hardirqs,softirqs` last, empty where not known.
+/// The export's per-call lines of task `tid`, in capture order, state the same disturbance and
+/// time breakdown as the capture: `slept,preempted,hardirqs,softirqs,off_cpu_ns,irq_ns` last,
+/// empty where not known (a breakdown field also where saturated).
 fn export_agrees(csv: &str, capture: &dtcap::Capture, tid: u64, ctx: &str) {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().expect("header").split(',').collect();
     assert_eq!(
         header[7..],
-        ["slept", "preempted", "hardirqs", "softirqs"],
+        [
+            "slept",
+            "preempted",
+            "hardirqs",
+            "softirqs",
+            "off_cpu_ns",
+            "irq_ns"
+        ],
         "{ctx}"
     );
-    let exported: Vec<[Option<u64>; 4]> = lines
+    let exported: Vec<[Option<u64>; 6]> = lines
         .map(|l| l.split(',').collect::<Vec<_>>())
         .filter(|f| f[3].parse::<u64>() == Ok(tid))
-        .map(|f| [7, 8, 9, 10].map(|i| f[i].parse().ok()))
+        .map(|f| [7, 8, 9, 10, 11, 12].map(|i| f[i].parse().ok()))
         .collect();
-    let recorded: Vec<[Option<u64>; 4]> = capture
+    let recorded: Vec<[Option<u64>; 6]> = capture
         .records
         .iter()
         .filter(|r| u64::from(r.tid) == tid)
-        .map(|r| r.disturbance.map(|v| (v != 0xFFFF).then_some(v)))
+        .map(|r| {
+            let [a, b, c, d] = r.disturbance.map(|v| (v != 0xFFFF).then_some(v));
+            let [off, irq] = r.breakdown.map(|v| (v < 0xFFFF_FFFE).then_some(v));
+            [a, b, c, d, off, irq]
+        })
         .collect();
     assert_eq!(exported, recorded, "{ctx}: export --format csv");
 }
