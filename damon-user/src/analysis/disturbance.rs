@@ -220,17 +220,12 @@ pub fn not_measured(capture: &Capture) -> Option<String> {
 /// The capture's disturbance status as reports state it: the metadata's, with `why_not`
 /// filled in for captures written before it existed.
 pub fn status(capture: &Capture) -> DisturbanceStatus {
+    let stated = capture.meta.disturbance.clone().unwrap_or_default();
     DisturbanceStatus {
         measured: DisturbanceStatus::measured(&capture.meta),
         why_not: not_measured(capture),
-        hardirq_sources: capture
-            .meta
-            .disturbance
-            .as_ref()
-            .map(|d| d.hardirq_sources.clone())
-            .unwrap_or_default(),
-        breakdown: false,
-        irq_time_missing: None,
+        breakdown: DisturbanceStatus::breakdown(&capture.meta),
+        ..stated
     }
 }
 

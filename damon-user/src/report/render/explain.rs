@@ -47,15 +47,16 @@ pub fn breakdown_table(m: &impl Markup, out: &mut String, r: &Report) {
         titles.push(format!("{p} on-CPU"));
     }
     out.push_str(&m.table_header(&titles, &BREAKDOWN_COLUMNS));
+    let irq_missing = r.meta.disturbance.irq_time_missing.as_deref();
     for f in &r.functions {
         let Some(b) = &f.breakdown else { continue };
         let mut cells = vec![m.code(&f.name)];
-        cells.extend(breakdown_cells(b));
+        cells.extend(breakdown_cells(b, irq_missing.is_none()));
         out.push_str(&m.table_row(&cells, &BREAKDOWN_COLUMNS));
     }
-    let irq = match r.meta.disturbance.irq_time_missing.as_deref() {
+    let irq = match irq_missing {
         Some(why) => {
-            format!("; interrupt time was not measured ({why}): it is 0 here and part of on-CPU")
+            format!("; interrupt time was not measured ({why}): n/a, and part of on-CPU")
         }
         None => String::new(),
     };
@@ -67,15 +68,20 @@ pub fn breakdown_table(m: &impl Markup, out: &mut String, r: &Report) {
     )));
 }
 
-/// A breakdown's cells: calls, unknown, the three shares, then p50/p90/p99 wall and on-CPU.
-fn breakdown_cells(b: &BreakdownSummary) -> [String; 11] {
+/// A breakdown's cells: calls, unknown, the three shares (interrupts `n/a` when not
+/// measured), then p50/p90/p99 wall and on-CPU.
+fn breakdown_cells(b: &BreakdownSummary, irq_measured: bool) -> [String; 11] {
     let pct = |v: f64| format!("{v:.1}%");
     let (w, o) = (b.wall, b.on_cpu);
     [
         b.calls.to_string(),
         b.unknown.to_string(),
         pct(b.off_cpu_pct),
-        pct(b.irq_pct),
+        if irq_measured {
+            pct(b.irq_pct)
+        } else {
+            "n/a".to_owned()
+        },
         pct(b.on_cpu_pct),
         opt(w.map(|l| l.p50_ns)),
         opt(o.map(|l| l.p50_ns)),

@@ -100,6 +100,17 @@ fn missing_interrupt_time_is_stated_with_the_on_cpu_times() {
     );
     let table = render::table(&r, None);
     assert!(table.contains("interrupt time was not measured"), "{table}");
+    // On wall time too, the breakdown table says so, and shows no interrupt share.
+    let wall = render::table(&build(&c, &opts()).expect("report"), None);
+    let note = wall
+        .lines()
+        .find(|l| l.starts_with("(where the time went"))
+        .expect("the breakdown's note");
+    assert!(
+        note.contains("interrupt time was not measured (CONFIG_IRQ_TIME_ACCOUNTING is off)"),
+        "{wall}"
+    );
+    assert!(wall.contains("n/a"), "{wall}");
 }
 
 #[test]
