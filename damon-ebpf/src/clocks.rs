@@ -61,7 +61,7 @@ pub(crate) fn read(snap: &mut Snapshot, cpu_irq: u64, open: bool) {
     if tid == 0 {
         return;
     }
-    if let Some(c) = TASK_CLOCKS.get_ptr(&tid) {
+    if let Some(c) = TASK_CLOCKS.get_ptr(tid) {
         // SAFETY: a valid map value; only this task's switches write it, never while it runs.
         let c = unsafe { &*c };
         snap.clocked = 1;
@@ -71,7 +71,7 @@ pub(crate) fn read(snap: &mut Snapshot, cpu_irq: u64, open: bool) {
     }
     if open
         && TASK_CLOCKS
-            .insert(&tid, &TaskClock::new(cpu_irq), u64::from(BPF_NOEXIST))
+            .insert(tid, TaskClock::new(cpu_irq), u64::from(BPF_NOEXIST))
             .is_ok()
     {
         // A new clock reads 0 on both.
@@ -104,7 +104,7 @@ pub fn task_clocks(ctx: BtfTracePointContext) -> i32 {
     let cpu_irq = cpu_irq(crate::disturb::cpu_base());
     let prev = bpf_get_current_pid_tgid() as u32;
     if prev != 0
-        && let Some(c) = TASK_CLOCKS.get_ptr_mut(&prev)
+        && let Some(c) = TASK_CLOCKS.get_ptr_mut(prev)
     {
         // SAFETY: a valid map value; this task's switch-out, on its CPU.
         unsafe { &mut *c }.switch_out(now, cpu_irq);
@@ -117,7 +117,7 @@ pub fn task_clocks(ctx: BtfTracePointContext) -> i32 {
         core::ptr::read_volatile(task.add(global(&TASK_PID_OFF) as usize).cast::<u32>())
     };
     if next != 0
-        && let Some(c) = TASK_CLOCKS.get_ptr_mut(&next)
+        && let Some(c) = TASK_CLOCKS.get_ptr_mut(next)
     {
         // SAFETY: a valid map value; the task is not running (it is being switched in).
         unsafe { &mut *c }.switch_in(now, cpu_irq);
