@@ -41,15 +41,15 @@ pub(crate) fn on() -> bool {
     global(&BREAKDOWN_ON) != 0
 }
 
-/// The interrupt time of the CPU whose per-CPU base is `base` (`None`: unknown, the clock
-/// then stands still); 0 on a kernel without IRQ time accounting. A failed read counts as 0.
+/// The interrupt time of the CPU whose per-CPU base is `base` (0: unknown, the clock then
+/// stands still); 0 on a kernel without IRQ time accounting. A failed read counts as 0.
 #[inline(always)]
-pub(crate) fn cpu_irq(base: Option<u64>) -> u64 {
+pub(crate) fn cpu_irq(base: u64) -> u64 {
     let total = global64(&CPU_IRQTIME_TOTAL);
-    match base {
-        Some(base) if total != 0 => kernel_u64(total.wrapping_add(base)).unwrap_or(0),
-        _ => 0,
+    if base == 0 || total == 0 {
+        return 0;
     }
+    kernel_u64(total.wrapping_add(base)).unwrap_or(0)
 }
 
 /// Fills `snap`'s clock fields from the running task's clock, on a CPU whose interrupt time is

@@ -116,10 +116,12 @@ fn switches() -> (u32, u32) {
     (count(&TASK_NVCSW_OFF), count(&TASK_NIVCSW_OFF))
 }
 
-/// This CPU's per-CPU base (`__per_cpu_offset[cpu]`); `None` when it cannot be read.
+/// This CPU's per-CPU base (`__per_cpu_offset[cpu]`); 0 when it cannot be read. A plain
+/// number, not an `Option`: the compiler loads an `Option`'s payload before testing it, and
+/// Linux 6.1's verifier refuses that read of stack never written (a `None`'s payload).
 #[inline(always)]
-pub(crate) fn cpu_base() -> Option<u64> {
-    base_of(SCRATCH.get_ptr_mut(0)?)
+pub(crate) fn cpu_base() -> u64 {
+    SCRATCH.get_ptr_mut(0).and_then(base_of).unwrap_or(0)
 }
 
 /// The per-CPU base kept in this CPU's [`Scratch`] `p`, read at the CPU's first snapshot.
@@ -138,14 +140,15 @@ fn base_of(p: *mut Scratch) -> Option<u64> {
     Some(base)
 }
 
-/// This CPU's counts, `(hardirqs, softirqs)`, and its per-CPU base.
+/// This CPU's counts, `(hardirqs, softirqs)`, and its per-CPU base (0: unknown, see
+/// [`cpu_base`]).
 #[inline(always)]
-fn interrupts() -> (u32, u32, Option<u64>) {
+fn interrupts() -> (u32, u32, u64) {
     let Some(p) = SCRATCH.get_ptr_mut(0) else {
-        return (0, 0, None);
+        return (0, 0, 0);
     };
     let Some(base) = base_of(p) else {
-        return (0, 0, None);
+        return (0, 0, 0);
     };
     // SAFETY: field offsets within the map value.
     let field = |off: usize| unsafe { p.cast::<u8>().add(off) };
@@ -174,7 +177,7 @@ fn interrupts() -> (u32, u32, Option<u64>) {
         let s = unsafe { &*p };
         hardirqs = hardirqs.wrapping_add(sum(&s.irq_stat, n));
     }
-    (hardirqs, softirqs, Some(base))
+    (hardirqs, softirqs, base)
 }
 
 /// The counters now: the task's switch counts, the CPU's interrupt counts, then the task's
