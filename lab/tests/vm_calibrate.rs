@@ -26,6 +26,67 @@ damon-trace report /out/nocal.dtcap --format json > /out/nocal.json"
     )
 }
 
+/// Each floor's (attach method, trace mode), in the order `calibrate --json` gives them.
+fn keys(floors: &[serde_json::Value]) -> Vec<(String, String)> {
+    floors
+        .iter()
+        .map(|fl| {
+            (
+                fl["attach"].as_str().unwrap_or("").to_owned(),
+                fl["mode"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The held-out check failed in one boot: it must pass in a second.
+///
+/// Under TCG each boot (KASLR) sets where every function's code and probe path sit in the
+/// emulator, and that sets its cost for the boot. Mostly the cost varies between functions as
+/// the ± expects, but not always: in one CI run on 7.2 the held-out function's kprobe/stream
+/// median was 1161 ns against pooled medians of 822–918 ns (seven of their standard deviations
+/// off), while its fentry/stream median in the same boot sat among the pool's. A floor that is
+/// wrong (not the pool's median, another method's, a ± too small) is wrong in every boot; a
+/// function in a slow place is one boot's draw, independent of the next. So every floor is
+/// checked again in a new boot, and any failure there fails the test: a wrong floor still
+/// fails, a correct one fails with about the square of one boot's chance.
+fn held_out_again(kernel: &Kernel, modes: &[&str], want: &[(String, String)], first: &[String]) {
+    let outcome = common::boot(common::guest(
+        kernel.clone(),
+        format!(
+            "damon-trace calibrate --calls {CALLS} --attach auto --mode {} --json > /out/cal.json \
+             2> /out/cal.err",
+            modes.join(",")
+        ),
+        Duration::from_secs(840),
+    ));
+    let dir = outcome.dir();
+    assert_eq!(
+        outcome.status,
+        0,
+        "second boot (after: {}):\n{}\n{}",
+        first.join("; "),
+        outcome.console,
+        fs::read_to_string(dir.join("cal.err")).unwrap_or_default()
+    );
+    let cal = json(dir, "cal.json");
+    let floors = cal["floors"].as_array().expect("floors");
+    let got = keys(floors);
+    assert_eq!(
+        got, want,
+        "second boot: one floor per attach method and trace mode"
+    );
+    for fl in floors {
+        match check_floor(fl, CALLS, "ns") {
+            Ok(line) => eprintln!("{} second boot: {line}", outcome.kernel_release),
+            Err(why) => panic!(
+                "the held-out check failed in two boots: first {}; second {why}",
+                first.join("; ")
+            ),
+        }
+    }
+}
+
 /// `calibrate`, a calibrated and an uncalibrated `record`, and their reports.
 fn run(kernel: Kernel, modes: &[&str]) {
     let outcome = common::boot(common::guest(
@@ -61,22 +122,20 @@ fn run(kernel: Kernel, modes: &[&str]) {
             want.push(((*a).to_owned(), (*m).to_owned()));
         }
     }
-    let got: Vec<(String, String)> = floors
-        .iter()
-        .map(|fl| {
-            (
-                fl["attach"].as_str().unwrap_or("").to_owned(),
-                fl["mode"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect();
+    let got = keys(floors);
     assert_eq!(got, want, "one floor per attach method and trace mode");
+    let mut outside = Vec::new();
     for fl in floors {
-        eprintln!(
-            "{} {}",
-            outcome.kernel_release,
-            check_floor(fl, CALLS, "ns")
-        );
+        match check_floor(fl, CALLS, "ns") {
+            Ok(line) => eprintln!("{} {line}", outcome.kernel_release),
+            Err(why) => {
+                eprintln!("{} {why}", outcome.kernel_release);
+                outside.push(why);
+            }
+        }
+    }
+    if !outside.is_empty() {
+        held_out_again(&kernel, modes, &want, &outside);
     }
     // The other attach method's floor (same mode), as information: the held-out function
     // corrected with it, and whether the check would reject that wrong floor on this machine.

@@ -31,8 +31,10 @@ fn brief(floor: &serde_json::Value) -> serde_json::Value {
 /// functions' medians, and the held-out function's corrected median within twice the stated ±.
 /// `calls`: the test runs per function (`calibrate --calls`); `unit`: the clock's (`ns`, or
 /// `insn` under the instruction clock). Returns a line for the log (the numbers in
-/// docs/accuracy.md come from it).
-pub fn check_floor(floor: &serde_json::Value, calls: u64, unit: &str) -> String {
+/// docs/accuracy.md come from it), or, when only the held-out check failed, why: every other
+/// failure panics here. What a held-out failure means is the caller's to say (`vm_calibrate`
+/// boots again under the wall clock; under the instruction clock it is a failure).
+pub fn check_floor(floor: &serde_json::Value, calls: u64, unit: &str) -> Result<String, String> {
     let shown = brief(floor);
     let label = format!("{}/{}", floor["attach"], floor["mode"]).replace('"', "");
     let d = &floor["floor"];
@@ -66,16 +68,19 @@ pub fn check_floor(floor: &serde_json::Value, calls: u64, unit: &str) -> String 
     );
     assert_eq!(f(h, "uncertainty_ns"), bound, "{label}: {h}");
     // The check: a second empty function, not in the pool, costs the probe's floor. The
-    // stated ± is a 95 % prediction bound for one new function; this file checks six floors
-    // per run (four on 7.2, two on 6.12), so at the stated ± a correct floor would fail about
-    // one run in four. Twice the ± covers the Bonferroni bound for six checks (t(1 − 0.05/12, 6)
-    // = 3.86 < 2 × t(0.975, 6) = 4.89, seven pooled functions);
-    // `floor_uncertainty_covers_a_held_out_function` (host) simulates that coverage.
-    assert!(
-        corrected.abs() <= HELD_OUT_BOUNDS * bound,
-        "{label}: held-out {HELD_OUT} corrected median {corrected:+.1} {unit} is outside \
-         {HELD_OUT_BOUNDS} × the stated ± {bound:.1} {unit}: {shown}"
-    );
+    // stated ± is a 95 % prediction bound for one new function; vm_calibrate checks twelve
+    // floors per run (four attach methods × two modes on 7.2, four on 6.12), so at the stated ±
+    // a correct floor would fail most runs. Twice the ± covers the Bonferroni bound for twelve
+    // checks (t(1 − 0.05/24, 6) = 4.49 < 2 × t(0.975, 6) = 4.89, seven pooled functions);
+    // `floor_uncertainty_covers_a_held_out_function` (host) simulates that coverage. That is
+    // the normal model; under TCG a function now and then sits far off it for one boot (see
+    // `vm_calibrate::held_out_again`).
+    if corrected.abs() > HELD_OUT_BOUNDS * bound {
+        return Err(format!(
+            "{label}: held-out {HELD_OUT} corrected median {corrected:+.1} {unit} is outside \
+             {HELD_OUT_BOUNDS} × the stated ± {bound:.1} {unit}: {shown}"
+        ));
+    }
     let medians: Vec<String> = per
         .iter()
         .map(|m| format!("{}", f(m, "median_ns")))
@@ -86,7 +91,7 @@ pub fn check_floor(floor: &serde_json::Value, calls: u64, unit: &str) -> String 
     // 2 × HELD_OUT_BOUNDS, so a floor shifted by it is rejected whenever the check above
     // passed: that is a statement of power, not a further check, and is printed, not asserted.
     let shift = floor_check::power_shift(HELD_OUT_BOUNDS, POOL).expect("tabulated");
-    format!(
+    Ok(format!(
         "{label}: floor {median:.1} {unit} (p5 {} p95 {}; pooled medians {}), ± {bound:.1} \
          (spread {spread:.1}, between {between:.1}; restated from the data); held-out \
          {HELD_OUT} raw {} corrected {corrected:+.1}; rejects a floor wrong by > {:.0} {unit} \
@@ -98,5 +103,5 @@ pub fn check_floor(floor: &serde_json::Value, calls: u64, unit: &str) -> String 
         HELD_OUT_BOUNDS * bound + corrected.abs(),
         shift * bound,
         f(floor, "took_ns") / 1e9
-    )
+    ))
 }
