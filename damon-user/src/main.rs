@@ -74,6 +74,8 @@ fn main() -> ExitCode {
         #[cfg(any(test, feature = "instruments"))]
         Command::ReadMix(args) => bench::read_mix::run(&args),
         #[cfg(any(test, feature = "instruments"))]
+        Command::SwitchLoop(args) => bench::switch_loop::run(&args),
+        #[cfg(any(test, feature = "instruments"))]
         Command::BenchDecode(args) => bench::run_decode(&args),
         #[cfg(any(test, feature = "instruments"))]
         Command::BenchHeatmap(args) => bench::run_heatmap(&args),

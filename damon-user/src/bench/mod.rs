@@ -22,6 +22,7 @@ pub mod disturb_loop;
 mod heatmap;
 pub mod read_mix;
 mod ring_image;
+pub mod switch_loop;
 mod timer_storm;
 
 pub use heatmap::run_heatmap;

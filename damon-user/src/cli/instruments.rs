@@ -1,5 +1,5 @@
 //! The arguments of the instrument commands (`bench-loop`, `disturb-loop`, `bench-decode`,
-//! `bench-floor`, `bench-heatmap`: hidden helpers of the project's benchmarks and guest tests,
+//! `bench-floor`, `bench-heatmap`, `read-mix`, `switch-loop`: hidden helpers of the project's benchmarks and guest tests,
 //! not part of the user contract). They run in `bench/`; the commands exist with the
 //! `instruments` feature only (`cargo xtask build-static` sets it, `cargo xtask dist` does not).
 use std::path::PathBuf;
@@ -114,6 +114,14 @@ pub struct ReadMixArgs {
     pub preads: u64,
     #[arg(long, default_value_t = 16)]
     pub pread_bytes: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SwitchArgs {
+    /// Round trips of one byte between two threads pinned to CPU 0 (two context switches
+    /// each).
+    #[arg(long, default_value_t = 20_000)]
+    pub round_trips: u64,
 }
 
 #[derive(Debug, Args)]

@@ -77,6 +77,11 @@ pub enum Command {
     #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "read-mix")]
     ReadMix(instruments::ReadMixArgs),
+    /// Benchmark helper: context switches between two threads on one CPU (what a program on
+    /// `sched_switch` costs).
+    #[cfg(any(test, feature = "instruments"))]
+    #[command(hide = true, name = "switch-loop")]
+    SwitchLoop(instruments::SwitchArgs),
     /// Benchmark helper (the project's benchmarks): userspace decode/aggregate/write throughput.
     #[cfg(any(test, feature = "instruments"))]
     #[command(hide = true, name = "bench-decode")]
