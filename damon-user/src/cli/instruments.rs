@@ -1,6 +1,6 @@
 //! The arguments of the instrument commands (`bench-loop`, `disturb-loop`, `bench-decode`,
-//! `bench-floor`, `bench-heatmap`, `read-mix`, `switch-loop`: hidden helpers of the project's benchmarks and guest tests,
-//! not part of the user contract). They run in `bench/`; the commands exist with the
+//! `bench-floor`, `bench-heatmap`, `read-mix`, `switch-loop`: hidden helpers of the project's
+//! benchmarks and guest tests, not part of the user contract). They run in `bench/`; the commands exist with the
 //! `instruments` feature only (`cargo xtask build-static` sets it, `cargo xtask dist` does not).
 use std::path::PathBuf;
 
