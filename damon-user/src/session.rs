@@ -13,7 +13,7 @@ use damon_common::CallRecord;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
-    capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, SlowCall, Summary},
+    capture::{FunctionCounters, HistSnapshot, KernelHist, Meta, SlowCall, SlowCounters, Summary},
     diagnosis,
     probe::{
         calibrate,
@@ -405,6 +405,15 @@ impl Session {
         let _ = self.tracer.collect_stamps();
     }
 
+    /// `--slow`: each function's slow calls kept and lost so far (the kernel's ring-full
+    /// counts and the recorder's bound); empty without it.
+    pub fn slow_counters(&self) -> anyhow::Result<BTreeMap<u32, SlowCounters>> {
+        match &self.slow {
+            Some(c) => c.counters(&self.tracer),
+            None => Ok(BTreeMap::new()),
+        }
+    }
+
     /// `--slow`: the slow calls read since the last call (with the records' drains), in
     /// arrival order; none without it.
     pub fn take_slow_calls(&mut self) -> Vec<SlowCall> {
@@ -498,10 +507,8 @@ impl Session {
         self.tracer.detach();
         self.drain(out);
         slow_out.extend(self.take_slow_calls());
-        let (slow, slow_malformed) = match &self.slow {
-            Some(c) => (c.counters(&self.tracer)?, c.malformed()),
-            None => Default::default(),
-        };
+        let slow = self.slow_counters()?;
+        let slow_malformed = self.slow.as_ref().map_or(0, SlowCollector::malformed);
         // The probes' last lines (since the last second's read, and any the detach logged):
         // on stderr, where `record` and `serve` printed the others (`live` has left the
         // screen by now).

@@ -41,6 +41,15 @@ impl SlowCounters {
     pub fn total(&self) -> u64 {
         self.kept + self.ring_full + self.over_limit
     }
+
+    /// What was counted after `earlier` (an earlier reading of the same counters).
+    pub fn since(&self, earlier: &SlowCounters) -> SlowCounters {
+        SlowCounters {
+            kept: self.kept.saturating_sub(earlier.kept),
+            ring_full: self.ring_full.saturating_sub(earlier.ring_full),
+            over_limit: self.over_limit.saturating_sub(earlier.over_limit),
+        }
+    }
 }
 
 /// Chunk kind 11's payload (`docs/capture-format.md`): the slow calls in arrival order, each its

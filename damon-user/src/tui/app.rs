@@ -43,6 +43,8 @@ pub enum Event {
     /// `--slow`: slow calls with their kernel stacks, as they arrived (each also came as a
     /// record in [`Event::Records`]).
     Slow(Vec<crate::capture::SlowCall>),
+    /// `--slow`: each function's slow calls kept and lost so far (about once a second).
+    SlowCounters(BTreeMap<u32, crate::capture::SlowCounters>),
     /// Kernel mode: the kernel's counters and histograms, cumulative since the session
     /// started (about once a second).
     Histograms(HistSnapshot),
@@ -198,8 +200,9 @@ pub struct App {
     pub origin: Origin,
     pub recording: Option<String>,
     panels: Vec<Panel>,
-    /// What the screen shows while frozen; `panels` keep collecting.
-    frozen: Option<Vec<Panel>>,
+    /// What the screen shows while frozen, panels and slow calls; `panels` and `slow` keep
+    /// collecting.
+    frozen: Option<(Vec<Panel>, SlowCalls)>,
     /// Latest raw kernel counters, and their values at the last reset.
     counters: BTreeMap<u32, FunctionCounters>,
     baseline: BTreeMap<u32, FunctionCounters>,
@@ -323,7 +326,12 @@ impl App {
 
     /// The panels as the screen shows them (a frozen copy while frozen).
     pub fn panels(&self) -> &[Panel] {
-        self.frozen.as_deref().unwrap_or(&self.panels)
+        self.frozen.as_ref().map_or(&self.panels, |(p, _)| p)
+    }
+
+    /// The slow calls as the screen shows them (a frozen copy while frozen).
+    pub fn slow_calls(&self) -> &SlowCalls {
+        self.frozen.as_ref().map_or(&self.slow, |(_, s)| s)
     }
 
     pub fn frozen(&self) -> bool {
@@ -360,6 +368,10 @@ impl App {
                 let panels = &self.panels;
                 self.slow
                     .add(calls, |f| panels.iter().any(|p| p.status.id == f));
+                Effect::None
+            }
+            Event::SlowCounters(counters) => {
+                self.set_slow_counters(counters);
                 Effect::None
             }
             Event::Histograms(snapshot) => {
@@ -578,7 +590,7 @@ impl App {
             Action::Freeze => {
                 self.frozen = match self.frozen {
                     Some(_) => None,
-                    None => Some(self.panels.clone()),
+                    None => Some((self.panels.clone(), self.slow.clone())),
                 }
             }
             Action::Reset => self.reset(),
@@ -629,6 +641,7 @@ impl App {
             p.disturbance = measured.then(Disturbance::default);
         }
         self.apply_counters();
+        self.slow.reset();
         self.frozen = None;
         self.reset_at = Some(self.elapsed);
         self.records_total = 0;

@@ -102,10 +102,13 @@ pub struct SlowCalls {
     pub settings: Option<SlowSettings>,
     /// Whether the records carry the time breakdown (else its columns show `-`).
     pub breakdown: bool,
-    /// The kernel's and the recorder's counts, where known (a replayed capture's summary).
+    /// The kernel's and the recorder's counts: a live session's, read each second, or a
+    /// replayed capture's summary.
     pub counters: BTreeMap<u32, SlowCounters>,
     /// Slow calls of functions not on screen (never expected; counted so nothing vanishes).
     pub foreign: u64,
+    /// The counters when the statistics were last reset (`r`): the view counts from there.
+    baseline: BTreeMap<u32, SlowCounters>,
 }
 
 impl SlowCalls {
@@ -122,6 +125,22 @@ impl SlowCalls {
 
     pub fn of(&self, func: u32) -> Option<&SlowList> {
         self.by_function.get(&func)
+    }
+
+    /// A function's kept and lost slow calls since the last reset, where known.
+    pub fn counters_of(&self, func: u32) -> Option<SlowCounters> {
+        let now = self.counters.get(&func)?;
+        Some(match self.baseline.get(&func) {
+            Some(base) => now.since(base),
+            None => *now,
+        })
+    }
+
+    /// `r`: the kept calls go, and the counts start again from the counters now.
+    pub fn reset(&mut self) {
+        self.by_function.clear();
+        self.foreign = 0;
+        self.baseline = self.counters.clone();
     }
 }
 
@@ -140,7 +159,8 @@ impl App {
         self.slow.breakdown = breakdown;
     }
 
-    /// Each function's slow calls kept and lost, where known (a replayed capture's summary).
+    /// Each function's slow calls kept and lost: a live session's so far, or a replayed
+    /// capture's.
     pub fn set_slow_counters(&mut self, counters: BTreeMap<u32, SlowCounters>) {
         self.slow.counters = counters;
     }
@@ -148,7 +168,7 @@ impl App {
     /// Keys while the slow-call view is open: up/down move in its list, `o` orders it, `x`
     /// or Esc close it; help, save and quit work as everywhere; the rest waits.
     pub(super) fn act_in_slow_view(&mut self, mut view: SlowView, action: Action) -> Effect {
-        let n = self.slow.of(view.func).map_or(0, |l| l.len());
+        let n = self.slow_calls().of(view.func).map_or(0, |l| l.len());
         match action {
             Action::Next => view.selected = (view.selected + 1).min(n.saturating_sub(1)),
             Action::Previous => view.selected = view.selected.saturating_sub(1),

@@ -139,6 +139,13 @@ impl Collector {
                             .context("reading the kernel's counters")?,
                     ));
                 }
+                if l.session.meta().slow.is_some() {
+                    out.push(Event::SlowCounters(
+                        l.session
+                            .slow_counters()
+                            .context("reading the slow calls' counters")?,
+                    ));
+                }
                 let probe = l.session.probe_lines();
                 if !probe.is_empty() {
                     out.push(Event::ProbeLog(probe));
@@ -182,6 +189,7 @@ impl Collector {
             Collector::Live(l) => Ok(Summary {
                 kernel_hist: l.session.kernel_histograms()?,
                 calibration: l.session.meta().calibration.clone(),
+                slow: l.session.slow_counters()?,
                 ..Summary::new(
                     l.started.elapsed().as_nanos() as u64,
                     "snapshot",

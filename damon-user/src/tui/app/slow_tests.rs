@@ -82,6 +82,76 @@ fn slow_calls_of_functions_not_on_screen_are_counted() {
     assert!(app.slow.of(77).is_none());
 }
 
+/// A live session's counters arrive each second and show in the open view; `r` empties the
+/// list and counts from there; `f` holds the list as it was while new slow calls come in.
+#[test]
+fn live_counters_show_reset_counts_from_there_and_freeze_holds_the_list() {
+    let mut app = app_for(&fixture(), MIGRATE_HOT);
+    let id = app.panels()[0].status.id;
+    let counters = |kept, ring_full, over_limit| {
+        BTreeMap::from([(
+            id,
+            crate::capture::SlowCounters {
+                kept,
+                ring_full,
+                over_limit,
+            },
+        )])
+    };
+    app.update(Event::Slow(vec![
+        slow(id, 10, 5_000_000),
+        slow(id, 20, 6_000_000),
+    ]));
+    app.update(Event::SlowCounters(counters(2, 7, 0)));
+    key(&mut app, KeyCode::Char('x'));
+    let screen = render(&app, 120, 40);
+    assert!(
+        screen.contains("2 arrived")
+            && screen.contains("recorded 2, lost 7 (ring full 7, over limit 0)"),
+        "{screen}"
+    );
+    key(&mut app, KeyCode::Esc);
+
+    key(&mut app, KeyCode::Char('r'));
+    assert!(app.slow_calls().of(id).is_none(), "r empties the list");
+    app.update(Event::Slow(vec![slow(id, 30, 7_000_000)]));
+    app.update(Event::SlowCounters(counters(3, 9, 1)));
+    assert_eq!(
+        app.slow_calls().counters_of(id),
+        Some(crate::capture::SlowCounters {
+            kept: 1,
+            ring_full: 2,
+            over_limit: 1
+        }),
+        "counted from the reset"
+    );
+
+    key(&mut app, KeyCode::Char('f'));
+    app.update(Event::Slow(vec![slow(id, 40, 8_000_000)]));
+    app.update(Event::SlowCounters(counters(4, 9, 1)));
+    assert_eq!(
+        app.slow_calls().of(id).map(|l| l.arrived),
+        Some(1),
+        "frozen"
+    );
+    assert_eq!(app.slow_calls().counters_of(id).map(|c| c.kept), Some(1));
+    assert_eq!(
+        app.slow.of(id).map(|l| l.arrived),
+        Some(2),
+        "still collected"
+    );
+    key(&mut app, KeyCode::Char('x'));
+    assert!(render(&app, 120, 40).contains("1 arrived"));
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Char('f'));
+    assert_eq!(
+        app.slow_calls().of(id).map(|l| l.arrived),
+        Some(2),
+        "thawed"
+    );
+    assert_eq!(app.slow_calls().counters_of(id).map(|c| c.kept), Some(2));
+}
+
 /// Nearest rank, computed here from the sorted values (not through the screen's histogram).
 fn nearest_rank_percentile(sorted: &[u64], p: f64) -> u64 {
     let rank = ((p * sorted.len() as f64 / 100.0) - 1e-9).ceil().max(1.0) as usize;

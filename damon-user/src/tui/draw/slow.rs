@@ -37,7 +37,7 @@ pub fn render(app: &App, view: SlowView, area: Rect, buf: &mut Buffer) {
     ));
     let inner = block.inner(area);
     block.render(area, buf);
-    let list = app.slow.of(view.func).filter(|l| !l.is_empty());
+    let list = app.slow_calls().of(view.func).filter(|l| !l.is_empty());
     let [counts, body] =
         Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(inner);
     buf.set_line(
@@ -96,7 +96,7 @@ pub fn render(app: &App, view: SlowView, area: Rect, buf: &mut Buffer) {
 /// kept and lost where known.
 fn counts_line(app: &App, func: u32, list: Option<&SlowList>) -> Line<'static> {
     let mut spans = Vec::new();
-    if let Some(s) = app.slow.settings {
+    if let Some(s) = app.slow_calls().settings {
         spans.push(Span::raw(format!(
             " ≥ {} (--slow) ·",
             format::duration(app.clock, s.threshold_ns)
@@ -112,7 +112,7 @@ fn counts_line(app: &App, func: u32, list: Option<&SlowList>) -> Line<'static> {
             format::count(l.len() as u64)
         )));
     }
-    if let Some(c) = app.slow.counters.get(&func) {
+    if let Some(c) = app.slow_calls().counters_of(func) {
         let lost = c.total() - c.kept;
         spans.push(Span::raw(format!(
             " · recorded {}, ",
@@ -128,9 +128,9 @@ fn counts_line(app: &App, func: u32, list: Option<&SlowList>) -> Line<'static> {
             if lost > 0 { WARN } else { Style::new() },
         ));
     }
-    if app.slow.foreign > 0 {
+    if app.slow_calls().foreign > 0 {
         spans.push(Span::styled(
-            format!(" · {} of other functions", app.slow.foreign),
+            format!(" · {} of other functions", app.slow_calls().foreign),
             WARN,
         ));
     }
@@ -139,7 +139,7 @@ fn counts_line(app: &App, func: u32, list: Option<&SlowList>) -> Line<'static> {
 
 /// Why the list is empty, and how to fill it.
 fn empty_text(app: &App) -> Vec<Line<'static>> {
-    let lines = match app.slow.settings {
+    let lines = match app.slow_calls().settings {
         None => vec![
             " No slow calls are kept in this session.".to_owned(),
             String::new(),
@@ -172,7 +172,7 @@ fn columns(app: &App) -> String {
 fn call_line(app: &App, c: &CallRecord) -> String {
     let w = format::duration_width(app.clock).max(8);
     let d = |v: u64| format::duration(app.clock, v);
-    let (off, irq, on) = match c.breakdown().filter(|_| app.slow.breakdown) {
+    let (off, irq, on) = match c.breakdown().filter(|_| app.slow_calls().breakdown) {
         Some(b) => (d(b.off_cpu_ns), d(b.irq_ns), d(b.on_cpu_ns)),
         None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
     };
