@@ -26,7 +26,7 @@ pub fn markdown(c: &Comparison) -> String {
     }
     let unit = c.time.label(c.unit);
     for f in &c.functions {
-        function(&mut out, f, c.method.clean_only, &unit);
+        function(&mut out, f, c.method.clean_only, &unit, c.unit);
     }
     closing(c, &mut out, true);
     out
@@ -34,7 +34,13 @@ pub fn markdown(c: &Comparison) -> String {
 
 /// One function: verdict, disturbed calls, range table, latency table, corrected and clean
 /// rows, tests, time per interval.
-fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &str) {
+fn function(
+    out: &mut String,
+    f: &FunctionComparison,
+    clean_only: bool,
+    unit: &str,
+    clock_unit: &str,
+) {
     let (b, a) = (&f.before, &f.after);
     let _ = writeln!(
         out,
@@ -65,7 +71,7 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &s
     for t in tests {
         let _ = writeln!(out, "{t}  ");
     }
-    if let Some(h) = slow_heading(f, unit.split(' ').next().unwrap_or(unit)) {
+    if let Some(h) = slow_heading(f, clock_unit) {
         let _ = writeln!(out, "\n{h}:\n");
         slow_table(&Markdown, out, f);
     }

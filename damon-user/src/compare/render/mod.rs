@@ -321,7 +321,8 @@ const SLOW_COLUMNS: [Column; 8] = [
     Column::right(7),
 ];
 
-/// What the slow-call table of `f` shows (`None` without one).
+/// What the slow-call table of `f` shows (`None` without one). `unit`: the clock's (the
+/// threshold is wall time, whatever `--time` says).
 fn slow_heading(f: &FunctionComparison, unit: &str) -> Option<String> {
     let s = f.slow.as_ref()?;
     Some(format!(

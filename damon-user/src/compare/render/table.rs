@@ -28,7 +28,7 @@ pub fn table(c: &Comparison) -> String {
     }
     let unit = c.time.label(c.unit);
     for f in &c.functions {
-        function(&mut out, f, c.method.clean_only, &unit);
+        function(&mut out, f, c.method.clean_only, &unit, c.unit);
     }
     closing(c, &mut out, false);
     out
@@ -36,7 +36,13 @@ pub fn table(c: &Comparison) -> String {
 
 /// One function: disturbed calls, range table, latency table, corrected and clean rows,
 /// tests, verdict, time per interval and values.
-fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &str) {
+fn function(
+    out: &mut String,
+    f: &FunctionComparison,
+    clean_only: bool,
+    unit: &str,
+    clock_unit: &str,
+) {
     let (b, a) = (&f.before, &f.after);
     let _ = writeln!(
         out,
@@ -60,7 +66,7 @@ fn function(out: &mut String, f: &FunctionComparison, clean_only: bool, unit: &s
         let _ = writeln!(out, "{t}");
     }
     let _ = writeln!(out, "verdict: {}", f.verdict);
-    if let Some(h) = slow_heading(f, unit.split(' ').next().unwrap_or(unit)) {
+    if let Some(h) = slow_heading(f, clock_unit) {
         let _ = writeln!(out, "\n{h}:");
         slow_table(&Plain, out, f);
     }
