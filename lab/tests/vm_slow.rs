@@ -12,11 +12,16 @@
 //! - **copied whole**: every kept slow call is, field for field, one of the capture's records;
 //! - **bounded**: with every call slow and `--slow-max 300`, the kept, ring-full and
 //!   over-the-limit counts add up to the slow calls in the records, 300 at most are kept, and
-//!   `record --format json` states the same counts.
+//!   `record --format json` states the same counts;
+//! - **live**: `live --slow` on the serial console, `x` on the sleeping calls' panel lists them
+//!   with a stack that names the syscall path, and counts kept and lost while tracing.
 use std::{collections::BTreeMap, time::Duration};
 
 mod common;
-use damon_lab::kernel::Kernel;
+use damon_lab::{
+    kernel::Kernel,
+    vm::{Interactive, KeyStep},
+};
 
 const SCRIPT: &str = damon_lab::script::without_header(include_str!("scripts/vm_slow_script.sh"));
 
@@ -243,4 +248,76 @@ fn vm_7_2_keeps_slow_calls_with_their_stacks_in_every_attach_method() {
 #[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
 fn vm_6_12_keeps_slow_calls_with_their_stacks_under_kprobe_session_fentry_and_kprobe() {
     slow_calls(Kernel::DEBIAN_6_12, &["kprobe-session", "fentry", "kprobe"]);
+}
+
+/// The nanosleep path in the part of the screen below "stack of call": the syscall's entry
+/// and do_syscall_64.
+fn live_stack_shown(screen: &str) -> bool {
+    let Some((_, stack)) = screen.split_once("stack of call") else {
+        return false;
+    };
+    stack.contains("do_syscall_64") && stack.contains("nanosleep")
+}
+
+/// `live --slow` (default attach method) on a 160-column console, wide enough for the counts
+/// line whole: `x` on the panel of `hrtimer_nanosleep`, called by a
+/// loop of 1 ms nanosleeps and short pauses, opens its slow calls with the selected one's stack, and the line
+/// above them counts what was kept and lost so far; `q` then ends the session, whose capture
+/// holds the slow calls the screen counted.
+#[test]
+#[ignore = "boots a QEMU guest; run with `cargo xtask test`"]
+fn vm_7_2_live_opens_the_slow_calls_of_a_panel_with_their_stacks() {
+    // About 20 slow calls a second (the 1 ms sleeps and busybox's 0.2 s one): none is lost to
+    // a full ring or to the per-function limit however long the screen takes.
+    let script = "(while :; do damon-trace disturb-loop --work sleep --calls 5 > /dev/null; sleep 0.2; done) &
+loop=$!
+damon-trace live --func hrtimer_nanosleep --slow 500us --slow-max 100000 --no-calibrate \\
+  --record /out/live.dtcap
+rc=$?
+kill $loop
+damon-trace report /out/live.dtcap --format json > /out/live.json
+exit $rc";
+    let wait = Duration::from_secs(150);
+    let steps = vec![
+        KeyStep::when(
+            "hrtimer_nanosleep with calls > 0",
+            wait,
+            |s| common::called(s, "hrtimer_nanosleep"),
+            "x",
+        ),
+        KeyStep::when_fresh(
+            "its slow calls with a stack and the counts of kept and lost",
+            wait,
+            |s| live_stack_shown(s) && s.contains("recorded") && s.contains("lost 0"),
+            "q",
+        ),
+    ];
+    let outcome = common::boot(
+        common::guest(Kernel::DEBIAN_7_2, script, Duration::from_secs(300))
+            .interactive(Interactive::script(40, 160, steps)),
+    );
+    let log = outcome.terminal.as_ref().expect("terminal log");
+    let view = log.steps.get(1).map_or("", |s| s.screen.as_str());
+    assert!(
+        view.contains("slow calls of hrtimer_nanosleep") && live_stack_shown(view),
+        "x did not show the slow calls with a stack; last screen:\n{}",
+        log.screen()
+    );
+    assert!(
+        view.contains("recorded") && view.contains("lost 0"),
+        "no kept/lost counts while tracing:\n{view}"
+    );
+    assert_eq!(outcome.status, 0, "last screen:\n{}", log.screen());
+    let capture = dtcap::read(&outcome.dir().join("live.dtcap"));
+    let id = capture.id("hrtimer_nanosleep");
+    let [kept, ring_full, over_limit] = slow_counts(&capture, id);
+    assert!(kept > 0, "the capture keeps the slow calls");
+    assert_eq!((ring_full, over_limit), (0, 0));
+    let slow = capture.slow.iter().filter(|s| s.record.func == id).count() as u64;
+    assert_eq!(slow, kept);
+    copied_whole(&capture, &outcome.kernel_release);
+    eprintln!(
+        "{}: live kept {kept} slow calls; the view:\n{view}",
+        outcome.kernel_release
+    );
 }
