@@ -402,7 +402,9 @@ pub(crate) fn finish(
         // SAFETY: helper without preconditions.
         unsafe { bpf_get_smp_processor_id() }
     };
-    let record = CallRecord {
+    // Built where it is stored: in the reserved slot, not on the stack and copied (a slow
+    // call's copy is made from the slot).
+    let record = || CallRecord {
         entry_ns,
         duration_ns,
         value,
@@ -419,14 +421,14 @@ pub(crate) fn finish(
         off_cpu_ns,
         irq_ns,
     };
-    slow::keep_if_slow(ctx, &record);
     match EVENTS.reserve::<CallRecord>(0) {
         Some(mut slot) => {
-            slot.write(record);
+            slow::keep_if_slow(ctx, slot.write(record()));
             slot.submit(wake_flags());
             bump(func, Counter::Emitted);
         }
         None => {
+            slow::keep_if_slow(ctx, &record());
             bump(func, Counter::RingFull);
             probe_event!(debug, "ring full", func, tid, 0u64, duration_ns);
         }
