@@ -8,7 +8,9 @@
 //!   clock when it is switched back in, in `bpf_ktime_get_ns()` time, the durations' own clock;
 //! - the **interrupt clock**, which advances by the interrupt time of the CPU the task is on
 //!   while it is on it: the kernel's IRQ time accounting (`cpu_irqtime.total`, hard and soft
-//!   interrupts, `CONFIG_IRQ_TIME_ACCOUNTING`) read at entry, at return and at each switch.
+//!   interrupts, `CONFIG_IRQ_TIME_ACCOUNTING`) read at entry, at return and at each switch, or,
+//!   on a kernel without it, damon-trace's own per-CPU [`IrqClock`] from the interrupt
+//!   tracepoints.
 //!
 //! Both live in one [`TaskClock`] per task that has made a traced call ([`MAP_TASK_CLOCKS`]),
 //! created at the task's first traced call; tasks that never make one are only looked up at a
@@ -113,6 +115,149 @@ pub const GLOBAL_TASK_PID_OFF: &str = "TASK_PID_OFF";
 /// interrupt time is in its on-CPU time (the capture's metadata says so).
 pub const GLOBAL_CPU_IRQTIME_TOTAL: &str = "CPU_IRQTIME_TOTAL";
 
+/// `u32` global: 1 when the interrupt clock is damon-trace's own [`IrqClock`] (the kernel has
+/// no IRQ time accounting and the interrupt tracepoints' programs are attached), 0 otherwise.
+pub const GLOBAL_IRQ_CLOCK_ON: &str = "IRQ_CLOCK_ON";
+/// Name of the per-CPU array (one entry) of [`IrqClock`]s.
+pub const MAP_IRQ_CLOCK: &str = "IRQ_CLOCK";
+
+/// A CPU's interrupt time, kept by programs on the interrupt tracepoints where the kernel does
+/// not account for it ([`IRQ_CLOCK_TRACEPOINTS`]): the time between a handler's entry and exit
+/// tracepoints, hard (device handlers and the x86 system vectors: local timer, reschedule,
+/// function calls, irq work) and soft (each softirq action). A hard interrupt inside a softirq
+/// is already in the softirq's time and is not added again. What it cannot see: the kernel's
+/// interrupt entry and exit around the handlers, interrupts without a tracepoint, and NMIs.
+///
+/// Each kind has its own start and flag, and an entry always restarts its kind: a missed exit
+/// (a program attached between the two) costs at most one interval, never a clock that stops.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqClock {
+    /// Interrupt time on this CPU since the clock started (ns, `bpf_ktime_get_ns()` time).
+    pub total_ns: u64,
+    pub hard_since: u64,
+    pub soft_since: u64,
+    /// 1 while in a hard interrupt handler / a softirq action.
+    pub hard: u32,
+    pub soft: u32,
+}
+
+impl IrqClock {
+    #[inline(always)]
+    pub fn enter_hard(&mut self, now: u64) {
+        self.hard = 1;
+        self.hard_since = now;
+    }
+
+    #[inline(always)]
+    pub fn leave_hard(&mut self, now: u64) {
+        if self.hard == 1 {
+            self.hard = 0;
+            if self.soft == 0 {
+                self.total_ns = self
+                    .total_ns
+                    .wrapping_add(now.wrapping_sub(self.hard_since));
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub fn enter_soft(&mut self, now: u64) {
+        self.soft = 1;
+        self.soft_since = now;
+    }
+
+    #[inline(always)]
+    pub fn leave_soft(&mut self, now: u64) {
+        if self.soft == 1 {
+            self.soft = 0;
+            self.total_ns = self
+                .total_ns
+                .wrapping_add(now.wrapping_sub(self.soft_since));
+        }
+    }
+}
+
+/// Which [`IrqClock`] step a tracepoint's program takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqStep {
+    EnterHard,
+    LeaveHard,
+    EnterSoft,
+    LeaveSoft,
+}
+
+/// The interrupt clock's programs: (program name, tracepoint, step, required). Userspace
+/// attaches the exits first, so that no entry is seen whose exit is not; the clock is used only
+/// when every required one is attached (the x86 system vectors' are taken where the kernel has
+/// them).
+pub const IRQ_CLOCK_TRACEPOINTS: [(&str, &str, IrqStep, bool); 14] = [
+    (
+        "irqc_hard_out",
+        "irq_handler_exit",
+        IrqStep::LeaveHard,
+        true,
+    ),
+    ("irqc_soft_out", "softirq_exit", IrqStep::LeaveSoft, true),
+    (
+        "irqc_timer_out",
+        "local_timer_exit",
+        IrqStep::LeaveHard,
+        false,
+    ),
+    (
+        "irqc_resched_out",
+        "reschedule_exit",
+        IrqStep::LeaveHard,
+        false,
+    ),
+    (
+        "irqc_call_out",
+        "call_function_exit",
+        IrqStep::LeaveHard,
+        false,
+    ),
+    (
+        "irqc_call1_out",
+        "call_function_single_exit",
+        IrqStep::LeaveHard,
+        false,
+    ),
+    ("irqc_work_out", "irq_work_exit", IrqStep::LeaveHard, false),
+    (
+        "irqc_hard_in",
+        "irq_handler_entry",
+        IrqStep::EnterHard,
+        true,
+    ),
+    ("irqc_soft_in", "softirq_entry", IrqStep::EnterSoft, true),
+    (
+        "irqc_timer_in",
+        "local_timer_entry",
+        IrqStep::EnterHard,
+        false,
+    ),
+    (
+        "irqc_resched_in",
+        "reschedule_entry",
+        IrqStep::EnterHard,
+        false,
+    ),
+    (
+        "irqc_call_in",
+        "call_function_entry",
+        IrqStep::EnterHard,
+        false,
+    ),
+    (
+        "irqc_call1_in",
+        "call_function_single_entry",
+        IrqStep::EnterHard,
+        false,
+    ),
+    ("irqc_work_in", "irq_work_entry", IrqStep::EnterHard, false),
+];
+
 /// A call's time, split (user side; see [`crate::CallRecord::breakdown`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Breakdown {
@@ -146,6 +291,58 @@ impl crate::CallRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hard interrupt, then a softirq with a hard interrupt inside it: the total is the hard
+    /// interrupt's time and the softirq's whole, the nested one not twice.
+    #[test]
+    fn irq_clock_counts_nested_hard_interrupts_once() {
+        let mut c = IrqClock::default();
+        c.enter_hard(100);
+        c.leave_hard(130);
+        assert_eq!(c.total_ns, 30);
+        c.enter_soft(200);
+        c.enter_hard(210);
+        c.leave_hard(220);
+        assert_eq!(c.total_ns, 30, "inside the softirq");
+        c.leave_soft(300);
+        assert_eq!(c.total_ns, 130);
+        assert_eq!((c.hard, c.soft), (0, 0));
+    }
+
+    /// An exit whose entry was not seen adds nothing; an entry whose exit was not seen is
+    /// restarted by the next entry, so the clock goes on.
+    #[test]
+    fn irq_clock_survives_unpaired_tracepoints() {
+        let mut c = IrqClock::default();
+        c.leave_hard(50);
+        c.leave_soft(60);
+        assert_eq!(c.total_ns, 0);
+        c.enter_soft(100);
+        // Its exit missed; the next softirq restarts it.
+        c.enter_soft(1_000);
+        c.leave_soft(1_010);
+        assert_eq!(c.total_ns, 10);
+        c.enter_hard(2_000);
+        c.enter_hard(2_100);
+        c.leave_hard(2_105);
+        assert_eq!(c.total_ns, 15);
+    }
+
+    /// Exits are attached before entries, and every entry has its exit among the tracepoints.
+    #[test]
+    fn irq_clock_tracepoints_come_in_pairs_exits_first() {
+        let n = IRQ_CLOCK_TRACEPOINTS.len();
+        let (exits, entries) = IRQ_CLOCK_TRACEPOINTS.split_at(n / 2);
+        for ((out_prog, out_tp, out_step, out_req), (in_prog, in_tp, in_step, in_req)) in
+            exits.iter().zip(entries)
+        {
+            assert!(matches!(out_step, IrqStep::LeaveHard | IrqStep::LeaveSoft));
+            assert!(matches!(in_step, IrqStep::EnterHard | IrqStep::EnterSoft));
+            assert_eq!(out_tp.replace("_exit", ""), in_tp.replace("_entry", ""));
+            assert_eq!(out_prog.replace("_out", ""), in_prog.replace("_in", ""));
+            assert_eq!(out_req, in_req);
+        }
+    }
 
     fn snap(off_ns: u64, irq_ns: u64) -> Snapshot {
         Snapshot {

@@ -35,6 +35,13 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     {
         eprintln!("damon-trace: note: time breakdown without interrupt time: {why}");
     }
+    if let Some(from) = meta
+        .disturbance
+        .as_ref()
+        .and_then(|d| d.irq_clock.as_deref())
+    {
+        eprintln!("damon-trace: note: interrupt time {from}");
+    }
     let mut writer = CaptureWriter::create(&args.output, args.force, session.meta())
         .with_context(|| format!("creating capture {}", args.output.display()))?;
     writer.flush().context("writing the capture header")?;

@@ -4,8 +4,9 @@
 ##   cargo xtask build-static
 ##   cargo xtask vm --kernel 7.2 --clock instructions --out target/cost --timeout 2400 \
 ##     -- "$(cat lab/experiments/breakdown_slow_cost.sh)"
-## then read target/cost/loop-*.json (ns_per_call: instructions per getppid call) and
-## sw-*.json (ns_per_round_trip: instructions per round trip, two context switches).
+## then read target/cost/loop-*.json (ns_per_call: instructions per getppid call), sw-*.json
+## (ns_per_round_trip: instructions per round trip, two context switches) and
+## loop-storm*.json with loc-storm* (instructions per 256 KiB read and local timer interrupts).
 ## With a binary older than the breakdown (`--bin`), the parts it lacks are skipped.
 ## Every traced configuration has the recorder stopped (SIGSTOP) while the loop runs, so the
 ## loop pays the probes and nothing of the reader.
@@ -40,6 +41,19 @@ for r in 1 2; do
     stop
   done
   [ -n "$new" ] || continue
+  # Per interrupt: 200 reads of 256 KiB under a 20 kHz timer storm on the worker's CPU, alone
+  # and beside a --disturbance session of a function the loop does not call (on a kernel
+  # without IRQ time accounting, the session's interrupt clock runs two programs per
+  # interrupt). The worker's CPU time per call (cpu_ns) holds the interrupts that ran during
+  # it; /proc/interrupts' LOC (local timer) line counts them.
+  for cfg in stormnone stormdist; do
+    [ $cfg = stormdist ] && start $cfg-$r --func $F --attach fentry --disturbance
+    grep LOC: /proc/interrupts > /out/loc-$cfg-$r-before
+    damon-trace disturb-loop --work zero --bytes 262144 --calls 200 --timer-storm 20000 \
+      > /out/loop-$cfg-$r.json
+    grep LOC: /proc/interrupts > /out/loc-$cfg-$r-after
+    [ $cfg = stormdist ] && stop
+  done
   # Every call slow and kept: 300 calls, whose slow records fit the 256 KiB ring.
   for cfg in plain300 slowall300; do
     case $cfg in plain300) x=;; slowall300) x='--slow 0.001us';; esac

@@ -150,6 +150,7 @@ pub fn disturbed_capture() -> Capture {
         hardirq_sources: vec!["kstat.irqs_sum".into()],
         breakdown: false,
         irq_time_missing: None,
+        irq_clock: None,
     });
     c
 }
@@ -300,6 +301,7 @@ pub fn breakdown_capture() -> Capture {
         hardirq_sources: vec!["kstat.irqs_sum".into()],
         breakdown: true,
         irq_time_missing: None,
+        irq_clock: None,
     });
     c.meta.args = vec![ArgStatus {
         function: "damon_hot_score".into(),

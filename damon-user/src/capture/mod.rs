@@ -180,6 +180,11 @@ pub struct DisturbanceStatus {
     /// no breakdown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irq_time_missing: Option<String>,
+    /// Where the kernel has no IRQ time accounting and damon-trace kept the CPUs' interrupt
+    /// time itself (`damon_common::breakdown::IrqClock`): what from (the tracepoints), in
+    /// words. `None`: the kernel's accounting, or no interrupt time (`irq_time_missing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_clock: Option<String>,
 }
 
 impl DisturbanceStatus {

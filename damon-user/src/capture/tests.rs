@@ -676,6 +676,7 @@ fn disturbance_counts_round_trip_in_kind_8_chunks_only_where_needed() {
         hardirq_sources: vec!["kstat.irqs_sum".into(), "irq_stat (21 counts)".into()],
         breakdown: false,
         irq_time_missing: None,
+        irq_clock: None,
     });
     let counts = [[1, 0, UNKNOWN, UNKNOWN], [0, 0, SATURATED, 2], LOST];
     let records: Vec<CallRecord> = (0..9)

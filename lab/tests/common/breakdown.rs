@@ -3,7 +3,9 @@
 //! not produce, in `vm_disturb`'s captures: what the disturb-loop worker asked for (1 ms
 //! sleeps), read itself around each system call (`CLOCK_THREAD_CPUTIME_ID`, the scheduler's
 //! own `sum_exec_runtime` of the task; `getrusage` switch counts), and what the guest's
-//! /proc/kallsyms says of IRQ time accounting.
+//! /proc/kallsyms says of IRQ time accounting. Where the kernel has none (every Debian kernel
+//! of the lab), it charges interrupts to the task they interrupt, so the task's CPU time is
+//! compared with the call's on-CPU time plus its interrupt time ([`Split::charged`]).
 use super::{json, read};
 
 /// A breakdown field that is not known (`breakdown::UNKNOWN_NS`); the one below it is
@@ -29,6 +31,26 @@ impl Split {
     pub fn on(&self) -> Option<u64> {
         Some(self.wall.saturating_sub(self.off? + self.irq?))
     }
+
+    /// The part of the call the kernel charges to the task's CPU time (`sum_exec_runtime`,
+    /// what the worker reads): its on-CPU time, plus its interrupt time where the kernel does
+    /// not account IRQ time (`irq_charged`: then the interrupts that ran on the task's CPU are
+    /// in its run time).
+    pub fn charged(&self, irq_charged: bool) -> Option<u64> {
+        let on = self.on()?;
+        Some(if irq_charged {
+            on + self.irq?.min(self.wall)
+        } else {
+            on
+        })
+    }
+}
+
+/// Whether the guest's kernel charges interrupt time to the interrupted task (no
+/// `cpu_irqtime` in its kallsyms: no IRQ time accounting; `irqtime.txt`, written by the
+/// script).
+fn irq_charged(dir: &std::path::Path) -> bool {
+    read(dir, "irqtime.txt").trim() == "0"
 }
 
 /// The worker's calls (task `tid`) in entry order, each field checked for its unknown value:
@@ -131,11 +153,18 @@ pub fn check(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx:
     format!("breakdown: {sleep}; {hog}; {irq}")
 }
 
-/// The capture says whether the breakdown has interrupt time, and that agrees with the
-/// kernel: `irq_time_missing` is stated exactly when the guest's /proc/kallsyms has no
-/// `cpu_irqtime` (no CONFIG_IRQ_TIME_ACCOUNTING; `irqtime.txt`, written by the script). When
-/// stated, no call has interrupt time; when not, the storm's calls on CPU 0 have a larger
-/// interrupt share than the calls without it.
+/// The capture says where the breakdown's interrupt time comes from, and that agrees with the
+/// kernel: the kernel's IRQ time accounting when the guest's /proc/kallsyms has `cpu_irqtime`
+/// (`irqtime.txt`, written by the script), else damon-trace's own clock from the interrupt
+/// tracepoints, named with the local timer's and the softirqs' (none of the lab's Debian
+/// kernels accounts IRQ time). Either way, against ground truth the tool does not make:
+/// - the storm's calls (a 20 kHz perf hrtimer on the worker's CPU) spend more than 1.5 times
+///   the share of their wall time in interrupts that the same calls spend without it
+///   (measured over every method on 6.1, 6.12, 7.2 and 7.3 under TCG: 3.2 to 37 times, e.g.
+///   4.6 % against 1.45 %, 53 % against 2.2 %);
+/// - no call has interrupt time whose disturbance counts (the kernel's own interrupt counters,
+///   `kstat` and `irq_stat`) say no interrupt ran on its CPU during it: the clock does not
+///   invent interrupts.
 fn irq_time_statement(
     dir: &std::path::Path,
     capture: &dtcap::Capture,
@@ -148,13 +177,27 @@ fn irq_time_statement(
         "{ctx}: the capture has the breakdown: {d}"
     );
     let has_irqtime = read(dir, "irqtime.txt").trim() != "0";
-    let missing = d["irq_time_missing"].as_str();
-    assert_eq!(
-        missing.is_none(),
-        has_irqtime,
-        "{ctx}: the capture states no interrupt time ({missing:?}) exactly when the kernel has \
-         no cpu_irqtime"
-    );
+    assert_eq!(d["irq_time_missing"], serde_json::Value::Null, "{ctx}: {d}");
+    let source = match d["irq_clock"].as_str() {
+        None => {
+            assert!(
+                has_irqtime,
+                "{ctx}: no cpu_irqtime and no clock of ours: {d}"
+            );
+            "the kernel's IRQ time accounting"
+        }
+        Some(clock) => {
+            assert!(
+                !has_irqtime,
+                "{ctx}: our own clock where the kernel accounts IRQ time: {clock}"
+            );
+            assert!(
+                clock.contains("local_timer") && clock.contains("softirq"),
+                "{ctx}: {clock}"
+            );
+            "damon-trace's interrupt clock"
+        }
+    };
     let share = |name: &str| {
         let t = truth(dir, &format!("{method}-{name}.json"));
         let calls = splits(capture, t.tid, ctx);
@@ -163,27 +206,26 @@ fn irq_time_statement(
         irq as f64 / wall.max(1) as f64
     };
     let (base, storm) = (share("base"), share("storm"));
-    match missing {
-        Some(why) => {
-            assert!(
-                why.contains("CONFIG_IRQ_TIME_ACCOUNTING"),
-                "{ctx}: the statement names the kernel option: {why}"
-            );
-            assert_eq!(
-                (base, storm),
-                (0.0, 0.0),
-                "{ctx}: no interrupt time without IRQ time accounting"
-            );
-            "no IRQ time accounting, stated".to_owned()
-        }
-        None => {
-            assert!(
-                storm > base,
-                "{ctx}: interrupt share {storm:.4} in the storm, {base:.4} without"
-            );
-            format!("interrupt share {base:.4} alone, {storm:.4} in the storm")
-        }
-    }
+    assert!(
+        storm > 0.0 && storm > 1.5 * base,
+        "{ctx}: interrupt share {storm:.4} in the storm, {base:.4} without ({source})"
+    );
+    let invented: Vec<&dtcap::Record> = capture
+        .records
+        .iter()
+        .filter(|r| {
+            let counted = r.disturbance[2] != 0xFFFF && r.disturbance[3] != 0xFFFF;
+            let irq = r.breakdown[1];
+            counted && irq != UNKNOWN_NS && irq > 0 && r.disturbance[2] + r.disturbance[3] == 0
+        })
+        .collect();
+    assert!(
+        invented.is_empty(),
+        "{ctx}: {} calls with interrupt time but no interrupt counted, e.g. {:?}",
+        invented.len(),
+        invented.first()
+    );
+    format!("interrupt share {base:.4} alone, {storm:.4} in the storm ({source})")
 }
 
 /// Sleeping calls (`hrtimer_nanosleep` of 1 ms sleeps): a call the tool says slept was off
@@ -204,8 +246,9 @@ fn sleeping(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: 
     assert_eq!(calls.len(), t.cpu_ns.len(), "{ctx}: one record per sleep");
     let (mut off_sum, mut floor, mut wall_sum, mut worst_on) = (0u64, 0u64, 0u64, 0i64);
     let (mut short, mut slept) = (Vec::new(), 0usize);
+    let charged = irq_charged(dir);
     for ((c, &cpu), s) in calls.iter().zip(&t.cpu_ns).zip(&t.switches) {
-        let (Some(off), Some(on)) = (c.off, c.on()) else {
+        let (Some(off), Some(on)) = (c.off, c.charged(charged)) else {
             continue;
         };
         assert!(
@@ -271,6 +314,7 @@ fn sleeping(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: 
 /// time is what is compared.)
 fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx: &str) -> String {
     let (mut excess, mut short) = (Vec::new(), Vec::new());
+    let charged = irq_charged(dir);
     for name in ["long-hog", "long-hog-odd"] {
         let hog = truth(dir, &format!("{method}-{name}.json"));
         let calls = splits(capture, hog.tid, ctx);
@@ -280,7 +324,9 @@ fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx:
             "{ctx}: {name}: one record per call"
         );
         for (i, ((c, &cpu), s)) in calls.iter().zip(&hog.cpu_ns).zip(&hog.switches).enumerate() {
-            let Some(on) = c.on() else { continue };
+            let Some(on) = c.charged(charged) else {
+                continue;
+            };
             if c.preempted == 0 || (name == "long-hog-odd" && i % 2 == 0) {
                 continue;
             }
@@ -308,7 +354,7 @@ fn preempted(dir: &std::path::Path, capture: &dtcap::Capture, method: &str, ctx:
     let t = truth(dir, &format!("{method}-long-hog-odd.json"));
     let calls = splits(capture, t.tid, ctx);
     let any = |_: &Split| true;
-    let on = |c: &Split| c.on().map(|v| v as f64);
+    let on = |c: &Split| c.charged(charged).map(|v| v as f64);
     let wall = |c: &Split| Some(c.wall as f64);
     // The calls alone against the calls alone around them: their own spread.
     let own = neighbour_ratios(&calls, 0, &any, &any, &on);

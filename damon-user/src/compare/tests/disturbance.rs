@@ -38,6 +38,7 @@ fn run_with(shift: i64, disturbed: usize) -> Capture {
         hardirq_sources: vec!["kstat.irqs_sum".into()],
         breakdown: false,
         irq_time_missing: None,
+        irq_clock: None,
     });
     c
 }

@@ -67,6 +67,11 @@ pub(in crate::probe) fn all_program_names() -> Vec<String> {
             FSESSION_SELFTEST_PROGRAM.to_owned(),
         ])
         .chain(floor_program_names())
+        .chain(
+            damon_common::breakdown::IRQ_CLOCK_TRACEPOINTS
+                .iter()
+                .map(|(name, ..)| (*name).to_owned()),
+        )
         .collect()
 }
 
@@ -192,7 +197,7 @@ pub(in crate::probe) fn timed_attach<T>(name: &str, target: &str, attach: impl F
 }
 
 /// Every map name of ours, in full.
-pub(in crate::probe) const MAP_NAMES: [&str; 16] = [
+pub(in crate::probe) const MAP_NAMES: [&str; 17] = [
     MAP_EVENTS,
     MAP_COUNTERS,
     MAP_STAMPS,
@@ -209,6 +214,7 @@ pub(in crate::probe) const MAP_NAMES: [&str; 16] = [
     damon_common::slow::MAP_SLOW_EVENTS,
     damon_common::slow::MAP_SLOW_COUNTERS,
     damon_common::breakdown::MAP_TASK_CLOCKS,
+    damon_common::breakdown::MAP_IRQ_CLOCK,
 ];
 
 #[cfg(test)]
@@ -260,6 +266,12 @@ mod tests {
             FSESSION_SELFTEST_PROGRAM.to_owned(),
         ]);
         names.extend(floor_program_names());
+        // The interrupt clock's, attached by `tracer::disturb::attach_irq_clock`.
+        names.extend(
+            damon_common::breakdown::IRQ_CLOCK_TRACEPOINTS
+                .iter()
+                .map(|(name, ..)| (*name).to_owned()),
+        );
         names
     }
 

@@ -12,7 +12,10 @@
 //! symbol plus `__per_cpu_offset[n]`, which is what the programs compute.
 use damon_common::{
     OFFSET_UNKNOWN,
-    breakdown::{GLOBAL_BREAKDOWN_ON, GLOBAL_CPU_IRQTIME_TOTAL, GLOBAL_TASK_PID_OFF},
+    breakdown::{
+        GLOBAL_BREAKDOWN_ON, GLOBAL_CPU_IRQTIME_TOTAL, GLOBAL_IRQ_CLOCK_ON, GLOBAL_TASK_PID_OFF,
+        IRQ_CLOCK_TRACEPOINTS,
+    },
     disturb::{
         GLOBAL_DISTURB_ON, GLOBAL_IRQ_STAT_N, GLOBAL_IRQ_STAT_WORDS, GLOBAL_KSTAT_IRQS_SUM,
         GLOBAL_KSTAT_SOFTIRQS, GLOBAL_KSTAT_SOFTIRQS_N, GLOBAL_PER_CPU_OFFSET_SYM,
@@ -20,7 +23,10 @@ use damon_common::{
     },
 };
 
-use aya::{Ebpf, programs::BtfTracePoint};
+use aya::{
+    Ebpf,
+    programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
+};
 
 use crate::{
     capture::DisturbanceStatus,
@@ -78,6 +84,7 @@ pub(super) fn counters(mode: ModeConfig, btf: &Result<Btf, String>) -> Counters 
                 hardirq_sources: Vec::new(),
                 breakdown: false,
                 irq_time_missing: None,
+                irq_clock: None,
             },
         },
     }
@@ -146,6 +153,7 @@ fn find(btf: &Btf, sym: &dyn Fn(&str) -> Result<u64, String>) -> Result<Counters
             hardirq_sources: sources,
             breakdown: false,
             irq_time_missing: None,
+            irq_clock: None,
         },
     })
 }
@@ -167,7 +175,10 @@ fn breakdown(c: &mut Counters, btf: &Btf, sym: &dyn Fn(&str) -> Result<u64, Stri
     let irq_total = match irq_total {
         Ok(addr) => addr,
         Err(why) => {
+            // Our own clock from the interrupt tracepoints instead, if they attach
+            // ([`attach_clocks`]); if they do not, this is why there is no interrupt time.
             c.status.irq_time_missing = Some(irq_time_missing(&why));
+            c.globals.push((GLOBAL_IRQ_CLOCK_ON, 1));
             0
         }
     };
@@ -187,7 +198,8 @@ fn irq_time_missing(why: &str) -> String {
 
 /// Loads and attaches the `sched_switch` program that keeps the task clocks, when `status`
 /// has the breakdown; if it cannot, the breakdown is off (the records' clocks would not
-/// move), with a warning that says why.
+/// move), with a warning that says why. On a kernel without IRQ time accounting it then
+/// attaches the interrupt clock's programs ([`attach_irq_clock`]).
 pub(super) fn attach_clocks(
     bpf: &mut Ebpf,
     btf: Option<&aya::Btf>,
@@ -196,18 +208,9 @@ pub(super) fn attach_clocks(
     if !status.breakdown {
         return;
     }
-    let attached = (|| -> Result<(), String> {
-        let btf = btf.ok_or("no kernel BTF")?;
-        let prog: &mut BtfTracePoint = bpf
-            .program_mut(CLOCKS_PROGRAM)
-            .ok_or("the eBPF object has no such program")?
-            .try_into()
-            .map_err(|e| format!("{e}"))?;
-        prog.load("sched_switch", btf)
-            .map_err(|e| describe_error(&e))?;
-        prog.attach().map_err(|e| describe_error(&e))?;
-        Ok(())
-    })();
+    let attached = btf
+        .ok_or_else(|| "no kernel BTF".to_owned())
+        .and_then(|btf| attach_tp_btf(bpf, btf, CLOCKS_PROGRAM, "sched_switch").map(|_| ()));
     if let Err(why) = attached {
         status.breakdown = false;
         status.irq_time_missing = None;
@@ -215,7 +218,87 @@ pub(super) fn attach_clocks(
             "damon-trace: warning: no time breakdown (off-CPU, interrupt, on-CPU time): the \
              sched_switch program ({CLOCKS_PROGRAM}, tp_btf) could not be attached: {why}"
         );
+        return;
     }
+    if let (Some(btf), Some(missing)) = (btf, status.irq_time_missing.clone()) {
+        match attach_irq_clock(bpf, btf) {
+            Ok(from) => {
+                status.irq_time_missing = None;
+                status.irq_clock = Some(from);
+            }
+            Err(why) => {
+                status.irq_time_missing = Some(format!(
+                    "{missing}; damon-trace's own interrupt clock: {why}"
+                ));
+            }
+        }
+    }
+}
+
+/// Loads program `name` against the BTF tracepoint `tracepoint` and attaches it.
+fn attach_tp_btf(
+    bpf: &mut Ebpf,
+    btf: &aya::Btf,
+    name: &str,
+    tracepoint: &str,
+) -> Result<BtfTracePointLinkId, String> {
+    let prog: &mut BtfTracePoint = bpf
+        .program_mut(name)
+        .ok_or("the eBPF object has no such program")?
+        .try_into()
+        .map_err(|e| format!("{e}"))?;
+    prog.load(tracepoint, btf).map_err(|e| describe_error(&e))?;
+    prog.attach().map_err(|e| describe_error(&e))
+}
+
+/// The interrupt clock (`damon_common::breakdown::IrqClock`) for a kernel that does not
+/// account interrupt time: every exit program, then every entry program
+/// ([`IRQ_CLOCK_TRACEPOINTS`]'s order). Returns what the clock is made from, in words; if a
+/// required one fails, the others are detached (the clock stands still) and the error says
+/// which and why.
+fn attach_irq_clock(bpf: &mut Ebpf, btf: &aya::Btf) -> Result<String, String> {
+    let mut attached: Vec<(&str, &str, BtfTracePointLinkId)> = Vec::new();
+    let mut skipped = Vec::new();
+    for (name, tracepoint, _, required) in IRQ_CLOCK_TRACEPOINTS {
+        // An entry only with its exit: a kind's flag set by an entry is cleared by its exit.
+        if let Some(kind) = tracepoint.strip_suffix("_entry") {
+            let exit = format!("{kind}_exit");
+            if !attached.iter().any(|(_, tp, _)| *tp == exit) {
+                continue;
+            }
+        }
+        match attach_tp_btf(bpf, btf, name, tracepoint) {
+            Ok(link) => attached.push((name, tracepoint, link)),
+            Err(why) if !required => skipped.push(format!("{tracepoint} ({why})")),
+            Err(why) => {
+                for (name, _, link) in attached {
+                    let prog: Option<&mut BtfTracePoint> =
+                        bpf.program_mut(name).and_then(|p| p.try_into().ok());
+                    if let Some(prog) = prog {
+                        let _ = prog.detach(link);
+                    }
+                }
+                return Err(format!(
+                    "the {tracepoint} tracepoint could not be attached: {why}"
+                ));
+            }
+        }
+    }
+    let mut pairs: Vec<&str> = attached
+        .iter()
+        .filter_map(|(_, tp, _)| tp.strip_suffix("_entry"))
+        .collect();
+    pairs.sort_unstable();
+    let mut words = format!(
+        "measured by damon-trace, since the kernel does not account it: the time between the \
+         entry and exit tracepoints of {} (handlers only, not the kernel's interrupt entry and \
+         exit around them)",
+        pairs.join(", ")
+    );
+    if !skipped.is_empty() {
+        words.push_str(&format!("; not available: {}", skipped.join(", ")));
+    }
+    Ok(words)
 }
 
 const _: () = assert!(OFFSET_UNKNOWN > MAX_WORDS);

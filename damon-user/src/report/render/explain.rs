@@ -54,11 +54,12 @@ pub fn breakdown_table(m: &impl Markup, out: &mut String, r: &Report) {
         cells.extend(breakdown_cells(b, irq_missing.is_none()));
         out.push_str(&m.table_row(&cells, &BREAKDOWN_COLUMNS));
     }
-    let irq = match irq_missing {
-        Some(why) => {
+    let irq = match (irq_missing, r.meta.disturbance.irq_clock.as_deref()) {
+        (Some(why), _) => {
             format!("; interrupt time was not measured ({why}): n/a, and part of on-CPU")
         }
-        None => String::new(),
+        (None, Some(from)) => format!("; interrupt time {from}"),
+        (None, None) => String::new(),
     };
     out.push_str(&m.note(&format!(
         "where the time went: share of the calls' summed wall time off the CPU (switched out: \

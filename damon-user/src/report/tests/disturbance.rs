@@ -121,6 +121,7 @@ fn captures_that_did_not_measure_say_why_in_one_line_and_null() {
         hardirq_sources: Vec::new(),
         breakdown: false,
         irq_time_missing: None,
+        irq_clock: None,
     });
     let r = build(&c, &opts()).expect("report");
     assert!(

@@ -113,6 +113,25 @@ fn missing_interrupt_time_is_stated_with_the_on_cpu_times() {
     assert!(wall.contains("n/a"), "{wall}");
 }
 
+/// Interrupt time from damon-trace's own clock: shown as measured, and the note says from
+/// what.
+#[test]
+fn interrupt_time_of_our_own_clock_is_shown_and_named() {
+    let mut c = breakdown_capture();
+    c.meta.disturbance.as_mut().expect("measured").irq_clock =
+        Some("measured by damon-trace from the softirq and local_timer tracepoints".into());
+    let wall = render::table(&build(&c, &opts()).expect("report"), None);
+    let note = wall
+        .lines()
+        .find(|l| l.starts_with("(where the time went"))
+        .expect("the breakdown's note");
+    assert!(
+        note.contains("interrupt time measured by damon-trace from the softirq"),
+        "{wall}"
+    );
+    assert!(!wall.contains("n/a"), "{wall}");
+}
+
 #[test]
 fn the_breakdown_says_where_the_summed_wall_time_went() {
     let r = build(&breakdown_capture(), &opts()).expect("report");
