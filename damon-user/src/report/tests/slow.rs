@@ -83,6 +83,17 @@ fn on_cpu_time_without_a_breakdown_names_the_cause_and_the_remedy() {
     assert!(err.0.contains("stream mode"), "{}", err.0);
 }
 
+/// The wall-time report of `c` as a table, and its "where the time went" note.
+fn wall_table_and_breakdown_note(c: &crate::capture::Capture) -> (String, String) {
+    let wall = render::table(&build(c, &opts()).expect("report"), None);
+    let note = wall
+        .lines()
+        .find(|l| l.starts_with("(where the time went"))
+        .expect("the breakdown's note")
+        .to_owned();
+    (wall, note)
+}
+
 #[test]
 fn missing_interrupt_time_is_stated_with_the_on_cpu_times() {
     let mut c = breakdown_capture();
@@ -101,11 +112,7 @@ fn missing_interrupt_time_is_stated_with_the_on_cpu_times() {
     let table = render::table(&r, None);
     assert!(table.contains("interrupt time was not measured"), "{table}");
     // On wall time too, the breakdown table says so, and shows no interrupt share.
-    let wall = render::table(&build(&c, &opts()).expect("report"), None);
-    let note = wall
-        .lines()
-        .find(|l| l.starts_with("(where the time went"))
-        .expect("the breakdown's note");
+    let (wall, note) = wall_table_and_breakdown_note(&c);
     assert!(
         note.contains("interrupt time was not measured (CONFIG_IRQ_TIME_ACCOUNTING is off)"),
         "{wall}"
@@ -120,11 +127,7 @@ fn interrupt_time_of_our_own_clock_is_shown_and_named() {
     let mut c = breakdown_capture();
     c.meta.disturbance.as_mut().expect("measured").irq_clock =
         Some("measured by damon-trace from the softirq and local_timer tracepoints".into());
-    let wall = render::table(&build(&c, &opts()).expect("report"), None);
-    let note = wall
-        .lines()
-        .find(|l| l.starts_with("(where the time went"))
-        .expect("the breakdown's note");
+    let (wall, note) = wall_table_and_breakdown_note(&c);
     assert!(
         note.contains("interrupt time measured by damon-trace from the softirq"),
         "{wall}"
