@@ -270,7 +270,7 @@ fn corrected_latencies_next_to_raw_ones() {
     assert!(lines.iter().all(|l| l.split(',').count() == cols), "{csv}");
     assert!(
         lines[1].ends_with(
-            ",25.000,4.000,-15.000,30.000,25.000,65.000,75.000,75.000,75.000,75.000,0,,"
+            ",25.000,4.000,-15.000,30.000,25.000,65.000,75.000,75.000,75.000,75.000,0,,,,,,,,,,,"
         ),
         "{csv}"
     );
@@ -351,7 +351,10 @@ fn skipped_probe_runs_are_calls_and_drops_with_their_reasons() {
     assert_eq!(json["functions"][0]["stale_entries"], 1);
     let csv = render::csv(&r);
     assert!(
-        csv.lines().nth(1).expect("row").ends_with(",1,5,3"),
+        csv.lines()
+            .nth(1)
+            .expect("row")
+            .ends_with(",1,5,3,,,,,,,,,"),
         "{csv}"
     );
     // With kprobes the same counts mean another program was running, and skips come as whole

@@ -135,6 +135,47 @@ fn interrupt_time_of_our_own_clock_is_shown_and_named() {
     assert!(!wall.contains("n/a"), "{wall}");
 }
 
+/// The report's CSV has the breakdown's shares (the interrupt share empty where it was not
+/// measured) beside the function's other columns.
+#[test]
+fn the_csv_carries_the_breakdown_shares() {
+    let row = |c: &crate::capture::Capture| {
+        let csv = render::csv(&build(c, &opts()).expect("report"));
+        let mut lines = csv.lines();
+        let header: Vec<String> = lines
+            .next()
+            .expect("header")
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        let values: Vec<String> = lines
+            .next()
+            .expect("row")
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(header.len(), values.len(), "{csv}");
+        header
+            .into_iter()
+            .zip(values)
+            .collect::<std::collections::HashMap<_, _>>()
+    };
+    let mut c = breakdown_capture();
+    let r = row(&c);
+    // 2900 ns of wall time: 1800 off the CPU, 200 in interrupts, 900 on it.
+    assert_eq!(r["breakdown_calls"], "9");
+    assert_eq!(r["breakdown_unknown"], "1");
+    assert_eq!(r["off_cpu_pct"], format!("{:.3}", 1800.0 / 29.0));
+    assert_eq!(r["irq_pct"], format!("{:.3}", 200.0 / 29.0));
+    assert_eq!(r["on_cpu_pct"], format!("{:.3}", 900.0 / 29.0));
+    c.meta
+        .disturbance
+        .as_mut()
+        .expect("measured")
+        .irq_time_missing = Some("off".into());
+    assert_eq!(row(&c)["irq_pct"], "");
+}
+
 #[test]
 fn the_breakdown_says_where_the_summed_wall_time_went() {
     let r = build(&breakdown_capture(), &opts()).expect("report");
