@@ -1,6 +1,7 @@
 //! The time breakdown's per-task clocks (see `damon_common::breakdown`): the off-CPU clock,
 //! kept by the `sched_switch` program below, and the interrupt clock, which follows the
-//! interrupt time of the CPU the task runs on (`cpu_irqtime.total`, IRQ time accounting).
+//! interrupt time of the CPU the task runs on (`cpu_irqtime.total` with IRQ time accounting,
+//! else our own [`IRQ_CLOCK`]).
 //!
 //! A snapshot (`disturb::snapshot`) reads the running task's clock: one lookup in
 //! [`TASK_CLOCKS`] (at a call's entry, an insert when the task has none yet), and one read of
