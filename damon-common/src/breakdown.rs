@@ -51,10 +51,13 @@ impl TaskClock {
     }
 
     /// The interrupt clock now, for the running task on a CPU whose interrupt time is
-    /// `cpu_irq`.
+    /// `cpu_irq`. A `cpu_irq` older than the task's last switch-in (read before a preemption
+    /// inside a tracing program, which a preemptible kernel allows) counts as that switch-in:
+    /// the clock never runs backwards.
     #[inline(always)]
     pub fn irq_now(&self, cpu_irq: u64) -> u64 {
-        self.irq_acc.wrapping_add(cpu_irq.wrapping_sub(self.irq_in))
+        self.irq_acc
+            .wrapping_add(cpu_irq.saturating_sub(self.irq_in))
     }
 
     /// The task leaves its CPU at `now`.
@@ -291,6 +294,18 @@ impl crate::CallRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CPU interrupt time read before the task was switched out and back in (a tracing
+    /// program preempted between its two reads) does not turn the clock back.
+    #[test]
+    fn an_interrupt_time_older_than_the_switch_in_does_not_turn_the_clock_back() {
+        let mut c = TaskClock::new(1_000);
+        let stale = 1_200;
+        c.switch_out(5_000, 1_500);
+        c.switch_in(9_000, 2_000);
+        assert_eq!(c.irq_now(stale), 500);
+        assert_eq!(c.irq_now(2_300), 800);
+    }
 
     /// A hard interrupt, then a softirq with a hard interrupt inside it: the total is the hard
     /// interrupt's time and the softirq's whole, the nested one not twice.

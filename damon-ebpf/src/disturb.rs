@@ -182,35 +182,24 @@ fn interrupts() -> (u32, u32, u64) {
 
 /// The counters now: the task's switch counts, the CPU's interrupt counts and, when they are
 /// kept, the task's clocks (`clocks`; `open`: at a call's entry, which creates the task's
-/// clock). The CPU's interrupt time is read last at an entry and first at a return, next to
-/// the call's stamps: an interrupt that lands in a snapshot is then in the call's interrupt
-/// count whenever it is in its interrupt time (it may be in the count only), so no call has
-/// interrupt time without an interrupt counted.
+/// clock). The clocks are read last at an entry and first at a return, next to the call's
+/// stamps: an interrupt or a switch that lands in a snapshot is then in the call's counts
+/// whenever it is in its clocks (it may be in the counts only), so no call has interrupt time
+/// without an interrupt counted, nor off-CPU time without a switch.
 #[inline(always)]
 pub(crate) fn snapshot(open: bool) -> Snapshot {
-    // A plain number, not an Option: Linux 6.1's verifier refuses the read of a None's
-    // payload, which LLVM makes before the test.
-    let irq_at_return = if !open && clocks::on() {
-        clocks::cpu_irq_here()
-    } else {
-        0
-    };
+    let mut snap = Snapshot::default();
+    if !open && clocks::on() {
+        clocks::read(&mut snap, clocks::cpu_irq_here(), false);
+    }
     let (nvcsw, nivcsw) = switches();
     let (hardirqs, softirqs, base) = interrupts();
-    let mut snap = Snapshot {
-        nvcsw,
-        nivcsw,
-        hardirqs,
-        softirqs,
-        ..Snapshot::default()
-    };
-    if clocks::on() {
-        let irq = if open {
-            clocks::cpu_irq(base)
-        } else {
-            irq_at_return
-        };
-        clocks::read(&mut snap, irq, open);
+    snap.nvcsw = nvcsw;
+    snap.nivcsw = nivcsw;
+    snap.hardirqs = hardirqs;
+    snap.softirqs = softirqs;
+    if open && clocks::on() {
+        clocks::read(&mut snap, clocks::cpu_irq(base), true);
     }
     snap
 }
